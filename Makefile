@@ -1,0 +1,35 @@
+# Everything runs from a fresh machine: `make demo` and `make test` create the environment themselves.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.fairseq-joint-installed
+# pytest workers (each runs one torch thread); the machine has 2 cores
+JOBS ?= 2
+
+.PHONY: install demo test test-fast bench clean
+
+install: $(STAMP)
+
+$(STAMP): setup.py Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	# torch 2.13.0: the CPU build lies on disk here; any other version downloads a multi-GB CUDA build
+	$(PIP) install -q torch==2.13.0 numpy cython setuptools wheel
+	# fairseq 0.12.2 does not import on Python >= 3.11; fairseq-fixed compiles against the installed torch
+	$(PY) -c "import fairseq" 2>/dev/null || $(PIP) install -q --no-build-isolation fairseq-fixed==0.12.3.1
+	$(PIP) install -q sacrebleu sacremoses sentencepiece subword-nmt scikit-learn matplotlib pytest pytest-xdist
+	$(PIP) install -q --no-build-isolation --no-deps -e .
+	touch $(STAMP)
+
+demo: install
+	PATH=$(abspath $(VENV))/bin:$$PATH bash scripts/demo.sh
+
+test: install
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) -q tests
+
+test-fast: install
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) -q -m "not slow" tests
+
+clean:
+	rm -rf $(VENV) build *.egg-info demo-work

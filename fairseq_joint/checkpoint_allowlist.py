@@ -1,0 +1,45 @@
+"""Classes fairseq pickles into checkpoints, allowlisted for ``torch.load(weights_only=True)`` (torch >= 2.6).
+
+fairseq imports a ``--user-dir`` before it loads any checkpoint, so allowlisting here at import time
+makes fairseq-generate, fairseq-interactive, resume and ``load_model_ensemble_and_task`` work without
+switching the safety check off.
+"""
+
+import argparse
+import collections
+import typing
+
+import torch
+
+
+def _optional_classes():
+    out = []
+    try:
+        from omegaconf import DictConfig, ListConfig
+        from omegaconf.base import ContainerMetadata, Metadata
+        from omegaconf.nodes import AnyNode
+
+        out += [DictConfig, ListConfig, ContainerMetadata, Metadata, AnyNode]
+    except ImportError:  # pragma: no cover - omegaconf comes with fairseq
+        pass
+    try:
+        import numpy as np
+
+        try:  # numpy >= 2
+            from numpy._core.multiarray import _reconstruct, scalar
+        except ImportError:  # numpy 1.x
+            from numpy.core.multiarray import _reconstruct, scalar
+        out += [np.dtype, np.ndarray, _reconstruct, scalar]
+        out += [type(np.dtype(t)) for t in ("float16", "float32", "float64", "int32", "int64", "bool")]
+    except ImportError:  # pragma: no cover
+        pass
+    return out
+
+
+def allowlist_fairseq_checkpoint_classes() -> None:
+    if not hasattr(torch.serialization, "add_safe_globals"):  # torch < 2.4 does not check
+        return
+    torch.serialization.add_safe_globals(
+        [argparse.Namespace, typing.Any, collections.defaultdict, dict, list, int, float, str]
+        + _optional_classes()
+    )

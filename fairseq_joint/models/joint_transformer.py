@@ -1,0 +1,104 @@
+"""``joint_transformer``: fairseq's Transformer with a structure-aware output layer (``--output-layer``)."""
+
+from fairseq.dataclass.utils import gen_parser_from_dataclass
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.transformer import (
+    TransformerDecoder,
+    TransformerModel,
+    base_architecture,
+    transformer_iwslt_de_en,
+    transformer_wmt_en_de,
+)
+
+from fairseq_joint.models.output_layer_config import (
+    OutputLayerConfig,
+    build_output_layer,
+    check_dictionaries_match,
+    output_layer_defaults,
+)
+
+
+class JointTransformerDecoder(TransformerDecoder):
+    """fairseq's decoder whose ``output_projection`` is an :class:`OutputLayer` sharing ``embed_tokens``.
+
+    ``forward(..., features_only=True)`` returns the features h, so a criterion can score a subset of
+    the vocabulary through ``self.output_projection(h, ids)``.
+    """
+
+    def __init__(self, args, dictionary, embed_tokens, no_encoder_attn=False):
+        output_layer = build_output_layer(
+            args, dictionary, embed_tokens, input_dim=getattr(args, "decoder_output_dim", args.decoder_embed_dim)
+        )
+        super().__init__(args, dictionary, embed_tokens, no_encoder_attn, output_projection=output_layer)
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        # fairseq injects `output_projection.weight` from E for tied models (upstream #2292/#3545);
+        # our output layer owns no such weight except for `softmax`, where it is saved anyway.
+        key = f"{name}.output_projection.weight"
+        present = key in state_dict
+        super().upgrade_state_dict_named(state_dict, name)
+        if not present and self.output_projection.weight is None:
+            state_dict.pop(key, None)
+        return state_dict
+
+
+@register_model("joint_transformer")
+class JointTransformerModel(TransformerModel):
+    """Transformer encoder-decoder with the output layers of Pappas et al. 2018 (Eqs. 3-15)."""
+
+    @classmethod
+    def add_args(cls, parser):
+        super().add_args(parser)
+        gen_parser_from_dataclass(parser, OutputLayerConfig())
+
+    @classmethod
+    def build_decoder(cls, args, tgt_dict, embed_tokens):
+        if getattr(args, "adaptive_softmax_cutoff", None):
+            raise ValueError(
+                "--adaptive-softmax-cutoff replaces the output layer with fairseq's adaptive softmax; "
+                "drop it to use --output-layer (or use --arch transformer)"
+            )
+        if getattr(args, "share_all_embeddings", False):
+            # fairseq turns this on with --share-all-embeddings; here the output layer is our choice
+            args.share_decoder_input_output_embed = False
+        return JointTransformerDecoder(
+            args, tgt_dict, embed_tokens, no_encoder_attn=getattr(args, "no_cross_attention", False)
+        )
+
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        check_dictionaries_match(self, state_dict)
+        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
+
+
+@register_model_architecture("joint_transformer", "joint_transformer")
+def joint_transformer_base(args):
+    output_layer_defaults(args)
+    base_architecture(args)
+
+
+@register_model_architecture("joint_transformer", "joint_transformer_iwslt_de_en")
+def joint_transformer_iwslt_de_en(args):
+    output_layer_defaults(args)
+    transformer_iwslt_de_en(args)
+
+
+@register_model_architecture("joint_transformer", "joint_transformer_wmt_en_de")
+def joint_transformer_wmt_en_de(args):
+    output_layer_defaults(args)
+    transformer_wmt_en_de(args)
+
+
+@register_model_architecture("joint_transformer", "joint_transformer_tiny")
+def joint_transformer_tiny(args):
+    """A few thousand parameters: for tests and the CPU demo."""
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 32)
+    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 64)
+    args.encoder_layers = getattr(args, "encoder_layers", 1)
+    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 2)
+    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", 32)
+    args.decoder_ffn_embed_dim = getattr(args, "decoder_ffn_embed_dim", 64)
+    args.decoder_layers = getattr(args, "decoder_layers", 1)
+    args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 2)
+    args.joint_dim = getattr(args, "joint_dim", 48)
+    output_layer_defaults(args)
+    base_architecture(args)

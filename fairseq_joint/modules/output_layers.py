@@ -1,0 +1,351 @@
+"""Structure-aware output layers (Pappas, Miculicich & Henderson 2018; Pappas & Henderson 2019).
+
+Every output layer of the papers is one bilinear score between a *class side* and a *context side*::
+
+    logits = g_ctx(h) · g_out(X)ᵀ + b
+
+where X holds the raw class vectors (the rows of the shared target embedding E for NMT, the mean word
+vectors of label descriptions for GILE, or free weights for the plain softmax) and g_out / g_ctx are
+either the identity, a linear map, or an activated affine map. The named presets below are just
+configurations of that one formula:
+
+=========  ===============================  ===============  ==========================================
+name       logits                           paper            class side g_out / context side g_ctx
+=========  ===============================  ===============  ==========================================
+softmax    Wᵀh + b                          NMT Eq. 3        free rows W / identity
+tied       E h + b                          NMT Eq. 4        E / identity            (needs d = dh)
+bilinear   E W h + b                        NMT Eq. 6        E / W h
+label      σ(E W) h + b                     NMT Eq. 7a       σ(E W) / identity
+context    E σ(W h) + b                     NMT Eq. 7b       E / σ(W h)
+joint      σ(E U + b_u) σ(V h + b_v) + b    NMT Eqs. 12-15   σ(E Uᵀ + b_u) / σ(V h + b_v)
+=========  ===============================  ===============  ==========================================
+
+GILE (2019, Eq. 14) is ``joint`` with a joint-space scale vector w (``context_scale``) and one scalar bias
+shared by all labels (``bias="shared"``); its degenerate form (identity σ, one projection the identity,
+zero biases) is the bilinear ``E V h`` of GILE Eq. 18, and NMT-joint's is weight tying (NMT Eq. 18).
+
+The layer scores either the whole vocabulary or a subset of candidate ids; only the class rows that are
+scored are projected (and so only they receive gradients). In eval mode without autograd the projected
+full class matrix g_out(X) is cached and refreshed whenever a parameter it depends on changes (optimizer
+step, ``load_state_dict``, ``.half()``/``.to()``), so beam search does not recompute it per step.
+
+This module knows nothing of fairseq's registries.
+"""
+
+import math
+from typing import Callable, Dict, Optional, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+OUTPUT_LAYER_CHOICES = ("softmax", "tied", "bilinear", "label", "context", "joint")
+ACTIVATION_CHOICES = ("tanh", "relu", "sigmoid", "identity")
+INIT_CHOICES = ("fairseq", "uniform")
+BIAS_CHOICES = ("per_class", "shared", "none")
+
+#: projection kinds for either side: no projection, a linear map, or an activated affine map
+_NONE, _LINEAR, _NONLINEAR = "none", "linear", "nonlinear"
+
+#: preset name -> (class-side projection, context-side projection, projections carry a bias)
+PRESETS: Dict[str, Tuple[str, str, bool]] = {
+    "softmax": (_NONE, _NONE, False),
+    "tied": (_NONE, _NONE, False),
+    "bilinear": (_NONE, _LINEAR, False),
+    "label": (_NONLINEAR, _NONE, False),
+    "context": (_NONE, _NONLINEAR, False),
+    "joint": (_NONLINEAR, _NONLINEAR, True),
+}
+
+PAPER_EQUATION = {
+    "softmax": "Eq. 3",
+    "tied": "Eq. 4",
+    "bilinear": "Eq. 6",
+    "label": "Eq. 7a",
+    "context": "Eq. 7b",
+    "joint": "Eqs. 14-15",
+}
+
+
+def get_activation(name: str) -> Callable[[Tensor], Tensor]:
+    """The non-linearity σ of Eqs. 7, 12-13 by name."""
+    if name == "tanh":
+        return torch.tanh
+    if name == "relu":
+        return torch.relu
+    if name == "sigmoid":
+        return torch.sigmoid
+    if name == "identity":
+        return _identity
+    raise ValueError(
+        f"--joint-activation: unknown activation {name!r}; choose one of {', '.join(ACTIVATION_CHOICES)}"
+    )
+
+
+def _identity(x: Tensor) -> Tensor:
+    return x
+
+
+class OutputLayer(nn.Module):
+    """One structure-aware output layer: ``logits = g_ctx(h) · g_out(X)ᵀ + b`` (see module docstring).
+
+    Args:
+        output_layer: preset name, one of :data:`OUTPUT_LAYER_CHOICES`.
+        num_classes: |V| (vocabulary size) or the number of labels.
+        input_dim: dh, the size of the decoder features h.
+        embedding: the shared embedding E (|V| x d) for every preset but ``softmax``. It is referenced,
+            never copied, and not registered as a sub-module (its owner saves it once).
+        joint_dim: dj, the joint-space size (``joint`` only; Eq. 16 capacity).
+        activation: σ of Eqs. 7 and 12-13 (``tanh`` in the paper).
+        bias: ``per_class`` (the b ∈ R^|V| of Eqs. 3-14), ``shared`` (one scalar, GILE Eq. 11) or ``none``.
+        context_scale: multiply the context side by a learned w ∈ R^k (GILE Eq. 11/14).
+        dropout: dropout applied to the context side in the joint space during training.
+        init: ``fairseq`` (N(0, fan_in^-1/2) weights, zero biases, as fairseq's output projection) or
+            ``uniform`` (U(-0.1, 0.1) for every parameter, as the original NMT-joint code).
+    """
+
+    def __init__(
+        self,
+        output_layer: str,
+        num_classes: int,
+        input_dim: int,
+        embedding: Optional[nn.Embedding] = None,
+        joint_dim: Optional[int] = None,
+        activation: str = "tanh",
+        bias: str = "per_class",
+        context_scale: bool = False,
+        dropout: float = 0.0,
+        init: str = "fairseq",
+        class_dim: Optional[int] = None,
+    ):
+        super().__init__()
+        if output_layer not in PRESETS:
+            raise ValueError(
+                f"--output-layer: unknown output layer {output_layer!r}; "
+                f"choose one of {', '.join(OUTPUT_LAYER_CHOICES)}"
+            )
+        if bias not in BIAS_CHOICES:
+            raise ValueError(f"output-layer bias must be one of {', '.join(BIAS_CHOICES)}, got {bias!r}")
+        if init not in INIT_CHOICES:
+            raise ValueError(
+                f"--output-layer-init: unknown init {init!r}; choose one of {', '.join(INIT_CHOICES)}"
+            )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"--joint-dropout must be in [0, 1), got {dropout}")
+        self.output_layer = output_layer
+        self.num_classes = num_classes
+        self.input_dim = input_dim
+        self.activation_name = activation
+        self.activation = get_activation(activation)
+        self.bias_mode = bias
+        self.dropout = dropout
+        self.init = init
+        class_proj, ctx_proj, proj_bias = PRESETS[output_layer]
+        self.class_proj, self.ctx_proj = class_proj, ctx_proj
+
+        if output_layer == "softmax":
+            if embedding is not None:
+                raise ValueError("output layer 'softmax' has its own weights; do not pass an embedding")
+            d = input_dim
+            self.weight = nn.Parameter(torch.empty(num_classes, input_dim))
+        else:
+            if embedding is None and class_dim is None:
+                raise ValueError(f"output layer {output_layer!r} needs the shared embedding E")
+            d = embedding.embedding_dim if embedding is not None else class_dim
+            if embedding is not None and embedding.num_embeddings != num_classes:
+                raise ValueError(
+                    f"the shared embedding has {embedding.num_embeddings} rows but the output layer "
+                    f"scores {num_classes} classes; they must be the same dictionary"
+                )
+            self.register_parameter("weight", None)
+        # E is referenced, not registered: its owner (the decoder) saves and moves it.
+        object.__setattr__(self, "embedding", embedding)
+        self.class_dim = d
+
+        if output_layer == "tied" and d != input_dim:
+            raise ValueError(
+                f"--output-layer tied needs the embedding dim d={d} to equal the decoder output dim "
+                f"dh={input_dim}; set them equal (e.g. --decoder-embed-dim/--decoder-out-embed-dim) "
+                f"or use --output-layer joint (any d, dh)"
+            )
+
+        # the space both sides meet in: k
+        if output_layer == "joint":
+            if joint_dim is None or joint_dim <= 0:
+                raise ValueError(f"--joint-dim must be a positive integer, got {joint_dim}")
+            k = joint_dim
+        elif output_layer in ("bilinear", "context"):
+            k = d  # E (W h): W ∈ R^{d x dh}
+        else:
+            k = input_dim  # softmax/tied: h itself; label: σ(E W) with W ∈ R^{d x dh}
+        self.joint_dim = k
+
+        # class side: σ(E W_o + b_u) with W_o stored as an nn.Linear-style (k x d) matrix U
+        if class_proj != _NONE:
+            self.class_weight = nn.Parameter(torch.empty(k, d))
+            self.class_bias = nn.Parameter(torch.empty(k)) if proj_bias else None
+        else:
+            self.register_parameter("class_weight", None)
+            self.register_parameter("class_bias", None)
+        # context side: σ(V h + b_v), V (k x dh)
+        if ctx_proj != _NONE:
+            self.context_weight = nn.Parameter(torch.empty(k, input_dim))
+            self.context_bias = nn.Parameter(torch.empty(k)) if proj_bias else None
+        else:
+            self.register_parameter("context_weight", None)
+            self.register_parameter("context_bias", None)
+        self.context_scale = nn.Parameter(torch.empty(k)) if context_scale else None
+
+        if bias == "per_class":
+            self.bias = nn.Parameter(torch.empty(num_classes))
+        elif bias == "shared":
+            self.bias = nn.Parameter(torch.empty(1))
+        else:
+            self.register_parameter("bias", None)
+
+        self._cache_key = None
+        self._cache: Optional[Tensor] = None
+        self.reset_parameters()
+
+    # ------------------------------------------------------------------ parameters
+    def reset_parameters(self) -> None:
+        for name, p in self.named_parameters(recurse=False):
+            if self.init == "uniform":
+                nn.init.uniform_(p, -0.1, 0.1)
+            elif name == "context_scale":
+                nn.init.ones_(p)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
+            else:  # (out x in) weight: fairseq's N(0, in^-1/2) for output projections
+                nn.init.normal_(p, mean=0.0, std=p.size(1) ** -0.5)
+        self._invalidate_cache()
+
+    def extra_repr(self) -> str:
+        return (
+            f"output_layer={self.output_layer}, classes={self.num_classes}, d={self.class_dim}, "
+            f"dh={self.input_dim}, k={self.joint_dim}, activation={self.activation_name}, "
+            f"bias={self.bias_mode}, dropout={self.dropout}"
+        )
+
+    def num_output_parameters(self) -> int:
+        """|Θ| dedicated to the output layer (E excluded: it belongs to the decoder input)."""
+        return sum(p.numel() for p in self.parameters(recurse=False))
+
+    # ------------------------------------------------------------------ the two sides
+    def class_inputs(self, ids: Optional[Tensor] = None) -> Tensor:
+        """Raw class vectors X: the rows of E (or of W for ``softmax``), all or ``ids`` only."""
+        table = self.weight if self.output_layer == "softmax" else self.embedding.weight
+        if table is None:
+            raise ValueError(f"output layer {self.output_layer!r} has no embedding; pass class_inputs")
+        return table if ids is None else table.index_select(0, ids)
+
+    def project_classes(self, x: Tensor) -> Tensor:
+        """g_out(X): identity, or σ(X Uᵀ + b_u) (Eq. 12 / Eq. 7a)."""
+        if self.class_proj == _NONE:
+            return x
+        return self.activation(F.linear(x, self.class_weight, self.class_bias))
+
+    def encode_classes(self, ids: Optional[Tensor] = None, class_inputs: Optional[Tensor] = None) -> Tensor:
+        """g_out for all classes, the candidate ``ids``, or explicit ``class_inputs`` (|C| x k)."""
+        if class_inputs is not None:
+            return self.project_classes(class_inputs)
+        if ids is None and self.class_proj != _NONE and self._cache_usable():
+            key = self._current_cache_key()
+            if self._cache is None or self._cache_key != key:
+                self._cache = self.project_classes(self.class_inputs())
+                self._cache_key = key
+            return self._cache
+        return self.project_classes(self.class_inputs(ids))
+
+    def encode_context(self, features: Tensor) -> Tensor:
+        """g_ctx(h): identity, V h, or σ(V h + b_v) (Eq. 13 / Eq. 7b / Eq. 6), times w (GILE Eq. 11)."""
+        if self.ctx_proj == _NONE:
+            out = features
+        elif self.ctx_proj == _LINEAR:
+            out = F.linear(features, self.context_weight)
+        else:
+            out = self.activation(F.linear(features, self.context_weight, self.context_bias))
+        if self.context_scale is not None:
+            out = out * self.context_scale
+        if self.dropout > 0:
+            out = F.dropout(out, p=self.dropout, training=self.training)
+        return out
+
+    def class_bias_for(self, ids: Optional[Tensor] = None, num: Optional[int] = None) -> Optional[Tensor]:
+        """b for all classes or ``ids`` (a shared scalar is expanded to ``num`` or |ids|)."""
+        if self.bias is None:
+            return None
+        if self.bias_mode == "shared":
+            n = num if num is not None else (ids.numel() if ids is not None else self.num_classes)
+            return self.bias.expand(n)
+        return self.bias if ids is None else self.bias.index_select(0, ids)
+
+    def forward(
+        self,
+        features: Tensor,
+        ids: Optional[Tensor] = None,
+        class_inputs: Optional[Tensor] = None,
+    ) -> Tensor:
+        """Logits ``(..., |V|)`` or ``(..., |ids|)``; equal to the full logits indexed at ``ids``."""
+        classes = self.encode_classes(ids, class_inputs)
+        bias = self.class_bias_for(ids, num=classes.size(0))
+        return F.linear(self.encode_context(features), classes, bias)
+
+    # ------------------------------------------------------------------ eval cache
+    def _class_dependencies(self):
+        deps = [self.class_inputs(), self.class_weight, self.class_bias]
+        return [p for p in deps if p is not None]
+
+    def _current_cache_key(self):
+        return tuple((p.data_ptr(), p._version, p.dtype, p.device, tuple(p.shape)) for p in self._class_dependencies())
+
+    def _cache_usable(self) -> bool:
+        return not self.training and not torch.is_grad_enabled()
+
+    def _invalidate_cache(self) -> None:
+        self._cache, self._cache_key = None, None
+
+    def train(self, mode: bool = True):
+        self._invalidate_cache()  # the cache only lives through one eval phase
+        return super().train(mode)
+
+    def _apply(self, fn, *args, **kwargs):
+        self._invalidate_cache()
+        return super()._apply(fn, *args, **kwargs)
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        self._invalidate_cache()
+        return super()._load_from_state_dict(*args, **kwargs)
+
+    # ------------------------------------------------------------------ configuration check on load
+    def configuration(self) -> Dict[str, object]:
+        """What a checkpoint must agree on to be loaded into this layer (saved in its state dict)."""
+        return {
+            "output_layer": self.output_layer,
+            "num_classes": self.num_classes,
+            "class_dim": self.class_dim,
+            "input_dim": self.input_dim,
+            "joint_dim": self.joint_dim,
+            "activation": self.activation_name,
+            "bias": self.bias_mode,
+            "context_scale": self.context_scale is not None,
+        }
+
+    def get_extra_state(self):
+        return {"fairseq_joint_output_layer": self.configuration()}
+
+    def set_extra_state(self, state) -> None:
+        saved = state.get("fairseq_joint_output_layer") if isinstance(state, dict) else None
+        if saved is None:
+            return
+        ours = self.configuration()
+        diff = [f"{k}: checkpoint {saved.get(k)!r} vs model {v!r}" for k, v in ours.items() if saved.get(k) != v]
+        if diff:
+            flags = {"output_layer": "--output-layer", "joint_dim": "--joint-dim", "activation": "--joint-activation",
+                     "bias": "--no-output-bias", "num_classes": "the target dictionary"}
+            fix = ", ".join(flags.get(d.split(":")[0], d.split(":")[0]) for d in diff)
+            raise ValueError(
+                "the checkpoint's output layer differs from this model's (" + "; ".join(diff) + "): "
+                f"build the model with the checkpoint's settings ({fix}) or train a new one"
+            )
