@@ -103,6 +103,10 @@ class OutputLayer(nn.Module):
         dropout: dropout applied to the context side in the joint space during training.
         init: ``fairseq`` (N(0, fan_in^-1/2) weights, zero biases, as fairseq's output projection) or
             ``uniform`` (U(-0.1, 0.1) for every parameter, as the original NMT-joint code).
+        class_dim: d of class vectors given explicitly to ``forward(class_inputs=...)`` when there is no E.
+        class_projection / context_projection / projection_bias: override the preset's sides
+            (``none``, ``linear`` or ``nonlinear``), e.g. GILE's ``bil_yh15`` head σ(E W)(W' h) is
+            ``label`` with ``context_projection="linear"``.
     """
 
     def __init__(
@@ -118,6 +122,9 @@ class OutputLayer(nn.Module):
         dropout: float = 0.0,
         init: str = "fairseq",
         class_dim: Optional[int] = None,
+        class_projection: Optional[str] = None,
+        context_projection: Optional[str] = None,
+        projection_bias: Optional[bool] = None,
     ):
         super().__init__()
         if output_layer not in PRESETS:
@@ -142,6 +149,12 @@ class OutputLayer(nn.Module):
         self.dropout = dropout
         self.init = init
         class_proj, ctx_proj, proj_bias = PRESETS[output_layer]
+        class_proj = class_projection or class_proj
+        ctx_proj = context_projection or ctx_proj
+        proj_bias = proj_bias if projection_bias is None else projection_bias
+        for side, value in (("class_projection", class_proj), ("context_projection", ctx_proj)):
+            if value not in (_NONE, _LINEAR, _NONLINEAR):
+                raise ValueError(f"{side} must be one of none, linear, nonlinear; got {value!r}")
         self.class_proj, self.ctx_proj = class_proj, ctx_proj
 
         if output_layer == "softmax":
@@ -171,27 +184,32 @@ class OutputLayer(nn.Module):
             )
 
         # the space both sides meet in: k
-        if output_layer == "joint":
+        if class_proj != _NONE and ctx_proj != _NONE:
+            # both sides project into a joint space of free size dj (Eq. 16)
             if joint_dim is None or joint_dim <= 0:
                 raise ValueError(f"--joint-dim must be a positive integer, got {joint_dim}")
             k = joint_dim
-        elif output_layer in ("bilinear", "context"):
-            k = d  # E (W h): W ∈ R^{d x dh}
+        elif ctx_proj != _NONE:
+            k = d  # E (W h): W ∈ R^{d x dh} (Eqs. 6, 7b)
         else:
-            k = input_dim  # softmax/tied: h itself; label: σ(E W) with W ∈ R^{d x dh}
+            k = input_dim  # softmax/tied: h itself; label: σ(E W) with W ∈ R^{d x dh} (Eq. 7a)
         self.joint_dim = k
 
         # class side: σ(E W_o + b_u) with W_o stored as an nn.Linear-style (k x d) matrix U
+        if class_proj == _LINEAR:
+            proj_bias_class = False
+        else:
+            proj_bias_class = proj_bias
         if class_proj != _NONE:
             self.class_weight = nn.Parameter(torch.empty(k, d))
-            self.class_bias = nn.Parameter(torch.empty(k)) if proj_bias else None
+            self.class_bias = nn.Parameter(torch.empty(k)) if proj_bias_class else None
         else:
             self.register_parameter("class_weight", None)
             self.register_parameter("class_bias", None)
         # context side: σ(V h + b_v), V (k x dh)
         if ctx_proj != _NONE:
             self.context_weight = nn.Parameter(torch.empty(k, input_dim))
-            self.context_bias = nn.Parameter(torch.empty(k)) if proj_bias else None
+            self.context_bias = nn.Parameter(torch.empty(k)) if proj_bias and ctx_proj == _NONLINEAR else None
         else:
             self.register_parameter("context_weight", None)
             self.register_parameter("context_bias", None)
@@ -241,9 +259,11 @@ class OutputLayer(nn.Module):
         return table if ids is None else table.index_select(0, ids)
 
     def project_classes(self, x: Tensor) -> Tensor:
-        """g_out(X): identity, or σ(X Uᵀ + b_u) (Eq. 12 / Eq. 7a)."""
+        """g_out(X): identity, X Uᵀ, or σ(X Uᵀ + b_u) (Eq. 12 / Eq. 7a)."""
         if self.class_proj == _NONE:
             return x
+        if self.class_proj == _LINEAR:
+            return F.linear(x, self.class_weight)
         return self.activation(F.linear(x, self.class_weight, self.class_bias))
 
     def encode_classes(self, ids: Optional[Tensor] = None, class_inputs: Optional[Tensor] = None) -> Tensor:
@@ -329,6 +349,8 @@ class OutputLayer(nn.Module):
             "joint_dim": self.joint_dim,
             "activation": self.activation_name,
             "bias": self.bias_mode,
+            "class_projection": self.class_proj,
+            "context_projection": self.ctx_proj,
             "context_scale": self.context_scale is not None,
         }
 
