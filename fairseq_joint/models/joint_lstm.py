@@ -121,6 +121,13 @@ class JointLSTMModel(LSTMModel):
         )
         return cls(encoder, decoder)
 
+    def forward(self, src_tokens, src_lengths, prev_output_tokens, incremental_state=None,
+                features_only: bool = False, **kwargs):
+        """As fairseq's LSTMModel; ``features_only=True`` returns the decoder features h (B x T x dh)."""
+        encoder_out = self.encoder(src_tokens, src_lengths=src_lengths)
+        return self.decoder(prev_output_tokens, encoder_out=encoder_out, incremental_state=incremental_state,
+                            features_only=features_only)
+
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
         check_dictionaries_match(self, state_dict)
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)

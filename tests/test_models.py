@@ -1,0 +1,146 @@
+"""joint_lstm / joint_transformer against fairseq's own lstm / transformer: parameter counts, logits on
+equal weights, features_only, and the configuration errors users hit when building a model."""
+
+import pytest
+import torch
+from fairseq import options, tasks
+
+from conftest import USER_DIR
+
+SMALL_TRANSFORMER = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16",
+                     "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32",
+                     "--encoder-attention-heads", "2", "--decoder-attention-heads", "2"]
+SMALL_LSTM = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16",
+              "--decoder-embed-dim", "16", "--encoder-hidden-size", "24", "--decoder-hidden-size", "24",
+              "--decoder-out-embed-dim", "16"]
+
+
+def build(data, arch, *extra):
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [str(data), "--arch", arch, "--user-dir", USER_DIR, *map(str, extra)])
+    task = tasks.setup_task(args)
+    torch.manual_seed(0)
+    return task, task.build_model(args)
+
+
+def n_params(model):
+    return sum(p.numel() for p in model.parameters())
+
+
+def batch(task, n=3):
+    ds_src = task.src_dict
+    g = torch.Generator().manual_seed(0)
+    src = torch.randint(ds_src.nspecial, len(ds_src), (n, 7), generator=g)
+    src[:, -1] = ds_src.eos()
+    prev = torch.randint(task.tgt_dict.nspecial, len(task.tgt_dict), (n, 5), generator=g)
+    prev[:, 0] = task.tgt_dict.eos()
+    return src, torch.full((n,), 7), prev
+
+
+@pytest.mark.parametrize(
+    "ours, theirs, fc_keys",
+    [
+        (("joint_transformer", "--output-layer", "softmax", "--no-output-bias", *SMALL_TRANSFORMER),
+         ("transformer", *SMALL_TRANSFORMER), {"decoder.output_projection.weight": "decoder.output_projection.weight"}),
+        (("joint_transformer", "--output-layer", "tied", "--no-output-bias", *SMALL_TRANSFORMER),
+         ("transformer", "--share-decoder-input-output-embed", *SMALL_TRANSFORMER), {}),
+        (("joint_lstm", "--output-layer", "softmax", *SMALL_LSTM), ("lstm", *SMALL_LSTM),
+         {"decoder.output_projection.weight": "decoder.fc_out.weight", "decoder.output_projection.bias": "decoder.fc_out.bias"}),
+        (("joint_lstm", "--output-layer", "tied", "--no-output-bias", *SMALL_LSTM),
+         ("lstm", "--share-decoder-input-output-embed", *SMALL_LSTM), {}),
+    ],
+    ids=["transformer-softmax", "transformer-tied", "lstm-softmax", "lstm-tied"],
+)
+def test_softmax_and_tied_match_fairseq_models(tiny_bin, ours, theirs, fc_keys):
+    task, mine = build(tiny_bin, *ours)
+    _, ref = build(tiny_bin, *theirs)
+    assert n_params(mine) == n_params(ref)
+    # equal weights => equal logits
+    ref_state = ref.state_dict()
+    state = mine.state_dict()
+    for key in state:
+        src_key = fc_keys.get(key, key)
+        if src_key in ref_state:
+            state[key] = ref_state[src_key]
+    mine.load_state_dict(state)
+    mine.eval(), ref.eval()
+    src, lengths, prev = batch(task)
+    with torch.no_grad():
+        torch.testing.assert_close(mine(src, lengths, prev)[0], ref(src, lengths, prev)[0])
+
+
+@pytest.mark.parametrize("arch, extra", [("joint_transformer", SMALL_TRANSFORMER), ("joint_lstm", SMALL_LSTM)])
+def test_bias_adds_exactly_vocab_size_parameters(tiny_bin, arch, extra):
+    _, with_bias = build(tiny_bin, arch, "--output-layer", "tied", *extra)
+    task, without = build(tiny_bin, arch, "--output-layer", "tied", "--no-output-bias", *extra)
+    assert n_params(with_bias) - n_params(without) == len(task.tgt_dict)
+
+
+@pytest.mark.parametrize("arch, extra", [("joint_transformer", SMALL_TRANSFORMER), ("joint_lstm", SMALL_LSTM)])
+@pytest.mark.parametrize("kind", ["softmax", "tied", "bilinear", "label", "context", "joint"])
+def test_features_only_feeds_the_output_layer(tiny_bin, arch, extra, kind):
+    task, model = build(tiny_bin, arch, "--output-layer", kind, "--joint-dim", 12, *extra)
+    model.eval()
+    src, lengths, prev = batch(task)
+    layer = model.decoder.output_projection
+    assert layer.output_layer == kind
+    if kind != "softmax":
+        assert layer.embedding is model.decoder.embed_tokens  # shared, not copied
+    with torch.no_grad():
+        h, _ = model(src, lengths, prev, features_only=True)
+        assert h.shape == (3, 5, 16)
+        logits, _ = model(src, lengths, prev)
+        torch.testing.assert_close(layer(h), logits)
+        ids = torch.tensor([4, 9, 2])
+        torch.testing.assert_close(layer(h, ids=ids), logits[..., ids])
+
+
+def test_joint_lstm_wmt17_is_the_papers_configuration(tiny_bin):
+    task, model = build(tiny_bin, "joint_lstm_wmt17", "--joint-dim", 512)
+    assert model.encoder.num_layers == 2 and model.decoder.num_layers == 2
+    assert model.decoder.embed_tokens.embedding_dim == 512 and model.decoder.hidden_size == 512
+    assert model.encoder.dropout_out_module.p == 0.3 and model.decoder.dropout_in_module.p == 0.3
+    layer = model.decoder.output_projection
+    assert (layer.output_layer, layer.joint_dim, layer.activation_name) == ("joint", 512, "tanh")
+
+
+def test_tied_with_unequal_dims_says_how_to_fix(tiny_bin):
+    with pytest.raises(ValueError, match=r"tied needs the embedding dim d=16 to equal the decoder output dim dh=24.*--output-layer joint"):
+        build(tiny_bin, "joint_lstm", "--output-layer", "tied", *SMALL_LSTM, "--decoder-out-embed-dim", 24)
+    # the joint layer takes any d, dh
+    build(tiny_bin, "joint_lstm", "--output-layer", "joint", *SMALL_LSTM, "--decoder-out-embed-dim", 24)
+
+
+def test_unknown_output_layer_lists_choices(tiny_bin, capsys):
+    with pytest.raises(SystemExit):
+        build(tiny_bin, "joint_transformer", "--output-layer", "jiont")
+    err = capsys.readouterr().err
+    assert "--output-layer" in err and "joint" in err and "softmax" in err and "jiont" in err
+
+
+@pytest.mark.parametrize("bad", [0, -4])
+def test_nonpositive_joint_dim(tiny_bin, bad):
+    with pytest.raises(ValueError, match=f"--joint-dim must be a positive integer, got {bad}"):
+        build(tiny_bin, "joint_transformer_tiny", "--joint-dim", bad)
+
+
+def test_fairseq_tying_flag_conflicts_with_other_layers(tiny_bin):
+    with pytest.raises(ValueError, match="use --output-layer tied"):
+        build(tiny_bin, "joint_transformer_tiny", "--share-decoder-input-output-embed")
+    with pytest.raises(ValueError, match="use --output-layer tied"):
+        build(tiny_bin, "joint_lstm_tiny", "--share-decoder-input-output-embed")
+
+
+def test_dictionary_mismatch_on_load(tiny_bin):
+    task, model = build(tiny_bin, "joint_transformer_tiny")
+    state = model.state_dict()
+    state["decoder.embed_tokens.weight"] = torch.zeros(len(task.tgt_dict) + 5, 32)
+    with pytest.raises(ValueError, match=r"target dictionary has \d+ entries but the data's has \d+.*--tgtdict"):
+        model.load_state_dict(state)
+
+
+def test_output_layer_configuration_mismatch_on_load(tiny_bin):
+    _, a = build(tiny_bin, "joint_transformer_tiny", "--joint-dim", 8)
+    _, b = build(tiny_bin, "joint_transformer_tiny", "--joint-dim", 12)
+    with pytest.raises(ValueError, match=r"checkpoint's output layer differs.*joint_dim: checkpoint 8 vs model 12"):
+        b.load_state_dict(a.state_dict())
