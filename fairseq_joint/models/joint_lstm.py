@@ -71,7 +71,7 @@ class JointLSTMModel(LSTMModel):
     @staticmethod
     def add_args(parser):
         LSTMModel.add_args(parser)
-        gen_parser_from_dataclass(parser, OutputLayerConfig())
+        gen_parser_from_dataclass(parser, OutputLayerConfig(), delete_default=True)
 
     @classmethod
     def build_model(cls, args, task):

@@ -49,7 +49,7 @@ class JointTransformerModel(TransformerModel):
     @classmethod
     def add_args(cls, parser):
         super().add_args(parser)
-        gen_parser_from_dataclass(parser, OutputLayerConfig())
+        gen_parser_from_dataclass(parser, OutputLayerConfig(), delete_default=True)
 
     @classmethod
     def build_decoder(cls, args, tgt_dict, embed_tokens):

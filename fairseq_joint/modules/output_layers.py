@@ -362,7 +362,8 @@ class OutputLayer(nn.Module):
         if saved is None:
             return
         ours = self.configuration()
-        diff = [f"{k}: checkpoint {saved.get(k)!r} vs model {v!r}" for k, v in ours.items() if saved.get(k) != v]
+        # keys a checkpoint did not record (saved before they existed) are not held against it
+        diff = [f"{k}: checkpoint {saved[k]!r} vs model {v!r}" for k, v in ours.items() if k in saved and saved[k] != v]
         if diff:
             flags = {"output_layer": "--output-layer", "joint_dim": "--joint-dim", "activation": "--joint-activation",
                      "bias": "--no-output-bias", "num_classes": "the target dictionary"}
