@@ -1,0 +1,159 @@
+"""Criterion ``multilabel_classification`` for the ``gile_classification`` task.
+
+Losses over the labels of a batch's label set (y the multi-hot target, o the head's logits):
+
+* ``bce`` (GILE Eq. 15, Nam et al. 2014): ``L = -1/(N k) Σ_i Σ_j H(y_ij, σ(o_ij))``. With
+  ``--label-sample-rate r < 1`` (GILE Eq. 17) only the candidate labels are scored: every label that is
+  positive for some example of the batch plus negatives drawn uniformly from the other labels, ``r·k``
+  candidates in all (never fewer than the positives); Z stays N k, so with r = 1 it is Eq. 15 exactly.
+* ``copy_nll`` (Kurata et al. 2016 Sec. 2, copy transformation): one softmax example per positive label,
+  ``-Σ_i Σ_{j ∈ y_i} log softmax(o_i)_j`` over the number of copies.
+* ``distribution_ce`` (Kurata et al. Sec. 2): cross-entropy to the label distribution y_i / |y_i|.
+
+In ``--classification-mode multiclass`` the loss is softmax cross-entropy (one label per text), which is
+``distribution_ce`` with one-hot y.
+
+At validation the seen labels (those of training) and the unseen ones are scored separately and the
+metrics of :mod:`fairseq_joint.metrics` are logged as ``seen_*`` / ``unseen_*`` (usable with
+``--best-checkpoint-metric``, e.g. ``seen_avgpr --maximize-best-checkpoint-metric``).
+"""
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from fairseq import metrics as fairseq_metrics
+from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+
+from fairseq_joint.metrics import RANKING_KEYS, micro_f1, ranking_metric_sums
+
+LOSS_CHOICES = ("bce", "copy_nll", "distribution_ce")
+
+
+@dataclass
+class MultilabelClassificationConfig(FairseqDataclass):
+    multilabel_loss: ChoiceEnum(LOSS_CHOICES) = field(
+        default="bce", metadata={"help": "bce (GILE Eq. 15), copy_nll (NLL with copy transformation) or "
+                                 "distribution_ce (cross-entropy to the label distribution), Kurata et al. Sec. 2"}
+    )
+    label_sample_rate: float = field(
+        default=1.0, metadata={"help": "fraction of the training labels scored per batch in (0, 1]: all positives "
+                               "plus uniformly sampled negatives (GILE Eq. 17); bce only"}
+    )
+    threshold: float = field(default=0.5, metadata={"help": "probability threshold of micro-F1"})
+
+
+def sample_label_candidates(target: torch.Tensor, rate: float, generator=None) -> torch.Tensor:
+    """Candidate label columns for Eq. 17: all positives of the batch, then uniform negatives, ``rate·k`` in all."""
+    num_labels = target.size(1)
+    positive = target.gt(0).any(0)
+    pos_ids = positive.nonzero().flatten()
+    want = max(int(round(rate * num_labels)), pos_ids.numel())
+    neg_pool = (~positive).nonzero().flatten()
+    num_neg = min(want - pos_ids.numel(), neg_pool.numel())
+    perm = torch.randperm(neg_pool.numel(), generator=generator, device=neg_pool.device)[:num_neg]
+    return torch.cat([pos_ids, neg_pool[perm]])
+
+
+def classification_loss(logits: torch.Tensor, target: torch.Tensor, kind: str) -> torch.Tensor:
+    """The summed loss ``kind`` of logits and a multi-hot target of equal shape (see the module doc)."""
+    if kind == "bce":
+        return F.binary_cross_entropy_with_logits(logits, target, reduction="sum")
+    logp = F.log_softmax(logits, dim=-1)
+    if kind == "copy_nll":
+        return -(logp * target).sum()
+    count = target.sum(-1, keepdim=True).clamp(min=1.0)
+    return -(logp * target / count).sum()
+
+
+def loss_normalizer(target: torch.Tensor, kind: str) -> float:
+    """Z: N k for bce (Eqs. 15, 17; k = all labels, sampled or not), the copies for copy_nll, N otherwise."""
+    if kind == "bce":
+        return float(target.numel())
+    if kind == "copy_nll":
+        return float(target.sum())
+    return float(target.gt(0).any(-1).sum())
+
+
+@register_criterion("multilabel_classification", dataclass=MultilabelClassificationConfig)
+class MultilabelClassificationCriterion(FairseqCriterion):
+    def __init__(self, task, multilabel_loss="bce", label_sample_rate=1.0, threshold=0.5):
+        super().__init__(task)
+        if not 0.0 < label_sample_rate <= 1.0:
+            raise ValueError(f"--label-sample-rate must be in (0, 1], got {label_sample_rate}")
+        multiclass = getattr(getattr(task, "cfg", None), "classification_mode", "multilabel") == "multiclass"
+        if multiclass and multilabel_loss != "bce":
+            raise ValueError(f"--multilabel-loss {multilabel_loss} is for --classification-mode multilabel; "
+                             "multiclass always uses softmax cross-entropy: drop --multilabel-loss")
+        self.loss_kind = "distribution_ce" if multiclass else str(multilabel_loss)
+        if label_sample_rate < 1.0 and self.loss_kind != "bce":
+            raise ValueError(f"--label-sample-rate {label_sample_rate} samples labels for the bce loss (Eq. 17) only; "
+                             f"use --multilabel-loss bce or --label-sample-rate 1")
+        self.label_sample_rate = label_sample_rate
+        self.threshold = threshold
+
+    def probabilities(self, logits):
+        return torch.sigmoid(logits) if self.loss_kind == "bce" else torch.softmax(logits, dim=-1)
+
+    def forward(self, model, sample, reduce=True):
+        features = model(**sample["net_input"])
+        target = sample["target"].to(features.dtype)
+        tokens, train_index = sample["label_tokens"], sample["label_train_index"]
+        logging = {"nsentences": sample["nsentences"], "ntokens": sample["ntokens"]}
+        if model.training:
+            cols = None
+            if self.label_sample_rate < 1.0:
+                cols = sample_label_candidates(target, self.label_sample_rate)
+                tokens, train_index, cand_target = tokens[cols], train_index[cols], target[:, cols]
+            else:
+                cand_target = target
+            logits = model.label_scores(features, tokens, train_index)
+            loss = classification_loss(logits, cand_target, self.loss_kind)
+            size = loss_normalizer(target, self.loss_kind)
+            logging.update(loss=loss.detach(), sample_size=size)
+            return loss, size, logging
+
+        seen = train_index >= 0
+        if model.scores_unseen_labels:
+            logits_all = model.label_scores(features, tokens, train_index)
+            logits_seen = logits_all[:, seen]
+        else:
+            logits_all = None
+            logits_seen = model.label_scores(features, tokens[seen], train_index[seen])
+        loss = classification_loss(logits_seen, target[:, seen], self.loss_kind)
+        size = loss_normalizer(target[:, seen], self.loss_kind)
+        logging.update(loss=loss.detach(), sample_size=size)
+        probs = self.probabilities(logits_seen).float().cpu().numpy()
+        sums = ranking_metric_sums(logits_seen.float().cpu().numpy(), target[:, seen].cpu().numpy(),
+                                   probs=probs, threshold=self.threshold)
+        logging.update({f"seen_{k}": v for k, v in sums.items()})
+        if logits_all is not None and (~seen).any():
+            sums = ranking_metric_sums(logits_all[:, ~seen].float().cpu().numpy(), target[:, ~seen].cpu().numpy())
+            logging.update({f"unseen_{k}": v for k, v in sums.items()})
+        return loss, size, logging
+
+    @staticmethod
+    def reduce_metrics(logging_outputs) -> None:
+        def total(key):
+            return sum(float(log.get(key, 0.0)) for log in logging_outputs)
+
+        size = total("sample_size")
+        fairseq_metrics.log_scalar("loss", total("loss") / max(size, 1.0), size, round=4)
+        for prefix in ("seen", "unseen"):
+            n = total(f"{prefix}_n")
+            if n > 0:
+                for k in RANKING_KEYS:
+                    fairseq_metrics.log_scalar(f"{prefix}_{k}", 100.0 * total(f"{prefix}_{k}") / n, n, round=2)
+                fairseq_metrics.log_scalar(f"{prefix}_1best", 100.0 - 100.0 * total(f"{prefix}_oneerr") / n, n, round=2)
+            if any(f"{prefix}_tp" in log for log in logging_outputs):
+                for k in ("tp", "fp", "fn"):
+                    fairseq_metrics.log_scalar_sum(f"_{prefix}_{k}", total(f"{prefix}_{k}"))
+                fairseq_metrics.log_derived(
+                    f"{prefix}_f1",
+                    lambda m, p=prefix: round(100.0 * micro_f1(m[f"_{p}_tp"].sum, m[f"_{p}_fp"].sum, m[f"_{p}_fn"].sum), 2),
+                )
+
+    @staticmethod
+    def logging_outputs_can_be_summed() -> bool:
+        return False

@@ -1,0 +1,192 @@
+"""Model ``gile_classifier``: a WAN/HAN document encoder and a label-scoring head (Pappas & Henderson 2019).
+
+Every head is one configuration of :class:`~fairseq_joint.modules.output_layers.OutputLayer`
+(``logits = g_ctx(h) · g_out(X)ᵀ + b``), with X the label vectors: the mean of the description's word
+vectors from the embedding E that the encoder shares (Sec. 2.2, padding masked).
+
+================  ==============================  ==========================  ============================
+head              scores                          paper                       OutputLayer
+================  ==============================  ==========================  ============================
+linear            Wᵀh + b                         Eq. 3 (WAN/HAN baseline)    softmax (free W, |Y| rows)
+bil_yh15          σ(E W) W' h                     Yazdani & Henderson 2015    label + linear context side
+bil_n16           E W h                           Nam et al. 2016, Eq. 5      bilinear
+gile              σ(E U + b_u)(σ(V h + b_v)⊙w)+b  Eq. 14 (one shared b)       joint, shared b, scale w
+gile_label_only   σ(E W) h                        Eq. 6a ablation             label
+gile_input_only   E σ(W h)                        Eq. 6b ablation             context
+================  ==============================  ==========================  ============================
+
+``--joint-dim auto`` sets d_j by Eq. 19, ``d_j = dh·|Y| / (dh + d)``, the capacity of the linear head.
+Only ``linear`` has label-set-size dependent parameters, so only it cannot score labels unseen in training.
+"""
+
+import logging
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.models import BaseFairseqModel, register_model
+
+from fairseq_joint.modules.cooccurrence_init import COOCCURRENCE_INIT_CHOICES, cooccurrence_init_, label_patterns
+from fairseq_joint.modules.output_layers import ACTIVATION_CHOICES, OutputLayer
+from fairseq_joint.modules.text_encoders import (
+    ENCODER_CHOICES,
+    LAYER_CHOICES,
+    HierarchicalAttentionEncoder,
+    WordAttentionEncoder,
+)
+
+logger = logging.getLogger(__name__)
+
+HEAD_CHOICES = ("linear", "bil_yh15", "bil_n16", "gile", "gile_label_only", "gile_input_only")
+
+#: head -> OutputLayer keyword arguments (preset and per-side overrides)
+HEADS = {
+    "linear": dict(output_layer="softmax", bias="per_class"),
+    "bil_yh15": dict(output_layer="label", context_projection="linear", bias="none"),
+    "bil_n16": dict(output_layer="bilinear", bias="none"),
+    "gile": dict(output_layer="joint", bias="shared", context_scale=True),
+    "gile_label_only": dict(output_layer="label", bias="none"),
+    "gile_input_only": dict(output_layer="context", bias="none"),
+}
+NEEDS_JOINT_DIM = ("bil_yh15", "gile")
+
+
+def equal_capacity_joint_dim(hidden_dim: int, embed_dim: int, num_labels: int) -> int:
+    """Eq. 19: ``d_j ≈ dh·|Y| / (dh + d)`` (at least 1)."""
+    return max(1, round(hidden_dim * num_labels / (hidden_dim + embed_dim)))
+
+
+@dataclass
+class GileClassifierConfig(FairseqDataclass):
+    encoder: ChoiceEnum(ENCODER_CHOICES) = field(
+        default="wan", metadata={"help": "wan: word attention network; han: word + sentence attention (Sec. 2.1)"}
+    )
+    word_encoder: ChoiceEnum(LAYER_CHOICES) = field(default="dense", metadata={"help": "g_w of Eq. 1"})
+    sentence_encoder: ChoiceEnum(LAYER_CHOICES) = field(default="dense", metadata={"help": "g_s of HAN"})
+    embed_dim: int = field(default=100, metadata={"help": "d, the size of the shared word/label embedding E"})
+    encoder_dim: int = field(default=100, metadata={"help": "dh, the size of the encoders and of h"})
+    attention_dim: int = field(default=100, metadata={"help": "size of the attention MLP f_w / f_s (Eq. 2)"})
+    encoder_activation: ChoiceEnum(("relu", "tanh", "sigmoid")) = field(
+        default="relu", metadata={"help": "activation of the dense encoders (the paper: ReLU)"}
+    )
+    dropout: float = field(default=0.0, metadata={"help": "dropout on the word embeddings"})
+    sentence_end_tokens: str = field(
+        default=". ! ?", metadata={"help": "space-separated tokens that end a sentence (HAN)"}
+    )
+    head: ChoiceEnum(HEAD_CHOICES) = field(
+        default="gile", metadata={"help": "label-scoring head: linear (Eq. 3), bil_yh15, bil_n16 (Eq. 5), "
+                                  "gile (Eq. 14), gile_label_only (Eq. 6a), gile_input_only (Eq. 6b)"}
+    )
+    joint_dim: str = field(
+        default="auto", metadata={"help": "d_j of bil_yh15/gile: an integer, or auto for Eq. 19 (linear-head capacity)"}
+    )
+    joint_activation: ChoiceEnum(ACTIVATION_CHOICES) = field(
+        default="relu", metadata={"help": "σ of the label/input projections (Eqs. 7-8)"}
+    )
+    joint_dropout: float = field(default=0.0, metadata={"help": "dropout on the input side in the joint space"})
+    cooccurrence_init: ChoiceEnum(COOCCURRENCE_INIT_CHOICES) = field(
+        default="none", metadata={"help": "Kurata et al. 2016 init of the linear head's W: dedicated units per "
+                                  "label co-occurrence pattern with weight UB, f*UB or sqrt(f)*UB"}
+    )
+
+
+@register_model("gile_classifier", dataclass=GileClassifierConfig)
+class GileClassifier(BaseFairseqModel):
+    """Document encoder + head; ``forward`` gives h, :meth:`label_scores` the logits over a label set."""
+
+    def __init__(self, cfg: GileClassifierConfig, embed_tokens: nn.Embedding, encoder: nn.Module, head: OutputLayer):
+        super().__init__()
+        self.cfg = cfg
+        self.embed_tokens = embed_tokens
+        self.encoder = encoder
+        self.head = head
+        self.head_name = str(cfg.head)
+
+    @classmethod
+    def build_model(cls, cfg: GileClassifierConfig, task):
+        if cfg.head != "linear" and not getattr(task, "has_label_descriptions", False):
+            raise ValueError(f"--head {cfg.head} scores label descriptions but none were given: pass --label-file "
+                             "label<TAB>description (or preprocess with --labels), or use --head linear")
+        if cfg.cooccurrence_init != "none" and cfg.head != "linear":
+            raise ValueError(f"--cooccurrence-init initializes the linear head's hidden->output weight W; "
+                             f"--head {cfg.head} has none: use --head linear or --cooccurrence-init none")
+        dictionary = task.source_dictionary
+        num_labels = len(task.train_labels)
+        embed = nn.Embedding(len(dictionary), cfg.embed_dim, padding_idx=dictionary.pad())
+        nn.init.normal_(embed.weight, 0.0, cfg.embed_dim ** -0.5)
+        nn.init.zeros_(embed.weight[dictionary.pad()])
+        if cfg.encoder == "wan":
+            encoder = WordAttentionEncoder(cfg.embed_dim, cfg.encoder_dim, cfg.attention_dim, str(cfg.word_encoder),
+                                           str(cfg.encoder_activation), cfg.dropout)
+        else:
+            ends = [dictionary.index(t) for t in cfg.sentence_end_tokens.split()]
+            ends = [i for i in ends if i != dictionary.unk()]
+            if not ends:
+                raise ValueError(f"--sentence-end-tokens {cfg.sentence_end_tokens!r}: none is in the dictionary; "
+                                 "give tokens that end sentences in the data")
+            encoder = HierarchicalAttentionEncoder(cfg.embed_dim, cfg.encoder_dim, cfg.attention_dim, ends,
+                                                   str(cfg.word_encoder), str(cfg.sentence_encoder), str(cfg.encoder_activation),
+                                                   cfg.dropout)
+        head = cls.build_head(cfg, num_labels)
+        rows = task.train_label_rows()
+        if head.bias is not None:
+            # b starts at the log-odds of the mean label density (the sigmoids of Eq. 13 start at the prior
+            # rather than at 0.5, which a shared scalar b would need thousands of updates to leave)
+            density = sum(len(r) for r in rows) / max(1, len(rows) * num_labels)
+            with torch.no_grad():
+                head.bias.fill_(math.log(density / (1.0 - density)) if 0.0 < density < 1.0 else 0.0)
+        if cfg.cooccurrence_init != "none":
+            patterns = label_patterns(rows)
+            used = cooccurrence_init_(head.weight, patterns, str(cfg.cooccurrence_init))
+            logger.info(f"Kurata init ({cfg.cooccurrence_init}): {used} of {cfg.encoder_dim} hidden units dedicated "
+                        f"to the most frequent of {len(patterns)} label co-occurrence patterns")
+        return cls(cfg, embed, encoder, head)
+
+    @staticmethod
+    def build_head(cfg: GileClassifierConfig, num_labels: int) -> OutputLayer:
+        spec = dict(HEADS[str(cfg.head)])
+        joint_dim = None
+        if cfg.head in NEEDS_JOINT_DIM:
+            if str(cfg.joint_dim) == "auto":
+                joint_dim = equal_capacity_joint_dim(cfg.encoder_dim, cfg.embed_dim, num_labels)
+            else:
+                try:
+                    joint_dim = int(cfg.joint_dim)
+                except ValueError:
+                    raise ValueError(f"--joint-dim must be a positive integer or auto, got {cfg.joint_dim!r}") from None
+                if joint_dim <= 0:
+                    raise ValueError(f"--joint-dim must be a positive integer or auto, got {joint_dim}")
+        class_dim = None if cfg.head == "linear" else cfg.embed_dim
+        return OutputLayer(
+            spec.pop("output_layer"), num_classes=num_labels, input_dim=cfg.encoder_dim, joint_dim=joint_dim,
+            activation=str(cfg.joint_activation), dropout=cfg.joint_dropout, class_dim=class_dim, **spec,
+        )
+
+    @property
+    def scores_unseen_labels(self) -> bool:
+        """Every head but ``linear`` scores any label from its description (zero-shot)."""
+        return self.head_name != "linear"
+
+    def forward(self, src_tokens, src_lengths=None, **kwargs):
+        """The document vectors h (B, dh)."""
+        mask = src_tokens.ne(self.embed_tokens.padding_idx)
+        return self.encoder(self.embed_tokens(src_tokens), mask, src_tokens)
+
+    def label_vectors(self, label_tokens: torch.Tensor) -> torch.Tensor:
+        """e_j: the mean of the description's word vectors in E (Sec. 2.2), padding masked."""
+        mask = label_tokens.ne(self.embed_tokens.padding_idx).unsqueeze(-1).type_as(self.embed_tokens.weight)
+        return (self.embed_tokens(label_tokens) * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+
+    def label_scores(self, features, label_tokens=None, train_index=None, label_names=None):
+        """Logits (B, L) of the given labels: descriptions ``label_tokens`` (L, T), training rows ``train_index``."""
+        if self.head_name == "linear":
+            unseen = (train_index < 0).nonzero().flatten()
+            if unseen.numel():
+                first = f" (e.g. {label_names[int(unseen[0])]!r})" if label_names else ""
+                raise ValueError(f"--head linear cannot score the {unseen.numel()} label(s) it never saw in training"
+                                 f"{first}: it has one weight row per training label; train a joint head (--head gile) "
+                                 "to score unseen labels")
+            return self.head(features, ids=train_index)
+        return self.head(features, class_inputs=self.label_vectors(label_tokens))

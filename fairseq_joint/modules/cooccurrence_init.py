@@ -1,0 +1,50 @@
+"""Kurata, Xiang & Zhou (2016): initialize a hidden->output weight with label co-occurrence (Sec. 3).
+
+Each distinct set of labels that training examples carry together is a *co-occurrence pattern*. Hidden
+unit j (a column of the output weight W ∈ R^{|Y| x nh}) becomes the dedicated neuron of the j-th most
+frequent pattern: its weights are C on the pattern's labels and 0 on every other label (Sec. 3.1, Fig. 2).
+With more patterns than hidden units only the nh most frequent get a unit; units without a pattern keep
+their random initialization. C (Sec. 3.2) is the upper bound of the normalized initialization
+(Glorot & Bengio 2010) ``UB = sqrt(6) / sqrt(nh + no)``, or ``f·UB`` / ``sqrt(f)·UB`` with f the number
+of training examples carrying the pattern.
+"""
+
+from collections import Counter
+from typing import Iterable, List, Sequence, Tuple
+
+import math
+
+import torch
+
+COOCCURRENCE_INIT_CHOICES = ("none", "ub", "f_ub", "sqrt_f_ub")
+
+
+def label_patterns(label_rows: Iterable[Sequence[int]]) -> List[Tuple[Tuple[int, ...], int]]:
+    """Distinct label sets with their frequency f, most frequent first (ties: first seen first)."""
+    counts = Counter(tuple(sorted(set(row))) for row in label_rows)
+    order = {p: i for i, p in enumerate(counts)}  # Counter keeps insertion order
+    return sorted(counts.items(), key=lambda kv: (-kv[1], order[kv[0]]))
+
+
+def normalized_init_bound(num_hidden: int, num_outputs: int) -> float:
+    """UB = sqrt(6) / sqrt(nh + no) (Kurata et al. Sec. 3.2)."""
+    return math.sqrt(6.0) / math.sqrt(num_hidden + num_outputs)
+
+
+@torch.no_grad()
+def cooccurrence_init_(weight: torch.Tensor, patterns, mode: str = "ub") -> int:
+    """Give the first hidden units of ``weight`` (|Y| x nh) to the patterns; returns how many got one."""
+    if mode not in COOCCURRENCE_INIT_CHOICES:
+        raise ValueError(f"--cooccurrence-init must be one of {', '.join(COOCCURRENCE_INIT_CHOICES)}, got {mode!r}")
+    if mode == "none":
+        return 0
+    num_labels, num_hidden = weight.shape
+    ub = normalized_init_bound(num_hidden, num_labels)
+    used = min(num_hidden, len(patterns))
+    for unit, (pattern, freq) in enumerate(patterns[:used]):
+        if max(pattern) >= num_labels:
+            raise ValueError(f"label pattern {pattern} refers to label {max(pattern)} but the weight has {num_labels} rows")
+        c = {"ub": ub, "f_ub": freq * ub, "sqrt_f_ub": math.sqrt(freq) * ub}[mode]
+        weight[:, unit] = 0.0
+        weight[list(pattern), unit] = c
+    return used

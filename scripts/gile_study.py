@@ -1,0 +1,138 @@
+#!/usr/bin/env python
+"""Seen / unseen label study on a debtags-style corpus (GILE Table 2 pattern): WAN encoder with the
+``linear``, ``bil_n16`` and ``gile`` heads, trained by fairseq-train, scored on the validation split.
+
+Preprocesses ``--data`` (a folder with train.jsonl, valid.jsonl, labels.tsv) with
+``scripts/preprocess_gile.py``, trains one model per head for ``--max-epoch`` epochs (same seed, same
+settings), and reports the last epoch's validation metrics (no checkpoint selection on valid) with the
+chance level of random scores on the same documents and labels. Writes ``results.json``,
+``results.md`` (a markdown table) and ``results.png`` into ``--workdir``.
+
+Example (about 15 min on 2 CPU threads)::
+
+    python scripts/gile_study.py --data /path/to/debtags --workdir /tmp/gile_study
+"""
+
+import argparse
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, REPO)
+
+from fairseq_joint.metrics import chance_level  # noqa: E402
+from fairseq_joint.tasks.gile_classification import read_label_file, read_label_lines  # noqa: E402
+
+logging.basicConfig(format="%(asctime)s | %(message)s", level=logging.INFO)
+logger = logging.getLogger("gile_study")
+BIN = os.path.dirname(sys.executable)
+COLUMNS = [("seen", "rl"), ("seen", "avgpr"), ("seen", "oneerr"), ("seen", "f1"), ("unseen", "rl"),
+           ("unseen", "avgpr"), ("unseen", "oneerr")]
+
+
+def run(cmd, log_path, env):
+    logger.info("running: " + " ".join(cmd))
+    with open(log_path, "w") as log:
+        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+    if proc.returncode != 0:
+        raise SystemExit(f"error: {cmd[0]} failed with {proc.returncode}; see {log_path}")
+
+
+def last_valid_stats(log_path):
+    stats = None
+    with open(log_path) as f:
+        for line in f:
+            if "valid on 'valid' subset" in line:
+                stats = dict(re.findall(r"\| (\w+) ([-\d.]+)", line))
+    if stats is None:
+        raise SystemExit(f"error: no validation line in {log_path}")
+    return {k: float(v) for k, v in stats.items()}
+
+
+def chance(bin_dir):
+    names = list(read_label_file(os.path.join(bin_dir, "labels.tsv")))
+    with open(os.path.join(bin_dir, "labels.train.txt")) as f:
+        train = {x.strip() for x in f if x.strip()}
+    pos = {n: i for i, n in enumerate(names)}
+    rows = read_label_lines(os.path.join(bin_dir, "valid.labels"))
+    y = np.zeros((len(rows), len(names)), dtype=bool)
+    for i, r in enumerate(rows):
+        y[i, [pos[n] for n in r]] = True
+    seen = np.array([n in train for n in names])
+    return {"seen": chance_level(y[:, seen]), "unseen": chance_level(y[:, ~seen]),
+            "num_seen": int(seen.sum()), "num_unseen": int((~seen).sum())}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", required=True, help="folder with train.jsonl, valid.jsonl, labels.tsv")
+    p.add_argument("--workdir", required=True, help="where binaries, checkpoints, logs and results go")
+    p.add_argument("--heads", default="linear,bil_n16,gile", help="comma-separated heads")
+    p.add_argument("--max-epoch", type=int, default=4, help="training epochs per model")
+    p.add_argument("--batch-size", type=int, default=16, help="documents per batch (the paper: 16)")
+    p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
+    p.add_argument("--threshold", type=float, default=0.2, help="micro-F1 threshold")
+    p.add_argument("--threads", type=int, default=1, help="OMP threads per training run")
+    p.add_argument("--seed", type=int, default=1)
+    args = p.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
+    bin_dir = os.path.join(args.workdir, "bin")
+    if not os.path.isfile(os.path.join(bin_dir, "valid.labels")):
+        run([sys.executable, "scripts/preprocess_gile.py", "--train", os.path.join(args.data, "train.jsonl"),
+             "--valid", os.path.join(args.data, "valid.jsonl"), "--labels", os.path.join(args.data, "labels.tsv"),
+             "--destdir", bin_dir], os.path.join(args.workdir, "preprocess.log"), env)
+    results = {"chance": chance(bin_dir), "heads": {}, "settings": vars(args)}
+    for head in args.heads.split(","):
+        t0 = time.time()
+        log = os.path.join(args.workdir, f"train_{head}.log")
+        run([os.path.join(BIN, "fairseq-train"), bin_dir, "--user-dir", "fairseq_joint", "--task", "gile_classification",
+             "--arch", "gile_classifier", "--encoder", "wan", "--head", head, "--criterion", "multilabel_classification",
+             "--threshold", str(args.threshold), "--optimizer", "adam", "--lr", str(args.lr),
+             "--batch-size", str(args.batch_size), "--max-epoch", str(args.max_epoch), "--seed", str(args.seed),
+             "--num-workers", "0", "--no-progress-bar", "--log-interval", "200", "--no-save",
+             "--save-dir", os.path.join(args.workdir, f"ckpt_{head}")], log, env)
+        stats = last_valid_stats(log)
+        stats["train_minutes"] = (time.time() - t0) / 60
+        results["heads"][head] = stats
+        logger.info(f"{head}: " + ", ".join(f"{a}_{b} {stats.get(f'{a}_{b}', float('nan')):.2f}" for a, b in COLUMNS))
+    with open(os.path.join(args.workdir, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    c = results["chance"]
+    lines = ["| system | " + " | ".join(f"{a} {b}" for a, b in COLUMNS) + " | minutes |",
+             "|---" * (len(COLUMNS) + 2) + "|"]
+    for head, stats in results["heads"].items():
+        cells = [f"{stats[f'{a}_{b}']:.2f}" if f"{a}_{b}" in stats else "–" for a, b in COLUMNS]
+        lines.append(f"| WAN + {head} | " + " | ".join(cells) + f" | {stats['train_minutes']:.1f} |")
+    cells = [f"{c[a][b]:.2f}" if b in c[a] else "–" for a, b in COLUMNS]
+    lines.append("| random scores (chance) | " + " | ".join(cells) + " | |")
+    table = "\n".join(lines)
+    with open(os.path.join(args.workdir, "results.md"), "w") as f:
+        f.write(table + "\n")
+    print(table)
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+    for ax, side in zip(axes, ("seen", "unseen")):
+        names = list(results["heads"]) + ["chance"]
+        vals = [results["heads"][h].get(f"{side}_avgpr", 0.0) for h in results["heads"]] + [c[side]["avgpr"]]
+        ax.bar(names, vals, color=["C0"] * (len(names) - 1) + ["grey"])
+        ax.set_title(f"{side} labels: AvgPr (%)")
+    fig.tight_layout()
+    fig.savefig(os.path.join(args.workdir, "results.png"), dpi=100)
+    logger.info(f"wrote {args.workdir}/results.json, results.md, results.png")
+
+
+if __name__ == "__main__":
+    main()

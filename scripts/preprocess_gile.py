@@ -1,0 +1,155 @@
+#!/usr/bin/env python
+"""Binarize (text, labels) data and label descriptions for ``--task gile_classification``.
+
+Inputs are JSONL (one object per line with a text field and a list of labels) or TSV
+(``text<TAB>label1 label2 ...``, labels whitespace-separated); the format follows the file extension
+(``.jsonl``/``.json`` or ``.tsv``) unless ``--format`` says otherwise. ``--labels`` is a
+``label<TAB>description`` file; every label of the data must be in it (unseen validation/test labels too).
+
+Writes to ``--destdir``: ``dict.txt`` (one fairseq Dictionary for the words of the training texts and of
+every label description: GILE shares E between words and label words), ``{split}.input.{bin,idx}``,
+``{split}.labels``, ``labels.train.txt`` (the labels training examples carry) and ``labels.tsv``.
+
+Example::
+
+    python scripts/preprocess_gile.py --train data/debtags-sample/train.jsonl \\
+        --valid data/debtags-sample/valid.jsonl --labels data/debtags-sample/labels.tsv --destdir data-bin/debtags
+"""
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+from collections import Counter
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from fairseq.data import Dictionary  # noqa: E402
+from fairseq.data.indexed_dataset import make_builder  # noqa: E402
+
+from fairseq_joint.tasks.gile_classification import LABEL_FILE, TRAIN_LABELS, read_label_file, tokenize  # noqa: E402
+
+logging.basicConfig(format="%(asctime)s | %(levelname)s | %(message)s", level=logging.INFO)
+logger = logging.getLogger("preprocess_gile")
+
+
+def read_examples(path, fmt, text_field, labels_field):
+    """[(lineno, text, [labels])]; malformed lines fail with file:line."""
+    if not os.path.isfile(path):
+        raise SystemExit(f"error: {path} does not exist")
+    if fmt == "auto":
+        fmt = "tsv" if path.endswith(".tsv") else "jsonl" if path.endswith((".jsonl", ".json")) else None
+        if fmt is None:
+            raise SystemExit(f"error: {path}: cannot tell the format from the extension; pass --format jsonl|tsv")
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            if fmt == "jsonl":
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise SystemExit(f"error: {path}:{lineno}: not valid JSON ({e.msg})")
+                if not isinstance(obj, dict) or text_field not in obj or labels_field not in obj:
+                    raise SystemExit(f"error: {path}:{lineno}: needs the fields {text_field!r} and {labels_field!r} "
+                                     "(set --text-field/--labels-field)")
+                text, labels = obj[text_field], obj[labels_field]
+                if isinstance(labels, str):
+                    labels = labels.split()
+                if not isinstance(text, str) or not isinstance(labels, list):
+                    raise SystemExit(f"error: {path}:{lineno}: {text_field!r} must be a string and {labels_field!r} a list")
+            else:
+                parts = line.rstrip("\n").split("\t")
+                if len(parts) != 2:
+                    raise SystemExit(f"error: {path}:{lineno}: expected 'text<TAB>labels', found {len(parts)} fields")
+                text, labels = parts[0], parts[1].split()
+            labels = [str(x).strip() for x in labels]
+            if not text.strip():
+                raise SystemExit(f"error: {path}:{lineno}: empty text")
+            if not labels or any(not x or any(c.isspace() for c in x) for x in labels):
+                raise SystemExit(f"error: {path}:{lineno}: needs at least one label, without whitespace in labels")
+            rows.append((lineno, text, labels))
+    if not rows:
+        raise SystemExit(f"error: {path} holds no examples")
+    return rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--train", required=True, help="training examples (JSONL or TSV)")
+    p.add_argument("--valid", help="validation examples")
+    p.add_argument("--test", help="test examples")
+    p.add_argument("--labels", help="label<TAB>description file (needed by every head but linear)")
+    p.add_argument("--destdir", required=True, help="output directory")
+    p.add_argument("--format", choices=("auto", "jsonl", "tsv"), default="auto", help="input format")
+    p.add_argument("--text-field", default="text", help="JSONL field of the text")
+    p.add_argument("--labels-field", default="labels", help="JSONL field of the label list")
+    p.add_argument("--min-count", type=int, default=1, help="keep words seen at least this often (others -> <unk>)")
+    args = p.parse_args(argv)
+    if args.min_count < 1:
+        raise SystemExit("error: --min-count must be >= 1")
+
+    try:
+        descriptions = read_label_file(args.labels) if args.labels else None
+    except (ValueError, FileNotFoundError) as e:
+        raise SystemExit(f"error: {e}")
+    splits = {s: read_examples(getattr(args, s), args.format, args.text_field, args.labels_field)
+              for s in ("train", "valid", "test") if getattr(args, s)}
+
+    train_seen = {x for _, _, labels in splits["train"] for x in labels}
+    for split, rows in splits.items():
+        path = getattr(args, split)
+        for lineno, _, labels in rows:
+            for x in labels:
+                if descriptions is not None and x not in descriptions:
+                    raise SystemExit(f"error: {path}:{lineno}: label {x!r} is missing from {args.labels}: "
+                                     "add a 'label<TAB>description' line for it")
+                if descriptions is None and x not in train_seen:
+                    raise SystemExit(f"error: {path}:{lineno}: label {x!r} never occurs in training and there is no "
+                                     "--labels file to describe it: pass --labels")
+    train_labels = [x for x in descriptions if x in train_seen] if descriptions else sorted(train_seen)
+
+    os.makedirs(args.destdir, exist_ok=True)
+    tokenized = {s: [tokenize(text) for _, text, _ in rows] for s, rows in splits.items()}
+    counts = Counter(w for words in tokenized["train"] for w in words)
+    if descriptions:
+        counts.update(w for desc in descriptions.values() for w in tokenize(desc))
+    dictionary = Dictionary()
+    for word, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        if c >= args.min_count:
+            dictionary.add_symbol(word, c)
+    dictionary.finalize(padding_factor=8)
+    dictionary.save(os.path.join(args.destdir, "dict.txt"))
+
+    for split, rows in splits.items():
+        prefix = os.path.join(args.destdir, f"{split}.input")
+        builder = make_builder(prefix + ".bin", impl="mmap", vocab_size=len(dictionary))
+        unk = total = 0
+        for (lineno, _, _), words in zip(rows, tokenized[split]):
+            if not words:
+                raise SystemExit(f"error: {getattr(args, split)}:{lineno}: the text has no tokens")
+            ids = torch.IntTensor([dictionary.index(w) for w in words])
+            unk += int((ids == dictionary.unk()).sum())
+            total += ids.numel()
+            builder.add_item(ids)
+        builder.finalize(prefix + ".idx")
+        with open(os.path.join(args.destdir, f"{split}.labels"), "w", encoding="utf-8") as f:
+            for _, _, labels in rows:
+                f.write(" ".join(dict.fromkeys(labels)) + "\n")
+        labels = {x for _, _, ls in rows for x in ls}
+        logger.info(f"{split}: {len(rows)} examples, {total} tokens ({100.0 * unk / total:.2f}% <unk>), "
+                    f"{len(labels)} labels ({len(labels - train_seen)} unseen in training)")
+    with open(os.path.join(args.destdir, TRAIN_LABELS), "w", encoding="utf-8") as f:
+        f.write("".join(x + "\n" for x in train_labels))
+    if args.labels:
+        shutil.copyfile(args.labels, os.path.join(args.destdir, LABEL_FILE))
+    logger.info(f"dictionary: {len(dictionary)} types; {len(train_labels)} training labels; wrote {args.destdir}")
+
+
+if __name__ == "__main__":
+    main()
