@@ -144,3 +144,22 @@ def test_output_layer_configuration_mismatch_on_load(tiny_bin):
     _, b = build(tiny_bin, "joint_transformer_tiny", "--joint-dim", 12)
     with pytest.raises(ValueError, match=r"checkpoint's output layer differs.*joint_dim: checkpoint 8 vs model 12"):
         b.load_state_dict(a.state_dict())
+
+
+@pytest.mark.parametrize("arch, extra", [("joint_transformer", SMALL_TRANSFORMER), ("joint_lstm", SMALL_LSTM)])
+def test_beam_search_projects_the_vocabulary_once(tiny_bin, arch, extra, monkeypatch):
+    """fairseq's SequenceGenerator calls the decoder once per step; σ(E U + b_u) must come from the cache."""
+    from fairseq.sequence_generator import SequenceGenerator
+
+    task, model = build(tiny_bin, arch, "--output-layer", "joint", "--joint-dim", 12, *extra)
+    model.eval()
+    layer = model.decoder.output_projection
+    calls = []
+    original = layer.project_classes
+    monkeypatch.setattr(layer, "project_classes", lambda x: calls.append(x.shape) or original(x))
+    gen = SequenceGenerator([model], task.tgt_dict, beam_size=3, max_len_a=0, max_len_b=6, min_len=6)
+    src, lengths, _ = batch(task)
+    with torch.no_grad():
+        hyps = gen.generate([model], {"net_input": {"src_tokens": src, "src_lengths": lengths}})
+    assert len(hyps) == 3 and all(len(h) == 3 for h in hyps)
+    assert len(calls) == 1 and calls[0][0] == len(task.tgt_dict)
