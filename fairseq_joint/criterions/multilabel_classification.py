@@ -124,12 +124,12 @@ class MultilabelClassificationCriterion(FairseqCriterion):
         loss = classification_loss(logits_seen, target[:, seen], self.loss_kind)
         size = loss_normalizer(target[:, seen], self.loss_kind)
         logging.update(loss=loss.detach(), sample_size=size)
-        probs = self.probabilities(logits_seen).float().cpu().numpy()
-        sums = ranking_metric_sums(logits_seen.float().cpu().numpy(), target[:, seen].cpu().numpy(),
+        probs = self.probabilities(logits_seen).detach().float().cpu().numpy()
+        sums = ranking_metric_sums(logits_seen.detach().float().cpu().numpy(), target[:, seen].cpu().numpy(),
                                    probs=probs, threshold=self.threshold)
         logging.update({f"seen_{k}": v for k, v in sums.items()})
         if logits_all is not None and (~seen).any():
-            sums = ranking_metric_sums(logits_all[:, ~seen].float().cpu().numpy(), target[:, ~seen].cpu().numpy())
+            sums = ranking_metric_sums(logits_all[:, ~seen].detach().float().cpu().numpy(), target[:, ~seen].cpu().numpy())
             logging.update({f"unseen_{k}": v for k, v in sums.items()})
         return loss, size, logging
 

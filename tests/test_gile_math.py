@@ -1,0 +1,290 @@
+"""Unit tests of the GILE math: heads (Eqs. 3, 5, 6a/6b, 14, 18, 19), label vectors, losses (Eqs. 15, 17,
+Kurata's), label sampling, metrics against scikit-learn and hand computations, Kurata's init."""
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from sklearn.metrics import f1_score, label_ranking_average_precision_score, label_ranking_loss
+
+from fairseq_joint.criterions.multilabel_classification import (
+    MultilabelClassificationCriterion,
+    classification_loss,
+    sample_label_candidates,
+)
+from fairseq_joint.metrics import chance_level, micro_f1, ranking_metric_sums, summarize
+from fairseq_joint.models.gile_classifier import (
+    GileClassifier,
+    GileClassifierConfig,
+    equal_capacity_joint_dim,
+)
+from fairseq_joint.modules.cooccurrence_init import cooccurrence_init_, label_patterns, normalized_init_bound
+from fairseq_joint.modules.text_encoders import HierarchicalAttentionEncoder, WordAttentionEncoder
+from fairseq_joint.tasks.gile_classification import read_label_file
+
+PAD = 1
+
+
+def head(name, num_labels=7, d=5, dh=6, joint_dim="4", activation="relu"):
+    cfg = GileClassifierConfig(head=name, embed_dim=d, encoder_dim=dh, joint_dim=joint_dim, joint_activation=activation)
+    torch.manual_seed(0)
+    layer = GileClassifier.build_head(cfg, num_labels)
+    with torch.no_grad():  # non-zero biases so the formulas are tested with them
+        for n, p in layer.named_parameters():
+            if n.endswith("bias") or n == "context_scale":
+                p.normal_()
+    return layer
+
+
+def test_heads_equal_their_formulas():
+    torch.manual_seed(1)
+    X, h = torch.randn(7, 5), torch.randn(3, 6)
+    relu = torch.relu
+    g = head("gile")
+    expected = (relu(h @ g.context_weight.T + g.context_bias) * g.context_scale) @ relu(X @ g.class_weight.T + g.class_bias).T + g.bias
+    assert torch.allclose(g(h, class_inputs=X), expected, atol=1e-5)  # Eq. 14, one shared b
+    assert g.bias.numel() == 1
+    b = head("bil_n16")
+    assert torch.allclose(b(h, class_inputs=X), (h @ b.context_weight.T) @ X.T, atol=1e-5)  # Eq. 5: E W h
+    y = head("bil_yh15")
+    assert torch.allclose(y(h, class_inputs=X), (h @ y.context_weight.T) @ relu(X @ y.class_weight.T).T, atol=1e-5)
+    lo = head("gile_label_only")
+    assert torch.allclose(lo(h, class_inputs=X), h @ relu(X @ lo.class_weight.T).T, atol=1e-5)  # Eq. 6a
+    io = head("gile_input_only")
+    assert torch.allclose(io(h, class_inputs=X), relu(h @ io.context_weight.T) @ X.T, atol=1e-5)  # Eq. 6b
+    lin = head("linear")
+    ids = torch.tensor([3, 0])
+    assert torch.allclose(lin(h, ids=ids), (h @ lin.weight.T + lin.bias)[:, ids], atol=1e-5)  # Eq. 3
+
+
+def test_gile_degenerate_form_is_bilinear_eq18():
+    """identity σ, g_out = I (U = I), zero biases, w = 1: σ(EU + b_u)(σ(Vh + b_v) ⊙ w) + b = E V h."""
+    g = head("gile", d=5, dh=6, joint_dim="5", activation="identity")
+    with torch.no_grad():
+        g.class_weight.copy_(torch.eye(5))
+        g.class_bias.zero_(), g.context_bias.zero_(), g.bias.zero_(), g.context_scale.fill_(1.0)
+    X, h = torch.randn(7, 5), torch.randn(3, 6)
+    assert torch.allclose(g(h, class_inputs=X), (X @ g.context_weight @ h.T).T, atol=1e-5)  # (E V h)ᵀ
+
+
+def test_parameter_count_independent_of_label_count_and_eq19():
+    def count(layer):
+        return sum(p.numel() for p in layer.parameters())
+
+    assert count(head("gile", num_labels=10)) == count(head("gile", num_labels=10000))
+    assert count(head("linear", num_labels=10)) != count(head("linear", num_labels=10000))
+    # Eq. 19: d_j = dh |Y| / (dh + d) gives the linear head's capacity
+    assert equal_capacity_joint_dim(100, 100, 423) == round(100 * 423 / 200)
+    lin = count(head("linear", num_labels=423, d=100, dh=100))
+    gile = count(head("gile", num_labels=423, d=100, dh=100, joint_dim="auto"))
+    assert head("gile", num_labels=423, d=100, dh=100, joint_dim="auto").joint_dim == 212
+    assert abs(gile - lin) / lin < 0.03
+
+
+def test_label_vectors_are_masked_means_of_shared_embeddings():
+    cfg = GileClassifierConfig(head="gile", embed_dim=4, encoder_dim=4, attention_dim=4, joint_dim="3")
+    embed = torch.nn.Embedding(10, 4, padding_idx=PAD)
+    model = GileClassifier(cfg, embed, WordAttentionEncoder(4, 4, 4), GileClassifier.build_head(cfg, 3))
+    tokens = torch.tensor([[4, 5, PAD], [7, PAD, PAD]])
+    expected = torch.stack([(embed.weight[4] + embed.weight[5]) / 2, embed.weight[7]])
+    assert torch.allclose(model.label_vectors(tokens), expected)
+
+
+def test_linear_head_refuses_unseen_labels():
+    cfg = GileClassifierConfig(head="linear", embed_dim=4, encoder_dim=4, attention_dim=4)
+    model = GileClassifier(cfg, torch.nn.Embedding(10, 4, padding_idx=PAD), WordAttentionEncoder(4, 4, 4),
+                           GileClassifier.build_head(cfg, 3))
+    with pytest.raises(ValueError, match="cannot score .* never saw in training .*'new'.*--head gile"):
+        model.label_scores(torch.randn(2, 4), None, torch.tensor([0, -1]), ["old", "new"])
+
+
+# ---------------------------------------------------------------------------------------------- losses
+def test_bce_is_eq15_and_kurata_losses_by_hand():
+    o = torch.tensor([[2.0, -1.0, 0.5], [0.0, 1.0, -2.0]])
+    y = torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]])
+    p = torch.sigmoid(o)
+    bce = -(y * p.log() + (1 - y) * (1 - p).log()).sum()
+    assert torch.allclose(classification_loss(o, y, "bce"), bce)
+    logp = o.log_softmax(-1)
+    assert torch.allclose(classification_loss(o, y, "copy_nll"), -(logp[0, 0] + logp[0, 2] + logp[1, 1]))
+    assert torch.allclose(classification_loss(o, y, "distribution_ce"),
+                          -(0.5 * logp[0, 0] + 0.5 * logp[0, 2] + logp[1, 1]))
+
+
+class ScoresModel(torch.nn.Module):
+    """A stand-in model whose logits are fixed: label_scores returns columns of ``scores``."""
+
+    def __init__(self, scores, unseen_ok=True):
+        super().__init__()
+        self.scores = torch.nn.Parameter(scores.clone())
+        self.scores_unseen_labels = unseen_ok
+
+    def forward(self, src_tokens, src_lengths=None):
+        return torch.arange(src_tokens.size(0), dtype=torch.float32)
+
+    def label_scores(self, features, label_tokens, train_index, label_names=None):
+        return self.scores[features.long()][:, label_tokens[:, 0]]
+
+
+def fake_sample(target, train_index):
+    n, L = target.shape
+    return {"net_input": {"src_tokens": torch.zeros(n, 2, dtype=torch.long)}, "target": target, "nsentences": n,
+            "ntokens": 2 * n, "label_tokens": torch.arange(L).unsqueeze(1), "label_train_index": train_index}
+
+
+def criterion(rate=1.0, loss="bce", mode="multilabel", threshold=0.5):
+    return MultilabelClassificationCriterion(SimpleNamespace(cfg=SimpleNamespace(classification_mode=mode)), loss, rate, threshold)
+
+
+def test_label_sampling_keeps_positives_and_rate_one_is_full_bce():
+    torch.manual_seed(0)
+    n, L = 6, 40
+    target = (torch.rand(n, L) < 0.05).float()
+    target[0, 3] = 1.0
+    for rate in (0.1, 0.25, 0.5):
+        for _ in range(5):
+            ids = sample_label_candidates(target, rate)
+            assert ids.unique().numel() == ids.numel()
+            positives = set(target.gt(0).any(0).nonzero().flatten().tolist())
+            assert positives <= set(ids.tolist())
+            assert ids.numel() == max(round(rate * L), len(positives))
+            assert set(ids[: len(positives)].tolist()) == positives  # positives first
+    scores = torch.randn(n, L)
+    model = ScoresModel(scores).train()
+    sample = fake_sample(target, torch.arange(L))
+    loss, size, _ = criterion(1.0)(model, sample)
+    assert size == n * L  # Z = N k (Eq. 15)
+    assert torch.allclose(loss, F.binary_cross_entropy_with_logits(scores, target, reduction="sum"))
+    torch.manual_seed(3)
+    ids = sample_label_candidates(target, 0.25)
+    torch.manual_seed(3)
+    loss, size, _ = criterion(0.25)(model, sample)
+    assert size == n * L  # Eq. 17 keeps Z = N k
+    assert torch.allclose(loss, F.binary_cross_entropy_with_logits(scores[:, ids], target[:, ids], reduction="sum"))
+    loss.backward()  # only the candidate labels get gradients
+    touched = model.scores.grad.abs().sum(0).gt(0).nonzero().flatten()
+    assert set(touched.tolist()) <= set(ids.tolist())
+
+
+def test_incompatible_options_fail():
+    with pytest.raises(ValueError, match="--label-sample-rate"):
+        criterion(0.0)
+    with pytest.raises(ValueError, match="bce"):
+        criterion(0.5, loss="copy_nll")
+    with pytest.raises(ValueError, match="multiclass"):
+        criterion(1.0, loss="copy_nll", mode="multiclass")
+
+
+# ---------------------------------------------------------------------------------------------- metrics
+def test_metrics_by_hand():
+    s = np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.3], [0.1, 0.2, 0.3]])
+    y = np.array([[0, 1, 1], [0, 1, 0], [0, 0, 0]])  # the last document has no relevant label: not ranked
+    out = summarize(ranking_metric_sums(s, y, probs=s, threshold=0.5))
+    assert out["docs"] == 2
+    assert out["rl"] == pytest.approx(100 * (1.0 + 0.0) / 2)
+    assert out["avgpr"] == pytest.approx(100 * ((1 / 2 + 2 / 3) / 2 + 1.0) / 2)
+    assert out["oneerr"] == pytest.approx(50.0) and out["1best"] == pytest.approx(50.0)
+    assert out["r5"] == pytest.approx(100.0)
+    assert out["fullacc"] == pytest.approx(50.0)  # doc 0: top-2 {0, 2} != {1, 2}; doc 1: top-1 {1}
+    # micro-F1 over all three documents: predicted {0, 2}, {1} vs gold {1, 2}, {1}: tp 2, fp 1, fn 1
+    assert out["f1"] == pytest.approx(100 * 4 / 6)
+
+
+def test_metrics_equal_sklearn_on_random_cases():
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        s = rng.normal(size=(30, 12))
+        y = rng.random((30, 12)) < 0.2
+        y[:, 0] |= ~y.any(1)  # every document has a relevant label
+        sums = ranking_metric_sums(s, y, probs=1 / (1 + np.exp(-s)), threshold=0.4)
+        assert sums["rl"] / sums["n"] == pytest.approx(label_ranking_loss(y, s))
+        assert sums["avgpr"] / sums["n"] == pytest.approx(label_ranking_average_precision_score(y, s))
+        assert micro_f1(sums["tp"], sums["fp"], sums["fn"]) == pytest.approx(
+            f1_score(y, 1 / (1 + np.exp(-s)) >= 0.4, average="micro"))
+        top = s.argmax(1)
+        assert sums["oneerr"] == (~y[np.arange(30), top]).sum()
+
+
+def test_criterion_reports_seen_and_unseen_separately():
+    rng = np.random.default_rng(1)
+    scores = torch.tensor(rng.normal(size=(8, 6)), dtype=torch.float32)
+    target = torch.zeros(8, 6)
+    target[:, 0] = 1
+    target[::2, 4] = 1  # unseen label 4 on even documents
+    target[1, 5] = 1
+    train_index = torch.tensor([0, 1, 2, 3, -1, -1])
+    model = ScoresModel(scores).eval()
+    with torch.no_grad():
+        _, _, log = criterion(threshold=0.5)(model, fake_sample(target, train_index))
+    seen = ranking_metric_sums(scores[:, :4].numpy(), target[:, :4].numpy(), probs=torch.sigmoid(scores[:, :4]).numpy(), threshold=0.5)
+    unseen = ranking_metric_sums(scores[:, 4:].numpy(), target[:, 4:].numpy())
+    assert {k: log[f"seen_{k}"] for k in seen} == pytest.approx(seen)
+    assert {k: log[f"unseen_{k}"] for k in unseen} == pytest.approx(unseen)
+    assert log["unseen_n"] == 5  # only documents with an unseen label are ranked on unseen labels
+    assert log["loss"] == pytest.approx(float(F.binary_cross_entropy_with_logits(scores[:, :4], target[:, :4], reduction="sum")))
+    _, _, log = criterion()(ScoresModel(scores, unseen_ok=False).eval(), fake_sample(target, train_index))
+    assert "unseen_n" not in log and log["seen_n"] == 8
+
+
+def test_chance_level_is_near_theory():
+    y = np.zeros((400, 50), dtype=bool)
+    y[:, 0] = True
+    c = chance_level(y, repeats=3)
+    assert c["rl"] == pytest.approx(50, abs=4)
+    assert c["oneerr"] == pytest.approx(98, abs=2)
+
+
+# ---------------------------------------------------------------------------------------------- Kurata init
+def test_kurata_dedicated_units_hold_c_on_exactly_their_pattern():
+    rows = [[0, 3]] * 3 + [[1, 3, 4]] * 2 + [[2]] + [[0, 3]] + [[5, 1]]
+    patterns = label_patterns(rows)
+    assert patterns[0] == ((0, 3), 4) and patterns[1] == ((1, 3, 4), 2)
+    L, H = 6, 5
+    ub = normalized_init_bound(H, L)
+    assert ub == pytest.approx(math.sqrt(6) / math.sqrt(H + L))
+    for mode, c0 in (("ub", ub), ("f_ub", 4 * ub), ("sqrt_f_ub", 2 * ub)):
+        torch.manual_seed(0)
+        w = torch.randn(L, H)
+        before = w.clone()
+        assert cooccurrence_init_(w, patterns[:3], mode) == 3
+        expected0 = torch.zeros(L)
+        expected0[[0, 3]] = c0
+        assert torch.allclose(w[:, 0], expected0)
+        assert set(w[:, 1].nonzero().flatten().tolist()) == {1, 3, 4}
+        assert set(w[:, 2].nonzero().flatten().tolist()) == {2}
+        assert torch.equal(w[:, 3:], before[:, 3:])  # units without a pattern stay random
+    w = torch.randn(L, 2)  # more patterns (4) than hidden units (2): the 2 most frequent get one
+    assert cooccurrence_init_(w, patterns, "ub") == 2
+    assert set(w[:, 0].nonzero().flatten().tolist()) == {0, 3} and set(w[:, 1].nonzero().flatten().tolist()) == {1, 3, 4}
+
+
+# ---------------------------------------------------------------------------------------------- encoders / files
+def test_han_splits_sentences_and_wan_ignores_padding():
+    enc = HierarchicalAttentionEncoder(4, 4, 4, sentence_end_ids=[9])
+    tokens = torch.tensor([[5, 6, 9, 7, 8, 9, 4], [5, 9, 6, PAD, PAD, PAD, PAD]])
+    mask = tokens.ne(PAD)
+    sent, pos, num = enc.split_sentences(tokens, mask)
+    assert sent[0].tolist() == [0, 0, 0, 1, 1, 1, 2] and pos[0].tolist() == [0, 1, 2, 0, 1, 2, 0]
+    assert num.tolist() == [3, 2]
+    emb = torch.randn(2, 7, 4)
+    h = enc(emb, mask, tokens)
+    h_short = enc(emb[1:, :3], mask[1:, :3], tokens[1:, :3])
+    assert torch.allclose(h[1], h_short[0], atol=1e-6)  # padding changes nothing
+    wan = WordAttentionEncoder(4, 4, 4, layer="bigru")
+    assert torch.allclose(wan(emb, mask)[1], wan(emb[1:, :3], mask[1:, :3])[0], atol=1e-5)
+
+
+def test_label_file_errors(tmp_path):
+    bad = {
+        "a\tfirst\nb\t  \n": "label 'b' has an empty description",
+        "a\tfirst\na\tagain\n": "duplicate label 'a'",
+        "a first\n": "found no tab",
+    }
+    for text, message in bad.items():
+        path = tmp_path / "labels.tsv"
+        path.write_text(text)
+        with pytest.raises(ValueError, match=f"{path}:2: .*{message}|{path}:1: .*{message}"):
+            read_label_file(str(path))
