@@ -1,0 +1,97 @@
+#!/usr/bin/env python
+"""Table 1 of Pappas et al. (2018): top-k cosine neighbours of query words in the input embedding E and in
+the output layer's class space g_out(E) (σ(E U + b_u) for NMT-joint, Eq. 13; E itself for NMT-tied; the
+rows of W for NMT, Eq. 3).
+
+    python scripts/nearest_neighbours.py CHECKPOINT --dict DATA_BIN/dict.en.txt --query visited --query ...
+        [--top-k 5] [--markdown nn.md] [--json nn.json]
+
+Without ``--query`` the most frequent whole words of the dictionary that are not punctuation are used.
+Queries must be single dictionary entries (BPE pieces are shown as they are stored, e.g. ``vis@@``); an
+unknown query is an error naming it, not skipped.
+"""
+
+import argparse
+import json
+import os
+import sys
+from typing import Dict, List
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from count_params import load_checkpoint_model  # noqa: E402  (one checkpoint loader for the scripts)
+
+
+def neighbours(matrix: torch.Tensor, words: List[str], queries: List[int], k: int) -> Dict[str, List[str]]:
+    """k nearest rows of ``matrix`` by cosine similarity for each query row (the query itself excluded)."""
+    unit = torch.nn.functional.normalize(matrix.float(), dim=-1)
+    sims = unit[queries] @ unit.t()
+    sims[torch.arange(len(queries)), torch.tensor(queries)] = -float("inf")
+    top = sims.topk(k, dim=-1).indices
+    return {words[q]: [words[j] for j in row.tolist()] for q, row in zip(queries, top)}
+
+
+def default_queries(dictionary, n: int) -> List[int]:
+    out = []
+    for i in range(dictionary.nspecial, len(dictionary)):
+        w = dictionary[i]
+        if w.isalpha() and len(w) > 3 and not w.endswith("@@"):
+            out.append(i)
+        if len(out) == n:
+            break
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("checkpoint", help="a fairseq-joint translation checkpoint")
+    p.add_argument("--dict", required=True, help="the target dictionary the model was trained with (dict.TGT.txt)")
+    p.add_argument("--query", action="append", default=[], help="query word (repeatable)")
+    p.add_argument("--num-queries", type=int, default=5, help="frequent words to use when no --query is given")
+    p.add_argument("--top-k", type=int, default=5, help="neighbours per query (Table 1: 5)")
+    p.add_argument("--markdown", help="write the table to this Markdown file")
+    p.add_argument("--json", help="write the neighbours to this JSON file")
+    a = p.parse_args(argv)
+    from fairseq.data import Dictionary
+
+    if not os.path.isfile(a.checkpoint):
+        raise SystemExit(f"error: checkpoint {a.checkpoint}: file not found")
+    if not os.path.isfile(a.dict):
+        raise SystemExit(f"error: dictionary {a.dict}: file not found")
+    dictionary = Dictionary.load(a.dict)
+    model = load_checkpoint_model(a.checkpoint).eval()
+    layer = model.decoder.output_projection
+    if layer.num_classes != len(dictionary):
+        raise SystemExit(
+            f"error: {a.dict} has {len(dictionary):,d} entries but the checkpoint's output layer has "
+            f"{layer.num_classes:,d} classes; pass the dict.TGT.txt of the data the model was trained on"
+        )
+    words = [dictionary[i] for i in range(len(dictionary))]
+    if a.query:
+        unknown = [q for q in a.query if dictionary.index(q) == dictionary.unk()]
+        if unknown:
+            raise SystemExit(f"error: query word(s) {', '.join(unknown)} not in {a.dict}; query dictionary entries")
+        queries = [dictionary.index(q) for q in a.query]
+    else:
+        queries = default_queries(dictionary, a.num_queries)
+    k = min(a.top_k, len(dictionary) - 1)
+    with torch.no_grad():
+        spaces = {"input E": model.decoder.embed_tokens.weight, f"output g_out ({layer.output_layer})": layer.encode_classes()}
+        table = {name: neighbours(m, words, queries, k) for name, m in spaces.items()}
+    rows = ["| query | " + " | ".join(table) + " |", "|---|" + "---|" * len(table)]
+    for q in queries:
+        rows.append(f"| {words[q]} | " + " | ".join(", ".join(table[s][words[q]]) for s in table) + " |")
+    md = "\n".join(rows)
+    print(md)
+    if a.markdown:
+        with open(a.markdown, "w", encoding="utf-8") as f:
+            f.write(md + "\n")
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump(table, f, indent=1, ensure_ascii=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
