@@ -23,10 +23,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from count_params import load_checkpoint_model  # noqa: E402  (one checkpoint loader for the scripts)
 
 
-def neighbours(matrix: torch.Tensor, words: List[str], queries: List[int], k: int) -> Dict[str, List[str]]:
-    """k nearest rows of ``matrix`` by cosine similarity for each query row (the query itself excluded)."""
+def neighbours(matrix: torch.Tensor, words: List[str], queries: List[int], k: int, nspecial: int = 0) -> Dict[str, List[str]]:
+    """k nearest rows of ``matrix`` by cosine similarity for each query row (the query itself and the first
+    ``nspecial`` rows, fairseq's <s>, <pad>, </s>, <unk>, excluded)."""
     unit = torch.nn.functional.normalize(matrix.float(), dim=-1)
     sims = unit[queries] @ unit.t()
+    sims[:, :nspecial] = -float("inf")
     sims[torch.arange(len(queries)), torch.tensor(queries)] = -float("inf")
     top = sims.topk(k, dim=-1).indices
     return {words[q]: [words[j] for j in row.tolist()] for q, row in zip(queries, top)}
@@ -75,10 +77,10 @@ def main(argv=None) -> int:
         queries = [dictionary.index(q) for q in a.query]
     else:
         queries = default_queries(dictionary, a.num_queries)
-    k = min(a.top_k, len(dictionary) - 1)
+    k = min(a.top_k, len(dictionary) - 1 - dictionary.nspecial)
     with torch.no_grad():
         spaces = {"input E": model.decoder.embed_tokens.weight, f"output g_out ({layer.output_layer})": layer.encode_classes()}
-        table = {name: neighbours(m, words, queries, k) for name, m in spaces.items()}
+        table = {name: neighbours(m, words, queries, k, dictionary.nspecial) for name, m in spaces.items()}
     rows = ["| query | " + " | ".join(table) + " |", "|---|" + "---|" * len(table)]
     for q in queries:
         rows.append(f"| {words[q]} | " + " | ".join(", ".join(table[s][words[q]]) for s in table) + " |")

@@ -6,7 +6,7 @@
   with ``tokenize='none'`` on the tokenized hypotheses and references;
 * paired bootstrap resampling (Koehn 2004; the paper's bootstrap-hypothesis-difference-significance.pl)
   between this system and a baseline, with sacreBLEU's implementation (``PairedTest``, ``test_type='bs'``,
-  1000 resamples, seed 12345 unless SACREBLEU_SEED says otherwise).
+  1000 resamples, seed 12345 unless SACREBLEU_SEED says otherwise); equal corpus BLEU reports p = 1.
 
     python scripts/score_translations.py --hyp hyp.detok --ref ref.raw [--hyp-tok hyp.tok --ref-tok ref.tok]
         [--baseline-hyp base/hyp.detok --baseline-name nmt] [--lowercase] [--json scores.json]
@@ -51,7 +51,8 @@ def paired_bootstrap(baseline: List[str], system: List[str], refs: List[str], lo
                       n_samples=n_samples)
     signatures, results = test()
     base_res, sys_res = results["BLEU"]
-    p = float(sys_res.p_value)
+    # with equal corpus BLEU sacreBLEU's statistic is 0 and its p-value degenerates to 1/(n+1): no difference
+    p = 1.0 if sys_res.score == base_res.score else float(sys_res.p_value)
     return {
         "baseline": names[0], "system": names[1], "baseline_bleu": base_res.score, "system_bleu": sys_res.score,
         "delta": sys_res.score - base_res.score, "p_value": p, "mark": significance_mark(p),

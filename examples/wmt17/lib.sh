@@ -175,3 +175,24 @@ prepare_text() {
     fi
     log "done: $DATA_BIN"
 }
+
+# newstest_pair YEAR DEV_DIR OUT_PREFIX: the newstestYEAR SGM files of the $SRC-$TGT pair (either direction
+# code, src- or ref- side), extracted to OUT_PREFIX.{$SRC,$TGT}
+newstest_pair() {
+    local year="$1" dir="$2" out="$3" code l f found
+    for code in "$SRC$TGT" "$TGT$SRC"; do
+        found=1
+        for l in "$SRC" "$TGT"; do
+            f="$dir/newstest$year-$code-src.$l.sgm"; [[ -f "$f" ]] || f="$dir/newstest$year-$code-ref.$l.sgm"
+            [[ -f "$f" ]] || { found=0; break; }
+        done
+        if [[ "$found" == 1 ]]; then
+            for l in "$SRC" "$TGT"; do
+                f="$dir/newstest$year-$code-src.$l.sgm"; [[ -f "$f" ]] || f="$dir/newstest$year-$code-ref.$l.sgm"
+                step "$out.$l" $TEXT extract-sgm "$f" "$out.$l"
+            done
+            return
+        fi
+    done
+    die "missing newstest$year $SRC-$TGT: looked for $dir/newstest$year-{$SRC$TGT,$TGT$SRC}-{src,ref}.{$SRC,$TGT}.sgm; they come with the WMT17 dev.tgz (http://data.statmt.org/wmt17/translation-task/dev.tgz)"
+}

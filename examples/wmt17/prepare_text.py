@@ -282,7 +282,7 @@ def main(argv=None) -> int:
         src, tgt = read_lines(args.src_in), read_lines(args.tgt_in)
         if len(src) != len(tgt):
             raise RecipeError(f"{args.src_in} has {len(src):,d} lines but {args.tgt_in} has {len(tgt):,d}; the corpus is misaligned")
-        held = [i % args.every == 0 for i in range(len(src))]
+        held = [(i + 1) % args.every == 0 for i in range(len(src))]  # awk 'NR % 23 == 0'
         for prefix, want in ((args.out_prefix, False), (args.held_prefix, True)):
             for lang, lines in zip(args.langs, (src, tgt)):
                 write_lines(f"{prefix}.{lang}", [x for x, h in zip(lines, held) if h == want])
