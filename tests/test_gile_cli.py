@@ -59,11 +59,14 @@ def test_train_validate_and_checkpoint_round_trip(gile_bin, tmp_path, head, extr
         assert key in stats
     assert ("unseen_avgpr" in stats) == (head != "linear")  # only the joint heads score unseen labels
     assert 0 <= stats["seen_avgpr"] <= 100
+    assert stats["docs"] == 40  # every validation document was scored (nothing dropped by batching)
+    if head in ("bil_yh15", "gile_label_only", "gile_input_only"):
+        return  # the round trip below runs for linear, bil_n16 and gile (WAN and HAN) only, to save time
     # the saved checkpoint gives the same validation figures when loaded again
     val = cli("fairseq-validate", gile_bin, "--user-dir", "fairseq_joint", "--task", "gile_classification",
               "--path", save / "checkpoint_last.pt", "--batch-size", "32", "--num-workers", "0")
     again = valid_line(val.stdout + val.stderr)
-    for key in ("loss", "seen_rl", "seen_avgpr", "seen_oneerr", "unseen_rl", "unseen_avgpr"):
+    for key in ("docs", "loss", "seen_rl", "seen_avgpr", "seen_oneerr", "unseen_rl", "unseen_avgpr"):
         if key in stats:
             assert again[key] == pytest.approx(stats[key], abs=0.011), key
     if head == "linear":
@@ -124,9 +127,6 @@ def test_multiclass_kurata_init_and_copy_loss(tmp_path):
     out = cli("fairseq-train", tmp_path / "bin", "--head", "gile", "--multilabel-loss", "copy_nll",
               "--save-dir", tmp_path / "ck2", *common)
     assert "seen_avgpr" in valid_line(out.stdout + out.stderr)
-    bad = cli("fairseq-train", tmp_path / "bin", "--head", "gile", "--cooccurrence-init", "ub",
-              "--save-dir", tmp_path / "ck3", *common, check=False)
-    assert bad.returncode != 0 and "--cooccurrence-init initializes the linear head" in bad.stderr
 
 
 def test_bad_input_errors(tmp_path):

@@ -101,6 +101,17 @@ def test_linear_head_refuses_unseen_labels():
         model.label_scores(torch.randn(2, 4), None, torch.tensor([0, -1]), ["old", "new"])
 
 
+def test_build_model_option_errors():
+    task = SimpleNamespace(has_label_descriptions=False, train_labels=["a", "b"])
+    with pytest.raises(ValueError, match="--head gile scores label descriptions but none were given"):
+        GileClassifier.build_model(GileClassifierConfig(head="gile"), task)
+    task.has_label_descriptions = True
+    with pytest.raises(ValueError, match="--cooccurrence-init initializes the linear head"):
+        GileClassifier.build_model(GileClassifierConfig(head="gile", cooccurrence_init="ub"), task)
+    with pytest.raises(ValueError, match="--joint-dim must be a positive integer or auto"):
+        GileClassifier.build_head(GileClassifierConfig(head="gile", joint_dim="big"), 3)
+
+
 # ---------------------------------------------------------------------------------------------- losses
 def test_bce_is_eq15_and_kurata_losses_by_hand():
     o = torch.tensor([[2.0, -1.0, 0.5], [0.0, 1.0, -2.0]])

@@ -140,6 +140,8 @@ class MultilabelClassificationCriterion(FairseqCriterion):
 
         size = total("sample_size")
         fairseq_metrics.log_scalar("loss", total("loss") / max(size, 1.0), size, round=4)
+        if any("seen_n" in log for log in logging_outputs):  # evaluation: how many documents were scored
+            fairseq_metrics.log_scalar_sum("docs", total("nsentences"), round=0)
         for prefix in ("seen", "unseen"):
             n = total(f"{prefix}_n")
             if n > 0:
