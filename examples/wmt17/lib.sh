@@ -196,3 +196,10 @@ newstest_pair() {
     done
     die "missing newstest$year $SRC-$TGT: looked for $dir/newstest$year-{$SRC$TGT,$TGT$SRC}-{src,ref}.{$SRC,$TGT}.sgm; they come with the WMT17 dev.tgz (http://data.statmt.org/wmt17/translation-task/dev.tgz)"
 }
+
+# fetch_unpack NAME URL DEST: fetch (see fetch) and unpack a raw archive; stops the script when it is missing
+fetch_unpack() {
+    local path
+    path="$(fetch "$1" "$2")" || exit 2
+    unpack "$path" "$3"
+}

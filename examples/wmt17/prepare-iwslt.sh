@@ -23,7 +23,7 @@ WORK="${WORK:-$RECIPE_DIR/work/$CORPUS-$SRC-$TGT}"
 ORIG="$WORK/orig"; mkdir -p "$ORIG" "$WORK/raw"
 
 if [[ "$CORPUS" == iwslt14-de-en ]]; then
-    unpack "$(fetch de-en.tgz http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz)" "$ORIG"
+    fetch_unpack de-en.tgz http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz "$ORIG"
     for l in de en; do
         need "$ORIG/de-en/train.tags.de-en.$l" "IWSLT14 training file train.tags.de-en.$l"
         step "$WORK/raw/all-train.$l" $TEXT extract-iwslt-train "$ORIG/de-en/train.tags.de-en.$l" "$WORK/raw/all-train.$l"
@@ -41,7 +41,7 @@ else
     for pair in train:train valid:tst2012 test:tst2013; do
         split="${pair%%:*}" name="${pair##*:}"
         for l in en vi; do
-            f="$(fetch "$name.$l" "$BASE/$name.$l")"
+            f="$(fetch "$name.$l" "$BASE/$name.$l")" || exit 2
             step "$WORK/raw/$split.$l" cp "$f" "$WORK/raw/$split.$l"
         done
     done

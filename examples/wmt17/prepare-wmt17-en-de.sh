@@ -23,7 +23,7 @@ declare -A URL=(
     [dev.tgz]=$WMT17/dev.tgz
 )
 for name in training-parallel-europarl-v7.tgz training-parallel-commoncrawl.tgz training-parallel-nc-v12.tgz rapid2016.tgz dev.tgz; do
-    unpack "$(fetch "$name" "${URL[$name]}")" "$ORIG"
+    fetch_unpack "$name" "${URL[$name]}" "$ORIG"
 done
 CORPORA=(training/europarl-v7.de-en commoncrawl.de-en training/news-commentary-v12.de-en rapid2016.de-en)
 for l in en de; do

@@ -21,7 +21,7 @@ declare -A URL=(
     [dev.tgz]=$WMT17/dev.tgz
 )
 for name in training-parallel-ep-v8.tgz rapid2016.tgz dev.tgz; do
-    unpack "$(fetch "$name" "${URL[$name]}")" "$ORIG"
+    fetch_unpack "$name" "${URL[$name]}" "$ORIG"
 done
 CORPORA=(training/europarl-v8.fi-en rapid2016.en-fi)
 for l in en fi; do

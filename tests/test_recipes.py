@@ -1,0 +1,236 @@
+"""examples/wmt17 (issue #6): every prepare script on a tiny local mirror of the real archives, train.sh for a
+few updates, evaluate.sh, the results table and the plot; the bad-input errors; the scoring helpers' math."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import BIN, REPO, cli
+
+sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(REPO / "examples" / "wmt17"))
+sys.path.insert(0, str(Path(__file__).parent))
+
+import frequency_bins  # noqa: E402
+import make_mirror  # noqa: E402
+import prepare_text  # noqa: E402
+import score_translations  # noqa: E402
+
+RECIPE = REPO / "examples" / "wmt17"
+ENV = {"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHON": sys.executable}
+TINY = ["--bpe-ops", "200", "--workers", "1", "--offline"]
+
+
+def recipe(script, *args, check=True):
+    return cli("bash", RECIPE / script, *args, check=check, env=ENV)
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory):
+    return make_mirror.build(tmp_path_factory.mktemp("mirror"))
+
+
+@pytest.fixture(scope="module")
+def prepared(mirror, tmp_path_factory):
+    """Data-bin of every prepare script run on the mirror (en-de, fi-en, iwslt14 de-en, iwslt15 en-vi)."""
+    work = tmp_path_factory.mktemp("work")
+    runs = {
+        "wmt17-en-de": ("prepare-wmt17-en-de.sh",),
+        "wmt17-fi-en": ("prepare-wmt17-en-fi.sh", "--src", "fi", "--tgt", "en"),
+        "iwslt14": ("prepare-iwslt.sh", "--corpus", "iwslt14-de-en"),
+        "iwslt15": ("prepare-iwslt.sh", "--corpus", "iwslt15-en-vi"),
+    }
+    out = {}
+    for name, (script, *args) in runs.items():
+        proc = recipe(script, *args, "--raw", mirror, "--work", work / name, *TINY)
+        out[name] = Path(proc.stdout.strip().splitlines()[-1])
+    return work, out
+
+
+def lines(path):
+    return Path(path).read_text(encoding="utf-8").splitlines()
+
+
+def test_prepare_scripts_write_bpe_text_and_binaries(prepared):
+    work, bins = prepared
+    for name, data_bin in bins.items():
+        env = dict(line.split("=", 1) for line in lines(data_bin / "recipe.env"))
+        src, tgt = env["RECIPE_SRC"], env["RECIPE_TGT"]
+        for f in (f"dict.{src}.txt", f"dict.{tgt}.txt", f"train.{src}-{tgt}.{src}.bin", f"test.{src}-{tgt}.{tgt}.idx"):
+            assert (data_bin / f).is_file(), f"{name}: {f} missing"
+        bpe = work / name / "bpe200"
+        assert any("@@ " in line for line in lines(bpe / f"train.{tgt}")), f"{name}: BPE not applied"
+        # test set never filtered: as many BPE test lines as raw test lines
+        assert len(lines(bpe / f"test.{tgt}")) == len(lines(work / name / "raw" / f"test.{tgt}"))
+    # the paper's cleaning: <= 50 words on both sides of the training data (IWSLT14: fairseq's 175)
+    clean = work / "wmt17-en-de" / "clean-len50-ratio1.5"
+    assert max(len(s.split()) for s in lines(clean / "train.de") + lines(clean / "train.en")) <= 50
+    assert len(lines(work / "wmt17-en-de" / "raw" / "train.en")) == 4 * 150  # europarl + cc + nc + rapid
+    assert len(lines(work / "wmt17-en-de" / "raw" / "test.de")) == 40  # newstest2015 segments
+    # IWSLT14 as fairseq prepares it: tags dropped, title/description kept, lowercased, every 23rd pair held out
+    iw = work / "iwslt14"
+    raw_train = lines(iw / "raw" / "all-train.en")
+    assert len(raw_train) == 300 and not any(s.startswith("<") for s in raw_train)
+    assert lines(iw / "raw" / "valid.en") == raw_train[22::23]
+    assert all(s == s.lower() for s in lines(iw / "tok" / "train.de"))
+    assert len(lines(iw / "raw" / "test.de")) == 5 * 10  # dev2010 + tst2010-2012 + TEDX.dev2012
+
+
+def test_prepare_is_idempotent(prepared, mirror):
+    work, bins = prepared
+    d = work / "wmt17-en-de"
+    before = {p: p.stat().st_mtime_ns for p in d.rglob("*") if p.is_file()}
+    proc = recipe("prepare-wmt17-en-de.sh", "--raw", mirror, "--work", d, *TINY)
+    after = {p: p.stat().st_mtime_ns for p in d.rglob("*") if p.is_file()}
+    assert before == after
+    assert "exists, skipped" in proc.stderr and proc.stdout.strip().endswith(str(bins["wmt17-en-de"]))
+
+
+def test_missing_raw_file_says_which_where_and_how_to_get_it(tmp_path):
+    proc = recipe("prepare-wmt17-en-de.sh", "--raw", tmp_path / "empty", "--work", tmp_path / "w", *TINY, check=False)
+    assert proc.returncode == 2
+    err = proc.stderr.strip().splitlines()[-1]
+    assert "training-parallel-europarl-v7.tgz" in err and str(tmp_path / "empty") in err
+    assert "http://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz" in err
+
+
+def test_bpe_model_that_does_not_match_the_data_is_refused(prepared, mirror, tmp_path):
+    work, _ = prepared
+    codes = tmp_path / "cyrillic.codes"
+    codes.write_text("#version: 0.2\nп р\nпр и</w>\n", encoding="utf-8")
+    proc = recipe("prepare-wmt17-en-de.sh", "--raw", mirror, "--work", work / "wmt17-en-de", *TINY,
+                  "--bpe-codes", codes, check=False)
+    assert proc.returncode == 2
+    assert "does not match" in proc.stderr and "cyrillic.codes" in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def trained(prepared, tmp_path_factory):
+    """nmt and nmt-joint-48 (joint_lstm_tiny, 3 updates) on the mirror's en-de, evaluated with beam 2."""
+    _, bins = prepared
+    data_bin, runs = bins["wmt17-en-de"], tmp_path_factory.mktemp("runs")
+    tiny = ["--max-update", "3", "--max-tokens", "2000", "--num-workers", "0", "--log-interval", "1"]
+    for system in ("nmt", "nmt-joint-48"):
+        cli("bash", RECIPE / "train.sh", data_bin, system, runs / system, *tiny,
+            env=dict(ENV, ARCH="joint_lstm_tiny"))
+    recipe("evaluate.sh", data_bin, runs / "nmt", "--beam", "2")
+    recipe("evaluate.sh", data_bin, runs / "nmt-joint-48", "--beam", "2", "--baseline", runs / "nmt")
+    return data_bin, runs
+
+
+def test_train_and_evaluate_produce_scores_bins_neighbours(trained):
+    data_bin, runs = trained
+    ev = runs / "nmt-joint-48" / "eval"
+    n_test = len(lines(dict(line.split("=", 1) for line in lines(data_bin / "recipe.env"))["RECIPE_REF_RAW"]))
+    assert len(lines(ev / "hyp.tok")) == len(lines(ev / "hyp.detok")) == n_test == 40
+    assert not any("@@" in h for h in lines(ev / "hyp.tok"))  # BPE removed
+    report = (ev / "scores.txt").read_text()
+    assert "sacreBLEU" in report and "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" in report
+    assert "tokenized BLEU" in report and "tok:none" in report and "chrF" in report
+    assert "paired bootstrap (1000 samples): nmt-joint-48" in report and "vs nmt" in report
+    scores = json.loads((ev / "scores.json").read_text())
+    assert 0 <= scores["significance"]["p_value"] <= 1 and scores["sentences"] == 40
+    bins = (ev / "freq_bins.md").read_text()
+    for b in ("| high (", "| medium (", "| low (", "| unseen ("):
+        assert b in bins
+    assert "nmt F1" in bins and "nmt-joint-48 F1" in bins
+    nn = (ev / "nn.md").read_text()
+    assert "input E" in nn and "output g_out (joint)" in nn
+    params = json.loads((ev / "params.json").read_text())
+    assert params["output_layer_kind"] == "joint" and params["joint_dim"] == 48
+    base_params = json.loads((runs / "nmt" / "eval" / "params.json").read_text())
+    assert base_params["output_layer_kind"] == "softmax" and "significance" not in json.loads(
+        (runs / "nmt" / "eval" / "scores.json").read_text())
+
+
+def test_results_table_and_plot(trained, tmp_path):
+    _, runs = trained
+    md, png = tmp_path / "t.md", tmp_path / "fig2.png"
+    proc = cli(sys.executable, REPO / "scripts" / "results_table.py", "--baseline", runs / "nmt", runs / "nmt",
+               runs / "nmt-joint-48", "--markdown", md)
+    table = md.read_text()
+    assert table == proc.stdout
+    rows = [r for r in table.splitlines() if r.startswith("| nmt")]
+    assert rows[0].startswith("| nmt | ") and "(–)" in rows[0] and rows[1].startswith("| nmt-joint-48 | ")
+    joint = json.loads((runs / "nmt-joint-48" / "eval" / "scores.json").read_text())
+    assert f"{joint['bleu']:.2f} ({joint['significance']['delta']:+.2f}" in rows[1]
+    cli(sys.executable, REPO / "scripts" / "plot_bleu_vs_dj.py", runs / "nmt", runs / "nmt-joint-48", "--output", png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_evaluate_refuses_a_differently_preprocessed_test_set(trained, prepared, mirror):
+    work, _ = prepared
+    proc = recipe("prepare-wmt17-en-de.sh", "--raw", mirror, "--work", work / "wmt17-en-de", "--bpe-ops", "150",
+                  "--workers", "1", "--offline")
+    other_bin = Path(proc.stdout.strip().splitlines()[-1])
+    assert other_bin.name == "bin-bpe150-en-de"
+    _, runs = trained
+    proc = recipe("evaluate.sh", other_bin, runs / "nmt", "--beam", "2", check=False)
+    assert proc.returncode == 2
+    assert "preprocessed with another BPE model" in proc.stderr and str(other_bin) in proc.stderr
+
+
+def test_train_sh_rejects_unknown_system_and_uses_sampling_for_large_joint(trained, tmp_path):
+    data_bin, _ = trained
+    proc = cli("bash", RECIPE / "train.sh", data_bin, "nmt-jiont", tmp_path / "x", check=False, env=ENV)
+    assert proc.returncode == 2 and "unknown SYSTEM 'nmt-jiont'" in proc.stderr
+    sampled = (REPO / "fairseq_joint" / "criterions" / "sampled_cross_entropy.py").is_file()
+    proc = cli("bash", RECIPE / "train.sh", data_bin, "nmt-joint-2048", tmp_path / "s", "--max-update", "1",
+               "--max-tokens", "2000", "--num-workers", "0", check=False, env=dict(ENV, ARCH="joint_lstm_tiny"))
+    if sampled:  # the paper's 25% sampling for dj >= 2048 (Sec. 4.2)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "TRAIN_SAMPLING=on" in (tmp_path / "s" / "train-data.env").read_text()
+    else:
+        assert proc.returncode == 2 and "sampled_cross_entropy" in proc.stderr
+
+
+# ---------------------------------------------------------------- the helpers' math, by hand
+def test_frequency_bins_cut_the_vocabulary_in_thirds_and_clip_matches():
+    train = ["a a a a b b b c c d", "e f"]  # counts a4 b3 c2 d1 e1 f1 -> ranked a b c d e f
+    word_bin = frequency_bins.frequency_bins(train)
+    assert word_bin == {"a": "high", "b": "high", "c": "medium", "d": "medium", "e": "low", "f": "low"}
+    s = frequency_bins.bin_scores(word_bin, hyps=["a a a c x"], refs=["a c c e y"])
+    # high: hyp a x3, ref a x1 -> 1 match, P 1/3, R 1/1
+    assert s["high"]["matches"] == 1 and s["high"]["precision"] == pytest.approx(100 / 3)
+    assert s["high"]["recall"] == pytest.approx(100.0) and s["high"]["f1"] == pytest.approx(50.0)
+    # medium: hyp c x1, ref c x2 -> 1 match, P 1, R 1/2, F1 2/3
+    assert s["medium"]["f1"] == pytest.approx(200 / 3)
+    # low: hyp none, ref e -> 0; unseen tokens x (hyp) and y (ref) counted, not dropped
+    assert s["low"]["f1"] == 0 and s["low"]["ref_tokens"] == 1
+    assert s["unseen"]["hyp_tokens"] == 1 and s["unseen"]["ref_tokens"] == 1 and s["unseen"]["matches"] == 0
+
+
+def test_clean_pairs_length_and_ratio_like_clean_corpus_n():
+    src = ["a b", "a b c d", "a", " ".join("w" * 1 for _ in range(51)), "x y z"]
+    tgt = ["c d e", "a", "b", "w", "x y"]
+    ks, kt, dropped = prepare_text.clean_pairs(src, tgt, 1, 50, 1.5)
+    assert ks == ["a b", "a", "x y z"] and kt == ["c d e", "b", "x y"]  # 3/2 = 1.5 is kept
+    assert dropped == {"length ratio > 1.5": 1, "longer than 50": 1}
+
+
+def test_generated_hypotheses_in_order_and_missing_ids_are_an_error(tmp_path):
+    gen = tmp_path / "gen.out"
+    gen.write_text("S-1\tsrc\nH-1\t-0.5\tb c\nH-0\t-0.1\ta\nD-0\t-0.1\ta\nH-2\t-0.3\t\n", encoding="utf-8")
+    assert prepare_text.generated_hypotheses(str(gen), 3) == ["a", "b c", ""]
+    with pytest.raises(prepare_text.RecipeError, match="no hypothesis for 1 of 4 test sentences"):
+        prepare_text.generated_hypotheses(str(gen), 4)
+
+
+def test_sgm_and_iwslt_extraction(tmp_path):
+    sgm = tmp_path / "t.sgm"
+    sgm.write_text(make_mirror.sgm("newstest2015", "en", ["A & B <c>", "d"], "srcset"), encoding="utf-8")
+    assert prepare_text.extract_segments(str(sgm)) == ["A & B <c>", "d"]
+    tags = tmp_path / "train.tags.de-en.en"
+    tags.write_text(make_mirror.train_tags(["T1", "D1", "s1", "T2", "D2", "s2"], "en"), encoding="utf-8")
+    assert prepare_text.extract_iwslt_train(str(tags)) == [
+        "T1", "TED Talk Subtitles and Transcript: D1", "s1", "T2", "TED Talk Subtitles and Transcript: D2", "s2"]
+
+
+def test_significance_marks_and_identical_systems():
+    assert [score_translations.significance_mark(p) for p in (0.0005, 0.005, 0.03, 0.2)] == ["‡", "†", "*", ""]
+    refs = ["the cat sat on the mat", "a dog barks loudly today"]
+    same = score_translations.paired_bootstrap(refs, refs, refs, False, n_samples=50)
+    assert same["delta"] == 0 and same["p_value"] == 1.0 and same["mark"] == ""
