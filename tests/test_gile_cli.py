@@ -131,21 +131,19 @@ def test_multiclass_kurata_init_and_copy_loss(tmp_path):
 
 def test_bad_input_errors(tmp_path):
     pre = load_preprocess()
-    labels = tmp_path / "labels.tsv"
-    labels.write_text("A\tapples and pears\nB\tcars and trucks\n")
-    data = tmp_path / "train.jsonl"
-    data.write_text('{"text": "an apple", "labels": ["A"]}\n{"text": "a truck", "labels": ["C"]}\n')
-    with pytest.raises(SystemExit, match=r"train.jsonl:2: label 'C' is missing from .*labels.tsv"):
-        pre.main(["--train", str(data), "--labels", str(labels), "--destdir", str(tmp_path / "out")])
-    data.write_text('{"text": "an apple", "labels": ["A"]}\n{"text": "a truck"\n')
-    with pytest.raises(SystemExit, match=r"train.jsonl:2: not valid JSON"):
-        pre.main(["--train", str(data), "--labels", str(labels), "--destdir", str(tmp_path / "out")])
-    labels.write_text("A\tapples\nA\tpears\n")
-    with pytest.raises(SystemExit, match=r"labels.tsv:2: duplicate label 'A'"):
-        pre.main(["--train", str(data), "--labels", str(labels), "--destdir", str(tmp_path / "out")])
-    labels.write_text("A\tapples\nB\t\n")
-    with pytest.raises(SystemExit, match=r"labels.tsv:2: label 'B' has an empty description"):
-        pre.main(["--train", str(data), "--labels", str(labels), "--destdir", str(tmp_path / "out")])
+    labels, data = tmp_path / "labels.tsv", tmp_path / "train.jsonl"
+    good_labels, good_data = "A\tapples and pears\nB\tcars and trucks\n", '{"text": "an apple", "labels": ["A"]}\n'
+    cases = [
+        (good_labels, good_data + '{"text": "a truck", "labels": ["C"]}\n', r"train.jsonl:2: label 'C' is missing from .*labels.tsv"),
+        (good_labels, good_data + '{"text": "a truck"\n', r"train.jsonl:2: not valid JSON"),
+        ("A\tapples\nA\tpears\n", good_data, r"labels.tsv:2: duplicate label 'A'"),
+        ("A\tapples\nB\t\n", good_data, r"labels.tsv:2: label 'B' has an empty description"),
+    ]
+    for label_text, data_text, message in cases:
+        labels.write_text(label_text)
+        data.write_text(data_text)
+        with pytest.raises(SystemExit, match=message):
+            pre.main(["--train", str(data), "--labels", str(labels), "--destdir", str(tmp_path / "out")])
     # a joint head without any label descriptions
     tsv = tmp_path / "train.tsv"
     tsv.write_text("an apple\tA\na truck\tB\n")
