@@ -121,7 +121,7 @@ prepare_text() {
                 if [[ -f "$codes" ]] && ! cmp -s "$codes" "$BPE_CODES"; then
                     die "--bpe-codes $BPE_CODES does not match the BPE data already in $seg (made with other codes); delete $seg or pass the codes it was made with"
                 fi
-                cp "$BPE_CODES" "$codes"
+                [[ -f "$codes" ]] || cp "$BPE_CODES" "$codes"
             else
                 step "$codes" $TEXT learn-bpe --ops "$BPE_OPS" "$codes" "$clean/train.$l1" "$clean/train.$l2"
             fi

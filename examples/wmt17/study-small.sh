@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The small-scale replication of Table 2 reported in README.md: a local de->en corpus, joint BPE 8K,
-# a 2+2-layer 256-d LSTM, the same seed and the same budget of updates for NMT, NMT-tied and NMT-joint
+# a 1+1-layer 256-d LSTM, the same seed and the same budget of updates for NMT, NMT-tied and NMT-joint
 # at two dj, then evaluate.sh (vs NMT), the Table-2 layout and the BLEU-vs-dj plot.
 #
 #   study-small.sh CORPUS_PREFIX_DIR WORK_DIR [UPDATES]
@@ -11,11 +11,12 @@ set -euo pipefail
 RECIPE_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$RECIPE_DIR/../.." && pwd)"
 [[ $# -ge 2 ]] || { echo "usage: $0 CORPUS_DIR WORK_DIR [UPDATES]" >&2; exit 2; }
-CORPUS="$1" WORK="$2" UPDATES="${3:-240}"
+CORPUS="$1" WORK="$2" UPDATES="${3:-200}"
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-SYSTEMS=(nmt nmt-tied nmt-joint-256 nmt-joint-1024)
-SMALL=(--encoder-embed-dim 256 --decoder-embed-dim 256 --encoder-hidden-size 256 --decoder-hidden-size 256
-       --decoder-out-embed-dim 256 --max-tokens 3000 --max-update "$UPDATES" --log-interval 20)
+SYSTEMS=(nmt nmt-tied nmt-joint-256 nmt-joint-512)
+SMALL=(--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 256 --decoder-embed-dim 256
+       --encoder-hidden-size 256 --decoder-hidden-size 256 --decoder-out-embed-dim 256
+       --max-tokens 4000 --max-update "$UPDATES" --num-workers 0 --log-interval 20)
 DATA_BIN="$(bash "$RECIPE_DIR/prepare-parallel.sh" --train "$CORPUS/train" --valid "$CORPUS/valid" --test "$CORPUS/test" \
     --src de --tgt en --bpe-ops 8000 --work "$WORK/data" --workers 2 | tail -1)"
 for s in "${SYSTEMS[@]}"; do
