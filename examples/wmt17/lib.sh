@@ -203,3 +203,25 @@ fetch_unpack() {
     path="$(fetch "$1" "$2")" || exit 2
     unpack "$path" "$3"
 }
+
+# prepare_wmt17 OTHER VALID_YEAR TEST_YEAR: the WMT17 en-OTHER pipeline of prepare-wmt17-en-*.sh.
+# Reads the arrays ARCHIVES (name=url) and CORPORA (paths inside the archives, without the .L suffix).
+prepare_wmt17() {
+    local other="$1" valid_year="$2" test_year="$3" item name l c files
+    [[ -n "$RAW_DIR" ]] || RAW_DIR="$RECIPE_DIR/raw"
+    [[ "$SRC-$TGT" == "en-$other" || "$SRC-$TGT" == "$other-en" ]] || die "--src $SRC --tgt $TGT: this recipe is for en-$other or $other-en"
+    WORK="${WORK:-$RECIPE_DIR/work/wmt17-$SRC-$TGT}"
+    local orig="$WORK/orig"; mkdir -p "$orig" "$WORK/raw"
+    for item in "${ARCHIVES[@]}"; do
+        name="${item%%=*}"; fetch_unpack "$name" "${item#*=}" "$orig"
+    done
+    for l in en "$other"; do
+        files=()
+        for c in "${CORPORA[@]}"; do need "$orig/$c.$l" "corpus $c.$l"; files+=("$orig/$c.$l"); done
+        step "$WORK/raw/train.$l" $TEXT concat "$WORK/raw/train.$l" "${files[@]}"
+    done
+    newstest_pair "$valid_year" "$orig/dev" "$WORK/raw/valid"
+    newstest_pair "$test_year" "$orig/dev" "$WORK/raw/test"
+    prepare_text "$SRC" "$TGT"
+    echo "$DATA_BIN"
+}
