@@ -54,6 +54,7 @@ def lines(path):
     return Path(path).read_text(encoding="utf-8").splitlines()
 
 
+@pytest.mark.slow
 def test_prepare_scripts_write_bpe_text_and_binaries(prepared):
     work, bins = prepared
     for name, data_bin in bins.items():
@@ -79,6 +80,7 @@ def test_prepare_scripts_write_bpe_text_and_binaries(prepared):
     assert len(lines(iw / "raw" / "test.de")) == 5 * 10  # dev2010 + tst2010-2012 + TEDX.dev2012
 
 
+@pytest.mark.slow
 def test_prepare_is_idempotent(prepared, mirror):
     work, bins = prepared
     d = work / "wmt17-en-de"
@@ -89,6 +91,7 @@ def test_prepare_is_idempotent(prepared, mirror):
     assert "exists, skipped" in proc.stderr and proc.stdout.strip().endswith(str(bins["wmt17-en-de"]))
 
 
+@pytest.mark.slow
 def test_missing_raw_file_says_which_where_and_how_to_get_it(tmp_path):
     proc = recipe("prepare-wmt17-en-de.sh", "--raw", tmp_path / "empty", "--work", tmp_path / "w", *TINY, check=False)
     assert proc.returncode == 2
@@ -97,6 +100,7 @@ def test_missing_raw_file_says_which_where_and_how_to_get_it(tmp_path):
     assert "http://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz" in err
 
 
+@pytest.mark.slow
 def test_bpe_model_that_does_not_match_the_data_is_refused(prepared, mirror, tmp_path):
     work, _ = prepared
     codes = tmp_path / "cyrillic.codes"
@@ -121,6 +125,7 @@ def trained(prepared, tmp_path_factory):
     return data_bin, runs
 
 
+@pytest.mark.slow
 def test_train_and_evaluate_produce_scores_bins_neighbours(trained):
     data_bin, runs = trained
     ev = runs / "nmt-joint-48" / "eval"
@@ -146,6 +151,7 @@ def test_train_and_evaluate_produce_scores_bins_neighbours(trained):
         (runs / "nmt" / "eval" / "scores.json").read_text())
 
 
+@pytest.mark.slow
 def test_results_table_and_plot(trained, tmp_path):
     _, runs = trained
     md, png = tmp_path / "t.md", tmp_path / "fig2.png"
@@ -161,6 +167,7 @@ def test_results_table_and_plot(trained, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_evaluate_refuses_a_differently_preprocessed_test_set(trained, prepared, mirror):
     work, _ = prepared
     proc = recipe("prepare-wmt17-en-de.sh", "--raw", mirror, "--work", work / "wmt17-en-de", "--bpe-ops", "150",
@@ -173,6 +180,7 @@ def test_evaluate_refuses_a_differently_preprocessed_test_set(trained, prepared,
     assert "preprocessed with another BPE model" in proc.stderr and str(other_bin) in proc.stderr
 
 
+@pytest.mark.slow
 def test_train_sh_rejects_unknown_system_and_uses_sampling_for_large_joint(trained, tmp_path):
     data_bin, _ = trained
     proc = cli("bash", RECIPE / "train.sh", data_bin, "nmt-jiont", tmp_path / "x", check=False, env=ENV)
