@@ -1,0 +1,159 @@
+"""Candidate sets for sampled softmax (Pappas et al. 2018, Sec. 3.2; Mikolov et al. 2013).
+
+The candidate set V' of an update is every target id of the batch (the positives) plus negatives sampled
+from the rest of the vocabulary; only V' is projected and scored. Samplers:
+
+* ``uniform``: every non-special id equally likely (the paper's negative sampling);
+* ``unigram``: ``count(v) ** alpha`` from the dictionary's counts (alpha = 0.75 as word2vec, 1 = unigram);
+* ``log_uniform``: Zipfian over frequency-sorted ids, ``q(v) ∝ log((r+2)/(r+1))`` with r = v's rank
+  (fairseq dictionaries are sorted by frequency after the special symbols), as TensorFlow's
+  ``log_uniform_candidate_sampler``.
+
+Negatives are drawn without replacement and, by default, never duplicate a positive. With
+``exclude_positives=False`` they are drawn from the full distribution (TensorFlow's
+``sampled_softmax_loss`` setting): a negative may then equal a row's own target (an *accidental hit*),
+which :func:`candidate_logits` masks with ``remove_accidental_hits=True``.
+
+``log_q`` is the log of each candidate's expected count under the sampler, ``log(n · q(v))`` (n = number of
+negatives drawn), subtracted from the logits by the logQ correction (Jean et al. 2015; TensorFlow's
+``subtract_log_q``). Draws use torch's global RNG unless a generator is given: fairseq seeds it per update
+(``seed + num_updates``), so the same ``--seed`` gives the same candidates, across a resume too.
+"""
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import torch
+from torch import Tensor
+
+SAMPLER_CHOICES = ("uniform", "unigram", "log_uniform")
+IGNORED = -100
+
+
+@dataclass
+class Candidates:
+    ids: Tensor  # (C,) class ids of V': all positives first, then negatives
+    targets: Tensor  # input targets remapped to positions in ids (same shape); ignored positions -> -100
+    num_positives: int
+    log_q: Optional[Tensor]  # (C,) log expected count of each id under the sampler
+
+
+class CandidateSampler:
+    """Draws V' = positives ∪ negatives for one update (see module docstring).
+
+    Args:
+        num_classes: |V|.
+        sampler: ``uniform`` | ``unigram`` | ``log_uniform``.
+        sample_rate: |V'| as a fraction of |V| in (0, 1] (the paper's 50/25/5%): negatives fill V' up to
+            ``round(rate · |V|)`` (none when the positives alone reach it).
+        num_samples: or a fixed number of negatives per update.
+        counts: per-id counts (``unigram``).
+        alpha: exponent of the unigram counts.
+        ignore_ids: target ids that are not scored (padding): remapped to -100.
+        never_sample: ids never drawn as negatives (padding, bos, dictionary filler symbols).
+        exclude_positives: negatives never duplicate positives (default); False = TensorFlow's setting.
+    """
+
+    def __init__(
+        self,
+        num_classes: int,
+        sampler: str = "uniform",
+        sample_rate: Optional[float] = None,
+        num_samples: Optional[int] = None,
+        counts: Optional[Tensor] = None,
+        alpha: float = 1.0,
+        ignore_ids: Sequence[int] = (),
+        never_sample: Sequence[int] = (),
+        exclude_positives: bool = True,
+    ):
+        if sampler not in SAMPLER_CHOICES:
+            raise ValueError(f"--sampler: unknown sampler {sampler!r}; choose one of {', '.join(SAMPLER_CHOICES)}")
+        if (sample_rate is None) == (num_samples is None):
+            raise ValueError("give exactly one of --sample-rate (a fraction of the vocabulary) and --num-samples (a count)")
+        if sample_rate is not None and not 0.0 < sample_rate <= 1.0:
+            raise ValueError(f"--sample-rate must be in (0, 1] (a fraction of |V|, e.g. 0.25), got {sample_rate}")
+        self.num_classes = num_classes
+        self.never_sample = torch.tensor(sorted(set(never_sample)), dtype=torch.long)
+        samplable = num_classes - len(self.never_sample)
+        if num_samples is not None and not 0 <= num_samples <= samplable:
+            raise ValueError(
+                f"--num-samples {num_samples} is larger than the {samplable} samplable ids of the vocabulary "
+                f"(|V| = {num_classes}); use at most {samplable}, or --sample-rate"
+            )
+        self.sampler = sampler
+        self.sample_rate = sample_rate
+        self.num_samples = num_samples
+        self.ignore_ids = torch.tensor(sorted(set(ignore_ids)), dtype=torch.long)
+        self.exclude_positives = exclude_positives
+        q = self._distribution(sampler, num_classes, counts, alpha)
+        q[self.never_sample] = 0.0
+        if q.sum() <= 0:
+            raise ValueError(f"the {sampler} sampler has no id to draw from (all counts are zero)")
+        self.q = q / q.sum()  # the sampler's distribution over the vocabulary
+        self.log_q_full = self.q.log()
+
+    @staticmethod
+    def _distribution(sampler: str, n: int, counts: Optional[Tensor], alpha: float) -> Tensor:
+        if sampler == "uniform":
+            return torch.ones(n, dtype=torch.float64)
+        if sampler == "unigram":
+            if counts is None or len(counts) != n:
+                raise ValueError("the unigram sampler needs one count per vocabulary id (the dictionary's counts)")
+            return torch.as_tensor(counts, dtype=torch.float64).clamp(min=0) ** alpha
+        ranks = torch.arange(n, dtype=torch.float64)
+        return torch.log((ranks + 2) / (ranks + 1)) / math.log(n + 1)
+
+    def num_negatives(self, num_positives: int) -> int:
+        if self.num_samples is not None:
+            n = self.num_samples
+        else:
+            n = max(0, round(self.sample_rate * self.num_classes) - num_positives)
+        available = int((self.q > 0).sum()) - (num_positives if self.exclude_positives else 0)
+        return max(0, min(n, available))
+
+    def sample(self, targets: Tensor, generator: Optional[torch.Generator] = None) -> Candidates:
+        device = targets.device
+        flat = targets.reshape(-1)
+        valid = ~torch.isin(flat, self.ignore_ids.to(device))
+        positives = torch.unique(flat[valid])
+        weights = self.q.to(device=device, dtype=torch.float64 if device.type == "cpu" else torch.float32).clone()
+        if self.exclude_positives:
+            weights[positives] = 0.0
+        n = self.num_negatives(positives.numel())
+        if n > 0:
+            negatives = torch.multinomial(weights, n, replacement=False, generator=generator)
+        else:
+            negatives = positives.new_empty(0)
+        ids = torch.cat([positives, negatives])
+        lookup = torch.full((self.num_classes,), IGNORED, dtype=torch.long, device=device)
+        lookup[positives] = torch.arange(positives.numel(), device=device)
+        remapped = torch.where(valid, lookup[flat.clamp(min=0)], torch.full_like(flat, IGNORED)).view_as(targets)
+        log_q = (self.log_q_full.to(device)[ids] + math.log(max(n, 1))).float()
+        return Candidates(ids=ids, targets=remapped, num_positives=positives.numel(), log_q=log_q)
+
+
+def candidate_logits(
+    output_layer,
+    features: Tensor,
+    candidates: Candidates,
+    logq_correction: bool = False,
+    remove_accidental_hits: bool = False,
+) -> Tensor:
+    """Logits over V' (``(..., C)``) through ``output_layer(features, ids=candidates.ids)``.
+
+    ``logq_correction`` subtracts ``candidates.log_q``; ``remove_accidental_hits`` sets to -inf the
+    negatives that equal a row's own target (only possible with ``exclude_positives=False``).
+    """
+    logits = output_layer(features, ids=candidates.ids)
+    if logq_correction:
+        logits = logits - candidates.log_q.to(logits.dtype)
+    if remove_accidental_hits and candidates.ids.numel() > candidates.num_positives:
+        tgt = candidates.targets
+        true_ids = torch.where(tgt >= 0, candidates.ids[tgt.clamp(min=0)], torch.full_like(tgt, -1))
+        negatives = candidates.ids[candidates.num_positives:]
+        hits = negatives.view(*([1] * tgt.dim()), -1) == true_ids.unsqueeze(-1)
+        if hits.any():
+            pad = hits.new_zeros(*hits.shape[:-1], candidates.num_positives)
+            logits = logits.masked_fill(torch.cat([pad, hits], -1), float("-inf"))
+    return logits
