@@ -29,6 +29,7 @@ from torch import Tensor
 
 SAMPLER_CHOICES = ("uniform", "unigram", "log_uniform")
 IGNORED = -100
+ACCIDENTAL_HIT_LOGIT = -1e9
 
 
 @dataclass
@@ -142,8 +143,9 @@ def candidate_logits(
 ) -> Tensor:
     """Logits over V' (``(..., C)``) through ``output_layer(features, ids=candidates.ids)``.
 
-    ``logq_correction`` subtracts ``candidates.log_q``; ``remove_accidental_hits`` sets to -inf the
-    negatives that equal a row's own target (only possible with ``exclude_positives=False``).
+    ``logq_correction`` subtracts ``candidates.log_q``; ``remove_accidental_hits`` pushes the negatives that
+    equal a row's own target (only possible with ``exclude_positives=False``) to ``ACCIDENTAL_HIT_LOGIT``
+    (in fp32: a finite value, so that sums over the row stay finite, whose probability underflows to 0).
     """
     logits = output_layer(features, ids=candidates.ids)
     if logq_correction:
@@ -155,5 +157,5 @@ def candidate_logits(
         hits = negatives.view(*([1] * tgt.dim()), -1) == true_ids.unsqueeze(-1)
         if hits.any():
             pad = hits.new_zeros(*hits.shape[:-1], candidates.num_positives)
-            logits = logits.masked_fill(torch.cat([pad, hits], -1), float("-inf"))
+            logits = logits.float().masked_fill(torch.cat([pad, hits], -1), ACCIDENTAL_HIT_LOGIT)
     return logits

@@ -1,0 +1,187 @@
+"""Candidate sampling (Pappas et al. 2018, Sec. 3.2) and the chunked exact softmax: the math."""
+
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
+from scipy.stats import chisquare
+
+from fairseq_joint.modules.chunked_softmax import chunked_cross_entropy
+from fairseq_joint.modules.output_layers import OUTPUT_LAYER_CHOICES, OutputLayer
+from fairseq_joint.modules.sampling import ACCIDENTAL_HIT_LOGIT, CandidateSampler, candidate_logits
+
+V, PAD = 200, 1
+
+
+def layer_for(kind, v=V, d=8, dtype=torch.float64, seed=0):
+    torch.manual_seed(seed)
+    E = nn.Embedding(v, d).to(dtype)
+    layer = OutputLayer(kind, v, d, None if kind == "softmax" else E, joint_dim=10).to(dtype)
+    with torch.no_grad():
+        for name, p in layer.named_parameters():
+            if name.endswith("bias"):
+                p.normal_()
+    return layer, E
+
+
+def params_of(layer, E):
+    return list(layer.parameters()) + ([] if layer.output_layer == "softmax" else [E.weight])
+
+
+# ------------------------------------------------------------------ the candidate set
+@pytest.mark.parametrize("sampler", ["uniform", "unigram", "log_uniform"])
+def test_positives_always_in_candidates_negatives_never_duplicate(sampler):
+    counts = torch.arange(V, 0, -1).double()
+    s = CandidateSampler(V, sampler, sample_rate=0.3, counts=counts, ignore_ids=[PAD], never_sample=[0, PAD])
+    g = torch.Generator().manual_seed(0)
+    targets = torch.randint(2, V, (4, 9), generator=g)
+    targets[0, -3:] = PAD
+    c = s.sample(targets, generator=g)
+    positives = set(targets[targets != PAD].tolist())
+    ids = c.ids.tolist()
+    assert len(ids) == len(set(ids)) == round(0.3 * V)
+    assert set(ids[: c.num_positives]) == positives
+    assert not set(ids[c.num_positives:]) & positives
+    assert 0 not in ids and PAD not in ids
+    valid = targets != PAD
+    assert torch.equal(c.ids[c.targets[valid]], targets[valid])
+    assert (c.targets[~valid] == -100).all()
+
+
+def test_count_of_negatives_and_all_positives_when_they_exceed_the_rate():
+    s = CandidateSampler(V, "uniform", num_samples=7)
+    c = s.sample(torch.tensor([3, 4, 4, 9]))
+    assert (c.num_positives, c.ids.numel()) == (3, 10)
+    s = CandidateSampler(V, "uniform", sample_rate=0.01)  # 2 rows: fewer than the positives
+    c = s.sample(torch.arange(10, 20))
+    assert c.ids.numel() == 10 and c.num_positives == 10
+
+
+@pytest.mark.parametrize("sampler", ["uniform", "unigram", "log_uniform"])
+def test_sampler_distributions_match_their_definitions(sampler):
+    v = 12
+    counts = torch.tensor([0, 0, 50, 30, 20, 10, 8, 6, 5, 4, 3, 2], dtype=torch.float64)
+    s = CandidateSampler(v, sampler, num_samples=1, counts=counts, alpha=0.75, never_sample=[0, 1])
+    if sampler == "uniform":
+        expected = torch.tensor([0, 0] + [1.0] * 10, dtype=torch.float64)
+    elif sampler == "unigram":
+        expected = counts ** 0.75
+    else:
+        r = torch.arange(v, dtype=torch.float64)
+        expected = torch.log((r + 2) / (r + 1))
+        expected[:2] = 0
+    expected = expected / expected.sum()
+    torch.testing.assert_close(s.q, expected)
+    g = torch.Generator().manual_seed(1234)
+    no_positives = torch.full((1,), -7)  # an id that is ignored: the draw is all negatives
+    s.ignore_ids = torch.tensor([-7])
+    draws = torch.stack([s.sample(no_positives, generator=g).ids[0] for _ in range(6000)])
+    observed = torch.bincount(draws, minlength=v)[2:].double()
+    assert observed.sum() == 6000
+    assert chisquare(observed.numpy(), (expected[2:] * 6000).numpy()).pvalue > 1e-3
+
+
+def test_logq_corrected_loss_matches_hand_computation():
+    layer, _ = layer_for("joint")
+    counts = torch.arange(1, V + 1).double()
+    s = CandidateSampler(V, "unigram", num_samples=5, counts=counts, alpha=1.0)
+    torch.manual_seed(3)
+    h = torch.randn(2, 8, dtype=torch.float64)
+    targets = torch.tensor([10, 150])
+    c = s.sample(targets)
+    logits = candidate_logits(layer, h, c, logq_correction=True)
+    q = counts / counts.sum()
+    full = layer(h)
+    for row in range(2):
+        z = torch.stack([full[row, i] - math.log(5 * q[i]) for i in c.ids.tolist()])
+        torch.testing.assert_close(logits[row], z)
+        hand = -(z[c.targets[row]] - torch.logsumexp(z, 0))
+        torch.testing.assert_close(F.cross_entropy(logits[row:row + 1], c.targets[row:row + 1]), hand)
+
+
+def test_accidental_hits_are_removed():
+    s = CandidateSampler(6, "uniform", num_samples=5, exclude_positives=False)
+    layer6, _ = layer_for("tied", v=6)
+    c = s.sample(torch.tensor([2, 4]))
+    # 5 distinct negatives out of 6 ids: at least one of them is a target (an accidental hit)
+    assert len(c.ids) == 7 and len(set(c.ids[2:].tolist())) == 5 and set(c.ids[2:].tolist()) & {2, 4}
+    logits = candidate_logits(layer6, torch.randn(2, 8, dtype=torch.float64), c, remove_accidental_hits=True)
+    negatives = c.ids[c.num_positives:]
+    for row, true_id in enumerate([2, 4]):
+        masked = (logits[row, c.num_positives:] == ACCIDENTAL_HIT_LOGIT)
+        assert torch.equal(masked, negatives == true_id)
+        assert (logits[row, : c.num_positives] != ACCIDENTAL_HIT_LOGIT).all()
+
+
+@pytest.mark.parametrize("kind", OUTPUT_LAYER_CHOICES)
+def test_full_candidate_set_equals_full_softmax_loss_and_gradients(kind):
+    layer, E = layer_for(kind)
+    s = CandidateSampler(V, "uniform", sample_rate=1.0, ignore_ids=[PAD])
+    torch.manual_seed(5)
+    h = torch.randn(3, 4, 8, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(2, V, (3, 4))
+    targets[2, 3] = PAD
+    c = s.sample(targets)
+    assert sorted(c.ids.tolist()) == list(range(V))
+    keep = c.targets.view(-1) != -100
+    sampled = F.cross_entropy(candidate_logits(layer, h, c).view(-1, V)[keep], c.targets.view(-1)[keep], reduction="sum")
+    full = F.cross_entropy(layer(h).view(-1, V), targets.view(-1), ignore_index=PAD, reduction="sum")
+    torch.testing.assert_close(sampled, full)
+    ps = [h] + params_of(layer, E)
+    for a, b in zip(torch.autograd.grad(sampled, ps), torch.autograd.grad(full, ps)):
+        torch.testing.assert_close(a, b)
+
+
+def test_sampler_errors():
+    for rate in (0.0, 1.5, -0.1):
+        with pytest.raises(ValueError, match=r"--sample-rate must be in \(0, 1\]"):
+            CandidateSampler(V, "uniform", sample_rate=rate)
+    with pytest.raises(ValueError, match="--num-samples 500 is larger than the 198 samplable ids"):
+        CandidateSampler(V, "uniform", num_samples=500, never_sample=[0, 1])
+    with pytest.raises(ValueError, match="--sampler: unknown sampler 'zipf'"):
+        CandidateSampler(V, "zipf", sample_rate=0.5)
+    with pytest.raises(ValueError, match="exactly one of --sample-rate"):
+        CandidateSampler(V, "uniform", sample_rate=0.5, num_samples=3)
+
+
+# ------------------------------------------------------------------ chunked exact softmax
+@pytest.mark.parametrize("kind", OUTPUT_LAYER_CHOICES)
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+@pytest.mark.parametrize("chunk", [64, 200, 37])
+def test_chunked_loss_and_every_gradient_equal_the_plain_path(kind, eps, chunk):
+    layer, E = layer_for(kind)
+    torch.manual_seed(7)
+    h = torch.randn(13, 8, dtype=torch.float64, requires_grad=True)
+    t = torch.randint(0, V, (13,))
+    t[[2, 9]] = -100
+    keep = t != -100
+    ps = [h] + params_of(layer, E)
+    ref, ref_nll = label_smoothed_nll_loss(F.log_softmax(layer(h), -1)[keep], t[keep], eps)
+    out, nll = chunked_cross_entropy(layer, h, t, chunk, label_smoothing=eps)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-10)
+    torch.testing.assert_close(nll, ref_nll, rtol=0, atol=1e-10)
+    for p, a, b in zip(ps, torch.autograd.grad(out, ps), torch.autograd.grad(ref, ps)):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["tied", "joint"])
+def test_chunked_fp32_within_tolerance_and_fp32_combined_gradient(kind):
+    layer, E = layer_for(kind, dtype=torch.float32)
+    h = torch.randn(32, 8, requires_grad=True)
+    t = torch.randint(0, V, (32,))
+    ps = [h] + params_of(layer, E)
+    ref = F.cross_entropy(layer(h), t, reduction="sum")
+    out, _ = chunked_cross_entropy(layer, h, t, 50)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-4)
+    for a, b in zip(torch.autograd.grad(out, ps), torch.autograd.grad(ref, ps)):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_chunk_size_must_be_positive():
+    layer, _ = layer_for("tied")
+    for bad in (0, -5):
+        with pytest.raises(ValueError, match="--vocab-chunk-size must be a positive"):
+            chunked_cross_entropy(layer, torch.randn(2, 8, dtype=torch.float64), torch.tensor([1, 2]), bad)
