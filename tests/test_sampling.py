@@ -185,3 +185,18 @@ def test_chunk_size_must_be_positive():
     for bad in (0, -5):
         with pytest.raises(ValueError, match="--vocab-chunk-size must be a positive"):
             chunked_cross_entropy(layer, torch.randn(2, 8, dtype=torch.float64), torch.tensor([1, 2]), bad)
+
+
+def test_benchmark_large_vocab_quick_runs(tmp_path):
+    import json
+
+    from conftest import python_script
+
+    python_script("scripts/benchmark_large_vocab.py", "--quick", "--json", tmp_path / "r.json")
+    result = json.loads((tmp_path / "r.json").read_text())
+    layers = {(r["layer"], r["rate"]) for r in result["speed"]}
+    assert {("softmax", 1.0), ("tied", 0.25), ("joint-64", 0.05)} <= layers
+    assert all(r["tokens_per_s"] > 0 for r in result["speed"])
+    plain, chunked = result["memory"]
+    assert abs(plain["loss"] - chunked["loss"]) < 1e-2 * abs(plain["loss"])
+    assert {t["target"] for t in result["targets"]} >= {"chunked / plain peak memory", "chunked / plain time"}
