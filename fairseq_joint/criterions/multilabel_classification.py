@@ -27,6 +27,7 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 
 from fairseq_joint.metrics import RANKING_KEYS, micro_f1, ranking_metric_sums
+from fairseq_joint.modules.sampling import CandidateSampler
 
 LOSS_CHOICES = ("bce", "copy_nll", "distribution_ce")
 
@@ -45,15 +46,11 @@ class MultilabelClassificationConfig(FairseqDataclass):
 
 
 def sample_label_candidates(target: torch.Tensor, rate: float, generator=None) -> torch.Tensor:
-    """Candidate label columns for Eq. 17: all positives of the batch, then uniform negatives, ``rate·k`` in all."""
-    num_labels = target.size(1)
-    positive = target.gt(0).any(0)
-    pos_ids = positive.nonzero().flatten()
-    want = max(int(round(rate * num_labels)), pos_ids.numel())
-    neg_pool = (~positive).nonzero().flatten()
-    num_neg = min(want - pos_ids.numel(), neg_pool.numel())
-    perm = torch.randperm(neg_pool.numel(), generator=generator, device=neg_pool.device)[:num_neg]
-    return torch.cat([pos_ids, neg_pool[perm]])
+    """Candidate label columns for Eq. 17: all positives of the batch, then uniform negatives, ``rate·k`` in all
+    (the project's one sampler, :class:`~fairseq_joint.modules.sampling.CandidateSampler`)."""
+    positives = target.gt(0).any(0).nonzero().flatten()
+    sampler = CandidateSampler(target.size(1), "uniform", sample_rate=rate)
+    return sampler.sample(positives, generator=generator).ids
 
 
 def classification_loss(logits: torch.Tensor, target: torch.Tensor, kind: str) -> torch.Tensor:
