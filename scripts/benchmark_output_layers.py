@@ -163,10 +163,8 @@ class GemmChain:
         self.g = grads[key]
         self.flops = train_flops([gemm])
 
-    def __call__(self) -> None:
-        torch.mm(self.a, self.b.t())
-        torch.mm(self.g, self.b)
-        torch.mm(self.g.t(), self.a)
+    def __call__(self) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return torch.mm(self.a, self.b.t()), torch.mm(self.g, self.b), torch.mm(self.g.t(), self.a)
 
 
 def layer_names(joint_dims: Sequence[int]) -> List[Tuple[str, str, int]]:
@@ -416,13 +414,13 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch intra-op threads")
     p.add_argument("--seed", type=int, default=1, help="random seed of weights, features and targets")
     p.add_argument("--quick", action="store_true",
-                   help="tiny configuration (|V|=2048, T=256, d=64) for a smoke test; overrides the sizes")
+                   help="tiny configuration (|V|=2048, T=256, d=64, ...) for a smoke test; explicit size flags still win")
     p.add_argument("--json", metavar="FILE", help="write all figures to FILE as JSON")
     p.add_argument("--plot", metavar="FILE", help="write a PNG bar chart of the figures to FILE")
     args = p.parse_args(argv)
-    if args.quick:
-        for k, v in QUICK.items():
-            setattr(args, k, v)
+    if args.quick:  # the tiny sizes replace the defaults; flags given explicitly still win
+        p.set_defaults(**QUICK)
+        args = p.parse_args(argv)
     for flag in ("vocab", "tokens", "dim", "repeats", "beam", "dec_steps", "dec_batch", "dec_src_len", "dec_dim",
                  "dec_joint_dim", "dec_layers", "threads"):
         if getattr(args, flag) <= 0:
