@@ -116,26 +116,38 @@ def _epoch_stats(log):
 
 def test_two_process_gloo_training(tiny_bin, tmp_path):
     """Both ranks train: with 2 processes an epoch takes about half the updates of 1 process, and the
-    updates together still cover every training sentence (the logged batch size sums both ranks)."""
+    updates together still cover every training sentence (the logged batch size sums both ranks). With
+    sampled softmax, the same seed gives the same parameters in a second 2-process run."""
     common = [
         "--user-dir", USER_DIR, "--arch", "joint_lstm_tiny", "--output-layer", "joint", "--joint-dim", 24,
+        "--criterion", "sampled_cross_entropy", "--sample-rate", 0.3,
         "--max-epoch", 1, "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", 600, "--no-progress-bar",
-        "--seed", 1, "--num-workers", 0, "--disable-validation", "--no-save", "--log-format", "simple",
+        "--seed", 1, "--num-workers", 0, "--disable-validation", "--no-epoch-checkpoints", "--log-format", "simple",
     ]
-    single = cli("fairseq-train", tiny_bin, *common)
+    single = cli("fairseq-train", tiny_bin, *common, "--no-save")
     n1, bsz1 = _epoch_stats(single.stdout + single.stderr)
-    port = _free_port()
-    dist = ["--distributed-world-size", 2, "--distributed-backend", "gloo", "--distributed-no-spawn",
-            "--ddp-backend", "legacy_ddp", "--distributed-init-method", f"tcp://127.0.0.1:{port}"]
-    procs = [
-        subprocess.Popen([str(BIN / "fairseq-train"), str(tiny_bin), *map(str, common), *map(str, dist),
-                          "--distributed-rank", str(rank)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         text=True, cwd=str(REPO), env={"OMP_NUM_THREADS": "1", "PATH": str(BIN)})
-        for rank in (0, 1)
-    ]
-    outs = [p.communicate(timeout=600)[0] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs[0][-2000:] + outs[1][-2000:]
-    assert "distributed init (rank 1)" in outs[0] + outs[1]
-    n2, bsz2 = _epoch_stats(outs[0])
+
+    def distributed(save_dir):
+        port = _free_port()
+        dist = ["--distributed-world-size", 2, "--distributed-backend", "gloo", "--distributed-no-spawn",
+                "--ddp-backend", "legacy_ddp", "--distributed-init-method", f"tcp://127.0.0.1:{port}",
+                "--save-dir", save_dir]
+        procs = [
+            subprocess.Popen([str(BIN / "fairseq-train"), str(tiny_bin), *map(str, common), *map(str, dist),
+                              "--distributed-rank", str(rank)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, cwd=str(REPO), env={"OMP_NUM_THREADS": "1", "PATH": str(BIN)})
+            for rank in (0, 1)
+        ]
+        outs = [p.communicate(timeout=600)[0] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], outs[0][-2000:] + outs[1][-2000:]
+        assert "distributed init (rank 1)" in outs[0] + outs[1]
+        return outs[0]
+
+    n2, bsz2 = _epoch_stats(distributed(tmp_path / "a"))
     assert n2 < n1 and n2 >= n1 // 2
     assert n2 * bsz2 == pytest.approx(n1 * bsz1, rel=0.02)  # all 300 sentences, split over the ranks
+    distributed(tmp_path / "b")
+    a, b = (torch.load(tmp_path / x / "checkpoint_last.pt", map_location="cpu", weights_only=True)["model"] for x in "ab")
+    for key, value in a.items():
+        if torch.is_tensor(value):
+            assert torch.equal(value, b[key]), key
