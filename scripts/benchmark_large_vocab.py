@@ -45,15 +45,16 @@ def make_layer(kind, vocab, dim, joint_dim, seed=0):
     return OutputLayer(kind, vocab, dim, None if kind == "softmax" else E, joint_dim=joint_dim), E
 
 
-def step_fn(kind, vocab, dim, joint_dim, tokens, rate, seed=0):
-    layer, E = make_layer(kind, vocab, dim, joint_dim, seed)
+def step_fn(layer, E, tokens, rate, seed=0):
+    """One training step of output layer + loss at sample ``rate``; layers are shared across rates."""
+    vocab, dim = layer.num_classes, layer.input_dim
     g = torch.Generator().manual_seed(seed)
     h = torch.randn(tokens, dim, generator=g).requires_grad_()
     # Zipf-like targets: a realistic number of distinct positives per batch
     probs = 1.0 / torch.arange(1, vocab + 1, dtype=torch.float64)
     targets = torch.multinomial(probs, tokens, replacement=True, generator=g)
     sampler = CandidateSampler(vocab, "uniform", sample_rate=rate) if rate < 1 else None
-    params = list(layer.parameters()) + ([] if kind == "softmax" else [E.weight])
+    params = list(layer.parameters()) + ([] if layer.output_layer == "softmax" else [E.weight])
 
     def step():
         for p in params + [h]:
@@ -64,6 +65,8 @@ def step_fn(kind, vocab, dim, joint_dim, tokens, rate, seed=0):
             c = sampler.sample(targets, generator=g)
             loss = F.cross_entropy(candidate_logits(layer, h, c), c.targets, reduction="sum")
         loss.backward()
+        for p in params + [h]:
+            p.grad = None  # free the gradients before the next case runs
 
     return step
 
@@ -71,10 +74,14 @@ def step_fn(kind, vocab, dim, joint_dim, tokens, rate, seed=0):
 def bench_speed(args):
     cases = {}
     for vocab in args.vocabs:
+        torch.manual_seed(0)
+        E = nn.Embedding(vocab, args.dim)  # one E per vocabulary, shared by tied and joint
+        nn.init.normal_(E.weight, 0, args.dim ** -0.5)  # fairseq's embedding scale: no denormal softmax
         for kind, dj in [("softmax", None), ("tied", None)] + [("joint", d) for d in args.joint_dims]:
+            layer = OutputLayer(kind, vocab, args.dim, None if kind == "softmax" else E, joint_dim=dj or args.dim)
             for rate in args.rates:
                 name = f"{kind}{'-' + str(dj) if dj else ''}|{vocab}|{rate}"
-                cases[name] = step_fn(kind, vocab, args.dim, dj or args.dim, args.tokens, rate)
+                cases[name] = step_fn(layer, E, args.tokens, rate)
     times = {k: [] for k in cases}
     for k, f in cases.items():  # warm-up
         f()
