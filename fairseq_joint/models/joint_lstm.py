@@ -21,6 +21,8 @@ from fairseq_joint.models.output_layer_config import (
     OutputLayerConfig,
     build_output_layer,
     check_dictionaries_match,
+    OutputLayerModelMixin,
+    announce_output_layer,
     output_layer_defaults,
 )
 
@@ -65,7 +67,7 @@ class JointLSTMDecoder(LSTMDecoder):
 
 
 @register_model("joint_lstm")
-class JointLSTMModel(LSTMModel):
+class JointLSTMModel(OutputLayerModelMixin, LSTMModel):
     """LSTM encoder-decoder (Luong-style attention) with the output layers of Pappas et al. 2018."""
 
     @staticmethod
@@ -119,6 +121,7 @@ class JointLSTMModel(LSTMModel):
             max_target_positions=getattr(args, "max_target_positions", DEFAULT_MAX_TARGET_POSITIONS),
             residuals=False,
         )
+        announce_output_layer(task, decoder.output_projection.input_dim)
         return cls(encoder, decoder)
 
     def forward(self, src_tokens, src_lengths, prev_output_tokens, incremental_state=None,

@@ -14,6 +14,8 @@ from fairseq_joint.models.output_layer_config import (
     OutputLayerConfig,
     build_output_layer,
     check_dictionaries_match,
+    OutputLayerModelMixin,
+    announce_output_layer,
     output_layer_defaults,
 )
 
@@ -43,13 +45,19 @@ class JointTransformerDecoder(TransformerDecoder):
 
 
 @register_model("joint_transformer")
-class JointTransformerModel(TransformerModel):
+class JointTransformerModel(OutputLayerModelMixin, TransformerModel):
     """Transformer encoder-decoder with the output layers of Pappas et al. 2018 (Eqs. 3-15)."""
 
     @classmethod
     def add_args(cls, parser):
         super().add_args(parser)
         gen_parser_from_dataclass(parser, OutputLayerConfig(), delete_default=True)
+
+    @classmethod
+    def build_model(cls, args, task):
+        model = super().build_model(args, task)
+        announce_output_layer(task, model.decoder.output_projection.input_dim)
+        return model
 
     @classmethod
     def build_decoder(cls, args, tgt_dict, embed_tokens):

@@ -46,6 +46,27 @@ class OutputLayerConfig(FairseqDataclass):
     )
 
 
+class OutputLayerModelMixin:
+    """What fairseq-joint criteria read from a model besides its output layer.
+
+    * the update number (``num_updates``, kept from fairseq's ``set_num_updates``), for criteria with a
+      warm-up (``label_embedding_cross_entropy --label-embedding-warmup-updates``);
+    * :func:`announce_output_layer` tells the task the size of the features the output layer reads, so a
+      criterion built after the model (fairseq-train builds the criterion second) can size its own heads.
+    """
+
+    num_updates = 0
+
+    def set_num_updates(self, num_updates):
+        super().set_num_updates(num_updates)
+        self.num_updates = num_updates
+
+
+def announce_output_layer(task, input_dim: int) -> None:
+    """Record dh, the size of the features h the output layer reads, on the task (see the mixin)."""
+    task.output_layer_input_dim = int(input_dim)
+
+
 def output_layer_defaults(args) -> None:
     """Fill the output-layer options an architecture leaves unset (for ``register_model_architecture``)."""
     for name, value in OutputLayerConfig().__dict__.items():

@@ -1,0 +1,238 @@
+"""``label_embedding_cross_entropy``: the soft loss of the Label Embedding Network (Sun et al. 2017, Eq. 14).
+
+For every target token y with decoder features h::
+
+    L = H(y, z1') + H(e', z1') + H(y, z2') + ||max(0, (z2')_y - α)||_p + H(z2''(τ), e')
+
+* z1 = o1(h): the model's own output layer (any ``--output-layer``; it alone is used for prediction);
+* z2 = o2(h.detach()): a second output layer, a plain softmax layer (Eq. 3) owned by the criterion and
+  fed the *detached* features (Eq. 8), so none of its terms reaches the network;
+* e = e_y: the label embedding of y, full (Eq. 5, m x m, identity init) or compressed ``ReLU(A_y B)``
+  (Eq. 16, ``--label-embedding-dim h``, the default with h = 100: the only practical form for NMT
+  vocabularies); it learns only from the tokens o2 predicts correctly (Sec. 2.3).
+
+o2 and the embedding are criterion parameters: fairseq-train optimizes and checkpoints them (the
+checkpoint's ``criterion`` state), fairseq-generate loads the model without them.
+
+With ``--sample-rate``/``--num-samples`` (the sampled softmax of ``sampled_cross_entropy``, same sampler)
+every distribution — z1, z2 and e — is over the update's candidate set V': only V' rows of o1 and o2 and
+the V' columns of the embedding (of B, compressed) are computed. Validation uses the full vocabulary.
+
+``--label-embedding-from CHECKPOINT`` (Appendix B, Eq. 17) loads the embedding learned by an earlier run,
+frozen, without o2: ``L = H(y, z1') + H(e', z1')``.
+
+Variants of the original code: ``--label-embedding-beta β`` weighs o1's terms ``β H(y, z1') + (1-β) H(e', z1')``;
+``--label-embedding-warmup-updates N`` adds H(e', z1') only after N updates (o2 and the embedding learn from
+the start); ``--label-embedding-two-sided-hinge`` penalises |(z2')_y - α|. The defaults are the paper's.
+
+Logged besides ``loss`` (Eq. 14, or Eq. 17) and ``nll_loss`` (H(y, z1'), hence ``ppl``): each term per token
+(``le_hard1``, ``le_soft1``, ``le_hard2``, ``le_hinge``, ``le_emb``, in base 2 like fairseq's ``loss``) and ``le_o2_acc``, the share of tokens
+o2 predicts correctly (those the embedding learns from).
+"""
+
+import logging
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+from fairseq import checkpoint_utils, metrics
+from fairseq.criterions import register_criterion
+
+from fairseq_joint.criterions.sampled_cross_entropy import SampledCrossEntropyConfig, SampledCrossEntropyCriterion
+from fairseq_joint.modules.label_embedding import (
+    LABEL_EMBEDDING_TERMS,
+    LabelEmbedding,
+    full_embedding_bytes,
+    label_embedding_terms,
+)
+from fairseq_joint.modules.output_layers import OutputLayer
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class LabelEmbeddingCrossEntropyConfig(SampledCrossEntropyConfig):
+    label_embedding_dim: int = field(
+        default=100,
+        metadata={"help": "h of the compressed label embedding e = ReLU(A_y B) (Eq. 16); 0 = the full m x m "
+                          "embedding of Eq. 5 (m² numbers: only for small label sets)"},
+    )
+    label_embedding_tau: float = field(
+        default=2.0, metadata={"help": "temperature τ of z2'' (Eq. 10; the paper: 2)"}
+    )
+    label_embedding_alpha: float = field(
+        default=0.9, metadata={"help": "α of the hinge on o2's probability of the true label (Eq. 12; the paper: 0.9)"}
+    )
+    label_embedding_hinge_p: int = field(
+        default=1, metadata={"help": "p of the hinge ||max(0, (z2')_y - α)||_p (Eq. 12): 1 (the paper's) or 2 (squared)"}
+    )
+    label_embedding_two_sided_hinge: bool = field(
+        default=False, metadata={"help": "penalise |(z2')_y - α| on both sides instead of max(0, ·) (Eq. 12)"}
+    )
+    label_embedding_beta: Optional[float] = field(
+        default=None,
+        metadata={"help": "weigh o1's terms β H(y, z1') + (1-β) H(e', z1') (the original code uses 0.5); "
+                          "default: the paper's unweighted sum (Eq. 14)"},
+    )
+    label_embedding_warmup_updates: int = field(
+        default=0,
+        metadata={"help": "add the soft term H(e', z1') only after this many updates (o2 and the embedding "
+                          "learn from the start)"},
+    )
+    label_embedding_from: Optional[str] = field(
+        default=None,
+        metadata={"help": "a checkpoint of an earlier label_embedding_cross_entropy run: use its label "
+                          "embedding, frozen, without o2 (Appendix B, Eq. 17)"},
+    )
+    label_embedding_input_dim: Optional[int] = field(
+        default=None,
+        metadata={"help": "dh, the size of the decoder features o2 reads; default: the output layer's input "
+                          "size of the fairseq-joint model being trained"},
+    )
+
+
+def load_label_embedding(path: str, num_labels: Optional[int] = None) -> LabelEmbedding:
+    """The label embedding saved in the criterion state of checkpoint ``path`` (fairseq format)."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"--label-embedding-from {path}: no such checkpoint file; give the checkpoint_*.pt "
+                                "of a run trained with --criterion label_embedding_cross_entropy")
+    state = checkpoint_utils.load_checkpoint_to_cpu(path)
+    crit = state.get("criterion") or {}
+    weights = {k[len("label_embedding."):]: v for k, v in crit.items() if k.startswith("label_embedding.")}
+    if not weights:
+        raise ValueError(f"--label-embedding-from {path}: the checkpoint holds no label embedding (no criterion "
+                         "state label_embedding.*); train one with --criterion label_embedding_cross_entropy first")
+    if "weight" in weights:
+        emb = LabelEmbedding(weights["weight"].size(0), None)
+    else:
+        emb = LabelEmbedding(weights["A"].size(0), weights["A"].size(1))
+    if num_labels is not None and emb.num_labels != num_labels:
+        raise ValueError(f"--label-embedding-from {path}: its embedding has {emb.num_labels} labels but the target "
+                         f"dictionary has {num_labels}; use a checkpoint trained on the same binarized data")
+    emb.load_state_dict(weights)
+    return emb
+
+
+@register_criterion("label_embedding_cross_entropy", dataclass=LabelEmbeddingCrossEntropyConfig)
+class LabelEmbeddingCrossEntropyCriterion(SampledCrossEntropyCriterion):
+    def __init__(self, task, sentence_avg, label_smoothing, ignore_prefix_size=0, report_accuracy=False,
+                 sampler="uniform", sample_rate=None, num_samples=None, unigram_alpha=0.75,
+                 logq_correction=False, remove_accidental_hits=False, vocab_chunk_size=None,
+                 label_embedding_dim=100, label_embedding_tau=2.0, label_embedding_alpha=0.9,
+                 label_embedding_hinge_p=1, label_embedding_two_sided_hinge=False, label_embedding_beta=None,
+                 label_embedding_warmup_updates=0, label_embedding_from=None, label_embedding_input_dim=None):
+        name = "--criterion label_embedding_cross_entropy"
+        if label_smoothing > 0:
+            raise ValueError(f"{name} already softens the target with H(e', z1') (Eq. 13): drop --label-smoothing")
+        for flag, value in (("--vocab-chunk-size", vocab_chunk_size), ("--logq-correction", logq_correction),
+                            ("--remove-accidental-hits", remove_accidental_hits)):
+            if value:
+                raise ValueError(f"{flag} is not supported by {name} (its soft terms compare whole distributions "
+                                 f"over V'); drop {flag} or use --criterion sampled_cross_entropy")
+        super().__init__(task, sentence_avg, 0.0, ignore_prefix_size, report_accuracy, sampler, sample_rate,
+                         num_samples, unigram_alpha)
+        if label_embedding_tau <= 0:
+            raise ValueError(f"--label-embedding-tau must be positive, got {label_embedding_tau}")
+        if label_embedding_beta is not None and not 0.0 <= label_embedding_beta <= 1.0:
+            raise ValueError(f"--label-embedding-beta must be in [0, 1], got {label_embedding_beta}")
+        if label_embedding_hinge_p not in (1, 2):
+            raise ValueError(f"--label-embedding-hinge-p must be 1 or 2, got {label_embedding_hinge_p}")
+        if label_embedding_warmup_updates < 0:
+            raise ValueError(f"--label-embedding-warmup-updates must be >= 0, got {label_embedding_warmup_updates}")
+        if label_embedding_dim < 0:
+            raise ValueError(f"--label-embedding-dim must be >= 0 (0 = full m x m), got {label_embedding_dim}")
+        self.tau = label_embedding_tau
+        self.alpha = label_embedding_alpha
+        self.hinge_p = label_embedding_hinge_p
+        self.two_sided_hinge = label_embedding_two_sided_hinge
+        self.beta = label_embedding_beta
+        self.warmup_updates = label_embedding_warmup_updates
+        num_labels = len(task.target_dictionary)
+
+        if label_embedding_from:
+            # Appendix B: a learned embedding, fixed; no o2 (Eq. 17)
+            self.label_embedding = load_label_embedding(label_embedding_from, num_labels)
+            self.label_embedding.requires_grad_(False)
+            self.o2 = None
+            logger.info(f"label embedding ({self.label_embedding.extra_repr()}) from {label_embedding_from}, frozen (Eq. 17)")
+            return
+        input_dim = label_embedding_input_dim or getattr(task, "output_layer_input_dim", None)
+        if not input_dim:
+            raise ValueError(f"{name} needs the decoder feature size dh for its second output layer o2: use a "
+                             "fairseq-joint model (--arch joint_*) or pass --label-embedding-input-dim")
+        self.o2 = OutputLayer("softmax", num_classes=num_labels, input_dim=int(input_dim))
+        self.label_embedding = LabelEmbedding(num_labels, label_embedding_dim or None)
+        if not label_embedding_dim:
+            logger.info(f"full {num_labels} x {num_labels} label embedding: {full_embedding_bytes(num_labels)} "
+                        "(use --label-embedding-dim h for the compressed form)")
+
+    # ------------------------------------------------------------------ loss
+    def soft_term_on(self, model) -> bool:
+        if not model.training or self.warmup_updates == 0:
+            return True
+        return getattr(model, "num_updates", 0) >= self.warmup_updates
+
+    def compute_terms(self, model, sample, candidates=None):
+        """The terms of Eq. 14 (Eq. 17 without o2) for ``sample``, over V' = ``candidates`` (drawn by the
+        sampler in training when sampling is on; the full vocabulary otherwise), and the number of tokens."""
+        features, _ = model(**sample["net_input"], features_only=True)
+        target = model.get_targets(sample, None)
+        if self.ignore_prefix_size > 0:
+            features = features[:, self.ignore_prefix_size:, :]
+            target = target[:, self.ignore_prefix_size:]
+        layer = self._output_layer(model)
+        if self.o2 is not None and features.size(-1) != self.o2.input_dim:
+            raise ValueError(f"the decoder returns {features.size(-1)}-d features but o2 reads {self.o2.input_dim}-d: "
+                             f"set --label-embedding-input-dim {features.size(-1)}")
+        keep = target.reshape(-1).ne(self.padding_idx)  # padding is never scored
+        h = features.reshape(-1, features.size(-1))[keep]
+        y = target.reshape(-1)[keep]
+        if candidates is None and model.training and self.sampler is not None:
+            candidates = self.sampler.sample(y)
+        ids, columns = (None, y) if candidates is None else (candidates.ids, candidates.targets)
+        z1 = layer(h, ids=ids)
+        z2 = self.o2(h.detach(), ids=ids) if self.o2 is not None else None
+        e = self.label_embedding(y, columns=ids)
+        terms = label_embedding_terms(z1, z2, e, columns, tau=self.tau, alpha=self.alpha, p=self.hinge_p,
+                                      two_sided_hinge=self.two_sided_hinge)
+        return terms, z1.size(-1), y.numel()
+
+    def forward(self, model, sample, reduce=True):
+        terms, num_candidates, num_tokens = self.compute_terms(model, sample)
+        soft_on = self.soft_term_on(model)
+        w_hard = 1.0 if self.beta is None or not soft_on else self.beta
+        w_soft = 0.0 if not soft_on else (1.0 if self.beta is None else 1.0 - self.beta)
+        loss = w_hard * terms["hard1"] + w_soft * terms["soft1"]
+        if "hard2" in terms:
+            loss = loss + terms["hard2"] + terms["hinge"] + terms["emb"]
+
+        sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
+        logging_output = {
+            "loss": loss.data,
+            "nll_loss": terms["hard1"].data,
+            "ntokens": sample["ntokens"],
+            "nsentences": sample["target"].size(0),
+            "sample_size": sample_size,
+            "candidates": num_candidates,
+            "le_tokens": num_tokens,
+        }
+        for k in LABEL_EMBEDDING_TERMS + ("correct",):
+            if k in terms:
+                logging_output[f"le_{k}"] = terms[k].data
+        return loss, sample_size, logging_output
+
+    @classmethod
+    def reduce_metrics(cls, logging_outputs) -> None:
+        super().reduce_metrics(logging_outputs)
+        tokens = sum(log.get("le_tokens", 0) for log in logging_outputs)
+        if not tokens:
+            return
+        for k in LABEL_EMBEDDING_TERMS:
+            if any(f"le_{k}" in log for log in logging_outputs):
+                total = sum(float(log.get(f"le_{k}", 0.0)) for log in logging_outputs)
+                metrics.log_scalar(f"le_{k}", total / tokens / math.log(2), tokens, round=3)
+        if any("le_correct" in log for log in logging_outputs):
+            correct = sum(float(log.get("le_correct", 0)) for log in logging_outputs)
+            metrics.log_scalar("le_o2_acc", 100.0 * correct / tokens, tokens, round=2)

@@ -1,0 +1,286 @@
+"""The Label Embedding Network loss (Sun et al. 2017): each term of Eq. 14 by hand, the gradient isolation of
+o2, the correct-prediction mask, the identity initialisation, the warm-up, V' = V, option errors, and
+fairseq-train/generate end to end (full, compressed, sampled, resumed, pre-trained Eq. 17, export)."""
+
+import math
+import re
+
+import pytest
+import torch
+
+from conftest import TRAIN_FAST, USER_DIR, cli, python_script
+from fairseq_joint.criterions.label_embedding_cross_entropy import LabelEmbeddingCrossEntropyCriterion
+from fairseq_joint.modules.label_embedding import LabelEmbedding, label_embedding_terms
+from fairseq_joint.modules.sampling import Candidates
+from test_models import SMALL_TRANSFORMER, build
+
+
+def softmax(row, t=1.0):
+    m = max(row)
+    ex = [math.exp((v - m) / t) for v in row]
+    s = sum(ex)
+    return [v / s for v in ex]
+
+
+def by_hand(z1, z2, e, y, tau, alpha, p=1, two_sided=False):
+    """Eq. 14 term by term with Python floats: lists of rows."""
+    out = dict(hard1=0.0, soft1=0.0, hard2=0.0, hinge=0.0, emb=0.0, correct=0)
+    for r in range(len(y)):
+        p1, p2, pe, p2t = softmax(z1[r]), softmax(z2[r]), softmax(e[r]), softmax(z2[r], tau)
+        out["hard1"] += -math.log(p1[y[r]])
+        out["soft1"] += -sum(pe[j] * math.log(p1[j]) for j in range(len(p1)))
+        out["hard2"] += -math.log(p2[y[r]])
+        gap = abs(p2[y[r]] - alpha) if two_sided else max(0.0, p2[y[r]] - alpha)
+        out["hinge"] += gap ** p
+        if max(range(len(z2[r])), key=lambda j: z2[r][j]) == y[r]:
+            out["correct"] += 1
+            out["emb"] += -sum(p2t[j] * math.log(pe[j]) for j in range(len(pe)))
+    return out
+
+
+def compressed_by_hand(A, B, label):
+    return [max(0.0, sum(A[label][k] * B[k][j] for k in range(len(B)))) for j in range(len(B[0]))]
+
+
+@pytest.mark.parametrize("dim", [None, 3])
+@pytest.mark.parametrize("p, two_sided", [(1, False), (2, False), (1, True)])
+def test_each_term_of_eq14_equals_a_hand_computation(dim, p, two_sided):
+    torch.manual_seed(0)
+    m, y = 5, torch.tensor([0, 3, 3, 1])
+    emb = LabelEmbedding(m, dim)
+    with torch.no_grad():
+        for param in emb.parameters():
+            param.copy_(torch.randn_like(param))
+    z1 = torch.randn(4, m, dtype=torch.float64)
+    z2 = torch.randn(4, m, dtype=torch.float64) * 3
+    z2[0, 0] = z2[1, 3] = 10.0  # rows 0 and 1: o2 right and confident (the hinge is active); row 3 wrong
+    z2[3, 2] = 10.0
+    e = emb(y)
+    if dim is None:
+        e_hand = [emb.weight[label].tolist() for label in y.tolist()]
+    else:
+        e_hand = [compressed_by_hand(emb.A.tolist(), emb.B.tolist(), label) for label in y.tolist()]
+    torch.testing.assert_close(e.double(), torch.tensor(e_hand, dtype=torch.float64))
+    tau, alpha = 2.0, 0.4
+    got = label_embedding_terms(z1, z2, e, y, tau=tau, alpha=alpha, p=p, two_sided_hinge=two_sided)
+    want = by_hand(z1.tolist(), z2.tolist(), e_hand, y.tolist(), tau, alpha, p, two_sided)
+    assert want["hinge"] > 0 and 0 < want["correct"] < 4
+    for key, value in want.items():
+        assert got[key].item() == pytest.approx(value, rel=1e-5, abs=1e-6), key
+
+
+def test_identity_initialisation_and_compressed_size():
+    emb = LabelEmbedding(7)
+    assert torch.equal(emb.weight, torch.eye(7))
+    assert torch.equal(emb(torch.tensor([2, 5])), torch.eye(7)[[2, 5]])
+    small = LabelEmbedding(1000, 10)
+    assert sum(x.numel() for x in small.parameters()) == 2 * 1000 * 10  # m·2h (Eq. 15) instead of m²
+    emb.weight.data.mul_(3)
+    emb.reset_parameters()
+    assert torch.equal(emb.weight, torch.eye(7))
+
+
+def test_the_embedding_learns_only_from_tokens_o2_predicts_correctly():
+    e = torch.zeros(3, 4, requires_grad=True)
+    z2 = torch.tensor([[5.0, 0, 0, 0], [0, 5.0, 0, 0], [0, 0, 0, 5.0]])  # right, wrong, right
+    y = torch.tensor([0, 2, 3])
+    terms = label_embedding_terms(None, z2, e, y)
+    terms["emb"].backward()
+    assert e.grad[0].abs().sum() > 0 and e.grad[2].abs().sum() > 0
+    assert torch.equal(e.grad[1], torch.zeros(4))
+    assert int(terms["correct"]) == 2
+    unmasked = label_embedding_terms(None, z2, e.detach(), y, mask_incorrect=False)
+    assert float(unmasked["emb"]) > float(terms["emb"])
+
+
+@pytest.fixture(scope="module")
+def model_and_batch(tiny_bin):
+    task, model = build(tiny_bin, "joint_transformer", "--output-layer", "joint", "--joint-dim", 12,
+                        "--dropout", "0", *SMALL_TRANSFORMER)
+    task.load_dataset("valid")
+    ds = task.dataset("valid")
+    return task, model, ds.collater([ds[i] for i in range(8)])
+
+
+def criterion(task, **kw):
+    eps = kw.pop("label_smoothing", 0.0)
+    return LabelEmbeddingCrossEntropyCriterion(task, False, eps, **kw)
+
+
+def grads(module):
+    return {n: (p.grad.clone() if p.grad is not None else torch.zeros_like(p)) for n, p in module.named_parameters()}
+
+
+@pytest.mark.parametrize("dim", [0, 8])
+def test_o2_terms_never_reach_the_network_and_o1_terms_never_reach_o2(model_and_batch, dim):
+    task, model, sample = model_and_batch
+    crit = criterion(task, label_embedding_dim=dim)
+    model.train()
+    model.zero_grad()
+    crit.zero_grad()
+    terms, _, _ = crit.compute_terms(model, sample)
+    (terms["hard2"] + terms["hinge"] + terms["emb"]).backward()
+    assert all(torch.count_nonzero(g) == 0 for g in grads(model).values())
+    assert all(torch.count_nonzero(g) > 0 for g in grads(crit.o2).values())
+    model.zero_grad()
+    crit.zero_grad()
+    terms, _, _ = crit.compute_terms(model, sample)
+    (terms["hard1"] + terms["soft1"]).backward()
+    assert all(torch.count_nonzero(g) == 0 for g in grads(crit).values())  # o2 and the embedding
+    assert torch.count_nonzero(model.decoder.output_projection.class_weight.grad) > 0
+    assert torch.count_nonzero(model.decoder.embed_tokens.weight.grad) > 0
+    model.zero_grad()
+
+
+def test_warmup_delays_only_the_soft_term(model_and_batch):
+    task, model, sample = model_and_batch
+    crit = criterion(task, label_embedding_warmup_updates=5)
+    model.train()
+    model.set_num_updates(4)
+    loss, _, log = crit(model, sample)
+    assert float(loss) == pytest.approx(float(log["le_hard1"] + log["le_hard2"] + log["le_hinge"] + log["le_emb"]), rel=1e-6)
+    model.set_num_updates(5)
+    loss, _, log = crit(model, sample)
+    total = log["le_hard1"] + log["le_soft1"] + log["le_hard2"] + log["le_hinge"] + log["le_emb"]
+    assert float(loss) == pytest.approx(float(total), rel=1e-6)
+    beta = criterion(task, label_embedding_beta=0.25)
+    loss, _, log = beta(model, sample)
+    o2 = log["le_hard2"] + log["le_hinge"] + log["le_emb"]
+    assert float(loss) == pytest.approx(float(0.25 * log["le_hard1"] + 0.75 * log["le_soft1"] + o2), rel=1e-5)
+    model.set_num_updates(0)
+
+
+def test_sampled_terms_with_v_prime_equal_to_v_are_the_full_ones(model_and_batch):
+    task, model, sample = model_and_batch
+    crit = criterion(task, label_embedding_dim=8, sample_rate=0.3)
+    model.eval()  # no dropout: both passes see the same features
+    with torch.no_grad():
+        full, n_full, _ = crit.compute_terms(model, sample)
+        assert n_full == len(task.tgt_dict)
+        y = sample["target"].reshape(-1)
+        y = y[y.ne(task.tgt_dict.pad())]
+        ids = torch.randperm(len(task.tgt_dict), generator=torch.Generator().manual_seed(3))
+        lookup = torch.empty_like(ids)
+        lookup[ids] = torch.arange(ids.numel())
+        everything = Candidates(ids=ids, targets=lookup[y], num_positives=ids.numel(), log_q=None)
+        sampled, n, _ = crit.compute_terms(model, sample, candidates=everything)
+    assert n == len(task.tgt_dict)
+    for key in full:
+        torch.testing.assert_close(sampled[key].double(), full[key].double(), rtol=1e-5, atol=1e-4)
+
+
+def test_sampling_scores_and_updates_only_the_candidate_columns(model_and_batch):
+    task, model, sample = model_and_batch
+    crit = criterion(task, label_embedding_dim=8, sample_rate=0.2)
+    model.train()
+    crit.zero_grad()
+    torch.manual_seed(0)
+    loss, _, log = crit(model, sample)
+    assert log["candidates"] == round(0.2 * len(task.tgt_dict))
+    loss.backward()
+    columns = torch.count_nonzero(crit.label_embedding.B.grad, dim=0).gt(0).sum().item()
+    assert 0 < columns <= log["candidates"]
+    rows = torch.count_nonzero(crit.o2.weight.grad, dim=1).gt(0).sum().item()
+    assert 0 < rows <= log["candidates"]
+    model.zero_grad()
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(label_smoothing=0.1), "drop --label-smoothing"),
+        (dict(vocab_chunk_size=100), "--vocab-chunk-size is not supported"),
+        (dict(sample_rate=0.5, logq_correction=True), "--logq-correction is not supported"),
+        (dict(label_embedding_beta=1.5), r"--label-embedding-beta must be in \[0, 1\]"),
+        (dict(label_embedding_tau=0.0), "--label-embedding-tau must be positive"),
+        (dict(label_embedding_hinge_p=3), "--label-embedding-hinge-p must be 1 or 2"),
+        (dict(label_embedding_dim=-1), "--label-embedding-dim must be >= 0"),
+        (dict(label_embedding_warmup_updates=-2), "--label-embedding-warmup-updates must be >= 0"),
+        (dict(label_embedding_from="/nonexistent/checkpoint.pt"), "no such checkpoint file"),
+    ],
+)
+def test_options_it_cannot_serve_are_refused(model_and_batch, kwargs, message):
+    with pytest.raises((ValueError, FileNotFoundError), match=message):
+        criterion(model_and_batch[0], **kwargs)
+
+
+def test_feature_size_mismatch_names_the_flag(model_and_batch):
+    task, model, sample = model_and_batch
+    crit = criterion(task, label_embedding_input_dim=7)
+    with pytest.raises(ValueError, match="set --label-embedding-input-dim"):
+        crit(model, sample)
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+def train(data, save_dir, updates, *extra, arch="joint_lstm_tiny"):
+    return cli("fairseq-train", data, "--user-dir", USER_DIR, "--arch", arch, "--output-layer", "joint",
+               "--joint-dim", 24, "--criterion", "label_embedding_cross_entropy", "--save-dir", save_dir,
+               "--max-update", updates, *TRAIN_FAST, *extra)
+
+
+def checkpoint(path):
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+@pytest.mark.slow
+def test_compressed_sampled_training_is_reproducible_across_a_resume(tiny_bin, tmp_path):
+    opts = ["--sample-rate", "0.25", "--label-embedding-dim", "16", "--max-tokens", "400"]
+    log = train(tiny_bin, tmp_path / "a", 6, *opts)
+    assert re.search(r"le_soft1=[\d.]+, le_hard2=[\d.]+, le_hinge=[\d.]+, le_emb=[\d.]+, le_o2_acc=", log.stdout)
+    train(tiny_bin, tmp_path / "b", 3, *opts)
+    resumed = train(tiny_bin, tmp_path / "b", 6, *opts)
+    assert re.search(r"Loaded checkpoint .*\(epoch \d+ @ 3 updates\)", resumed.stdout + resumed.stderr)
+    a, b = checkpoint(tmp_path / "a" / "checkpoint_last.pt"), checkpoint(tmp_path / "b" / "checkpoint_last.pt")
+    assert set(a["criterion"]) >= {"o2.weight", "o2.bias", "label_embedding.A", "label_embedding.B"}
+    for part in ("model", "criterion"):
+        for key, value in a[part].items():
+            if torch.is_tensor(value):
+                assert torch.equal(value, b[part][key]), (part, key)
+
+
+@pytest.mark.slow
+def test_full_embedding_then_generate_then_pretrained_eq17_then_export(tiny_bin, tmp_path):
+    first = tmp_path / "first"
+    train(tiny_bin, first, 4, "--label-embedding-dim", "0", arch="joint_transformer_tiny")
+    ckpt = first / "checkpoint_last.pt"
+    state = checkpoint(ckpt)["criterion"]
+    m = len((tiny_bin / "dict.de.txt").read_text().splitlines()) + 4
+    assert state["label_embedding.weight"].shape == (m, m)
+    assert not torch.equal(state["label_embedding.weight"], torch.eye(m))  # it learned
+    gen = cli("fairseq-generate", tiny_bin, "--user-dir", USER_DIR, "--path", ckpt, "--beam", 2, "--max-len-b", 8,
+              "--batch-size", 20, "--required-batch-size-multiple", 1, "--scoring", "sacrebleu")
+    assert len(re.findall(r"^H-\d+", gen.stdout, re.M)) == 40 and "BLEU" in gen.stdout
+
+    second = tmp_path / "second"
+    log = train(tiny_bin, second, 3, "--label-embedding-from", ckpt, "--sample-rate", "0.5",
+                arch="joint_transformer_tiny")
+    out = log.stdout + log.stderr
+    assert "frozen (Eq. 17)" in out and "le_soft1=" in out and "le_hard2" not in out
+    after = checkpoint(second / "checkpoint_last.pt")["criterion"]
+    assert set(after) == {"label_embedding.weight"}
+    assert torch.equal(after["label_embedding.weight"], state["label_embedding.weight"])  # frozen
+
+    png = tmp_path / "heat.png"
+    out = python_script("scripts/export_label_embedding.py", ckpt, "--output", tmp_path / "emb.pt", "--top-k", 3,
+                        "--query", "die", "der", "--heatmap", png, "--heatmap-labels", "die", "der", "und", "Sie", "das")
+    assert re.search(r"^die\t(\S+ \([-\d.]+\)\s*){3}$", out.stdout, re.M), out.stdout
+    assert png.stat().st_size > 1000
+    saved = torch.load(tmp_path / "emb.pt", weights_only=True)
+    assert saved["embedding"].shape == (m, m) and len(saved["labels"]) == m
+    bad = python_script("scripts/export_label_embedding.py", ckpt, "--query", "nosuchword", check=False)
+    assert bad.returncode != 0 and "nosuchword" in bad.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_pretrained_embedding_of_another_vocabulary_is_refused(tiny_bin, tiny_text, tmp_path):
+    other = tmp_path / "other_bin"
+    cli("fairseq-preprocess", "--source-lang", "en", "--target-lang", "de", "--trainpref", tiny_text / "valid",
+        "--destdir", other, "--workers", "1")
+    train(other, tmp_path / "small", 1, "--label-embedding-dim", "4", "--max-tokens", "400")
+    log = cli(
+        "fairseq-train", tiny_bin, "--user-dir", USER_DIR, "--arch", "joint_lstm_tiny", "--criterion",
+        "label_embedding_cross_entropy", "--label-embedding-from", tmp_path / "small" / "checkpoint_last.pt",
+        "--save-dir", tmp_path / "big", "--max-update", 1, *TRAIN_FAST, check=False)
+    assert log.returncode != 0
+    assert re.search(r"--label-embedding-from \S+checkpoint_last.pt: its embedding has \d+ labels but the target "
+                     r"dictionary has \d+", log.stderr)
