@@ -10,7 +10,7 @@ import torch
 
 from conftest import TRAIN_FAST, USER_DIR, cli, python_script
 from fairseq_joint.criterions.label_embedding_cross_entropy import LabelEmbeddingCrossEntropyCriterion
-from fairseq_joint.modules.label_embedding import LabelEmbedding, label_embedding_terms
+from fairseq_joint.modules.label_embedding import LabelEmbedding, label_embedding_terms, soft_target_cross_entropy
 from fairseq_joint.modules.sampling import Candidates
 from test_models import SMALL_TRANSFORMER, build
 
@@ -67,6 +67,21 @@ def test_each_term_of_eq14_equals_a_hand_computation(dim, p, two_sided):
     assert want["hinge"] > 0 and 0 < want["correct"] < 4
     for key, value in want.items():
         assert got[key].item() == pytest.approx(value, rel=1e-5, abs=1e-6), key
+    assert got["o1"].item() == pytest.approx(want["hard1"] + want["soft1"], rel=1e-6)
+    assert got["o2"].item() == pytest.approx(want["hard2"] + want["hinge"] + want["emb"], rel=1e-5)
+    weighted = label_embedding_terms(z1, None, e, y, hard_weight=0.25, soft_weight=0.75)
+    assert weighted["o1"].item() == pytest.approx(0.25 * want["hard1"] + 0.75 * want["soft1"], rel=1e-6)
+
+
+def test_fused_soft_target_cross_entropy_and_its_gradient():
+    torch.manual_seed(0)
+    z = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
+    q = torch.rand(4, 6, dtype=torch.float64)  # rows need not sum to 1
+    loss, lse = soft_target_cross_entropy(z, q)
+    reference = -(q * torch.log_softmax(z, -1)).sum()
+    torch.testing.assert_close(loss, reference)
+    torch.testing.assert_close(lse, torch.logsumexp(z, -1))
+    assert torch.autograd.gradcheck(lambda x: soft_target_cross_entropy(x, q)[0], (z,))
 
 
 def test_identity_initialisation_and_compressed_size():
@@ -85,7 +100,7 @@ def test_the_embedding_learns_only_from_tokens_o2_predicts_correctly():
     z2 = torch.tensor([[5.0, 0, 0, 0], [0, 5.0, 0, 0], [0, 0, 0, 5.0]])  # right, wrong, right
     y = torch.tensor([0, 2, 3])
     terms = label_embedding_terms(None, z2, e, y)
-    terms["emb"].backward()
+    terms["o2"].backward()
     assert e.grad[0].abs().sum() > 0 and e.grad[2].abs().sum() > 0
     assert torch.equal(e.grad[1], torch.zeros(4))
     assert int(terms["correct"]) == 2
@@ -118,14 +133,14 @@ def test_o2_terms_never_reach_the_network_and_o1_terms_never_reach_o2(model_and_
     model.train()
     model.zero_grad()
     crit.zero_grad()
-    terms, _, _ = crit.compute_terms(model, sample)
-    (terms["hard2"] + terms["hinge"] + terms["emb"]).backward()
+    terms = crit.compute_terms(model, sample)[0]
+    terms["o2"].backward()
     assert all(torch.count_nonzero(g) == 0 for g in grads(model).values())
     assert all(torch.count_nonzero(g) > 0 for g in grads(crit.o2).values())
     model.zero_grad()
     crit.zero_grad()
-    terms, _, _ = crit.compute_terms(model, sample)
-    (terms["hard1"] + terms["soft1"]).backward()
+    terms = crit.compute_terms(model, sample)[0]
+    terms["o1"].backward()
     assert all(torch.count_nonzero(g) == 0 for g in grads(crit).values())  # o2 and the embedding
     assert torch.count_nonzero(model.decoder.output_projection.class_weight.grad) > 0
     assert torch.count_nonzero(model.decoder.embed_tokens.weight.grad) > 0
@@ -155,7 +170,7 @@ def test_sampled_terms_with_v_prime_equal_to_v_are_the_full_ones(model_and_batch
     crit = criterion(task, label_embedding_dim=8, sample_rate=0.3)
     model.eval()  # no dropout: both passes see the same features
     with torch.no_grad():
-        full, n_full, _ = crit.compute_terms(model, sample)
+        full, n_full, _, _ = crit.compute_terms(model, sample)
         assert n_full == len(task.tgt_dict)
         y = sample["target"].reshape(-1)
         y = y[y.ne(task.tgt_dict.pad())]
@@ -163,7 +178,7 @@ def test_sampled_terms_with_v_prime_equal_to_v_are_the_full_ones(model_and_batch
         lookup = torch.empty_like(ids)
         lookup[ids] = torch.arange(ids.numel())
         everything = Candidates(ids=ids, targets=lookup[y], num_positives=ids.numel(), log_q=None)
-        sampled, n, _ = crit.compute_terms(model, sample, candidates=everything)
+        sampled, n, _, _ = crit.compute_terms(model, sample, candidates=everything)
     assert n == len(task.tgt_dict)
     for key in full:
         torch.testing.assert_close(sampled[key].double(), full[key].double(), rtol=1e-5, atol=1e-4)

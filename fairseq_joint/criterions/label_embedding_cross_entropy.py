@@ -40,6 +40,7 @@ import torch
 from fairseq import checkpoint_utils, metrics
 from fairseq.criterions import register_criterion
 
+from fairseq_joint.criterions.multilabel_classification import MultilabelClassificationCriterion
 from fairseq_joint.criterions.sampled_cross_entropy import SampledCrossEntropyConfig, SampledCrossEntropyCriterion
 from fairseq_joint.modules.label_embedding import (
     LABEL_EMBEDDING_TERMS,
@@ -48,6 +49,7 @@ from fairseq_joint.modules.label_embedding import (
     label_embedding_terms,
 )
 from fairseq_joint.modules.output_layers import OutputLayer
+from fairseq_joint.modules.sampling import CandidateSampler
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +151,25 @@ class LabelEmbeddingCrossEntropyCriterion(SampledCrossEntropyCriterion):
         self.two_sided_hinge = label_embedding_two_sided_hinge
         self.beta = label_embedding_beta
         self.warmup_updates = label_embedding_warmup_updates
-        num_labels = len(task.target_dictionary)
+        # the classification task of GILE (multi-class): the labels are the training labels, o1 its head
+        self.gile = hasattr(task, "train_labels")
+        self.gile_eval = None
+        if self.gile:
+            if getattr(task.cfg, "classification_mode", None) != "multiclass":
+                raise ValueError(f"{name} needs one label per text: use --classification-mode multiclass (for "
+                                 "multi-label data use --criterion multilabel_classification)")
+            num_labels = len(task.train_labels)
+            if self.sampler is not None:
+                counts = torch.zeros(num_labels, dtype=torch.float64)
+                for row in task.train_label_rows():
+                    counts[row] += 1
+                self.sampler = CandidateSampler(
+                    num_labels, sampler, sample_rate=sample_rate if num_samples is None else None,
+                    num_samples=num_samples, counts=counts, alpha=unigram_alpha,
+                )
+            self.gile_eval = MultilabelClassificationCriterion(task)  # the task's metrics, seen and unseen
+        else:
+            num_labels = len(task.target_dictionary)
 
         if label_embedding_from:
             # Appendix B: a learned embedding, fixed; no o2 (Eq. 17)
@@ -176,56 +196,84 @@ class LabelEmbeddingCrossEntropyCriterion(SampledCrossEntropyCriterion):
 
     def compute_terms(self, model, sample, candidates=None):
         """The terms of Eq. 14 (Eq. 17 without o2) for ``sample``, over V' = ``candidates`` (drawn by the
-        sampler in training when sampling is on; the full vocabulary otherwise), and the number of tokens."""
+        sampler in training when sampling is on; all labels otherwise); also the number of candidates, of
+        scored rows (target tokens, or texts for GILE) and the features."""
+        inputs = self._gile_inputs if self.gile else self._translation_inputs
+        features, h, y, score = inputs(model, sample)
+        if self.o2 is not None and h.size(-1) != self.o2.input_dim:
+            raise ValueError(f"the model returns {h.size(-1)}-d features but o2 reads {self.o2.input_dim}-d: "
+                             f"set --label-embedding-input-dim {h.size(-1)}")
+        if candidates is None and model.training and self.sampler is not None:
+            candidates = self.sampler.sample(y)
+        ids, columns = (None, y) if candidates is None else (candidates.ids, candidates.targets)
+        z1 = score(h, ids)
+        z2 = self.o2(h.detach(), ids=ids) if self.o2 is not None else None
+        e = self.label_embedding(y, columns=ids)
+        soft_on = self.soft_term_on(model)
+        terms = label_embedding_terms(
+            z1, z2, e, columns, tau=self.tau, alpha=self.alpha, p=self.hinge_p, two_sided_hinge=self.two_sided_hinge,
+            hard_weight=1.0 if self.beta is None or not soft_on else self.beta,
+            soft_weight=0.0 if not soft_on else (1.0 if self.beta is None else 1.0 - self.beta),
+        )
+        return terms, z1.size(-1), y.numel(), features
+
+    def _translation_inputs(self, model, sample):
+        """Decoder features of the non-pad target tokens, their ids, and o1 = the decoder's output layer."""
         features, _ = model(**sample["net_input"], features_only=True)
         target = model.get_targets(sample, None)
         if self.ignore_prefix_size > 0:
             features = features[:, self.ignore_prefix_size:, :]
             target = target[:, self.ignore_prefix_size:]
         layer = self._output_layer(model)
-        if self.o2 is not None and features.size(-1) != self.o2.input_dim:
-            raise ValueError(f"the decoder returns {features.size(-1)}-d features but o2 reads {self.o2.input_dim}-d: "
-                             f"set --label-embedding-input-dim {features.size(-1)}")
         keep = target.reshape(-1).ne(self.padding_idx)  # padding is never scored
         h = features.reshape(-1, features.size(-1))[keep]
-        y = target.reshape(-1)[keep]
-        if candidates is None and model.training and self.sampler is not None:
-            candidates = self.sampler.sample(y)
-        ids, columns = (None, y) if candidates is None else (candidates.ids, candidates.targets)
-        z1 = layer(h, ids=ids)
-        z2 = self.o2(h.detach(), ids=ids) if self.o2 is not None else None
-        e = self.label_embedding(y, columns=ids)
-        terms = label_embedding_terms(z1, z2, e, columns, tau=self.tau, alpha=self.alpha, p=self.hinge_p,
-                                      two_sided_hinge=self.two_sided_hinge)
-        return terms, z1.size(-1), y.numel()
+        return features, h, target.reshape(-1)[keep], lambda x, ids: layer(x, ids=ids)
+
+    def _gile_inputs(self, model, sample):
+        """GILE multi-class: document vectors, the training-label id of each text (texts whose label is unseen
+        in training have none and are left out of Eq. 14), and o1 = the model's head over training labels."""
+        features = model(**sample["net_input"])
+        tokens, train_index = sample["label_tokens"], sample["label_train_index"]
+        position = torch.full((self.label_embedding.num_labels,), -1, dtype=torch.long, device=tokens.device)
+        seen = (train_index >= 0).nonzero().flatten()
+        position[train_index[seen]] = seen  # training label id -> its row in this batch's label set
+        y = train_index[sample["target_class"]]
+        keep = y >= 0
+        if (position < 0).any():
+            raise ValueError("the label set of this split lacks some training labels: the label file of "
+                             "--eval-label-file must contain every training label")
+
+        def score(x, ids):
+            ids = torch.arange(position.numel(), device=x.device) if ids is None else ids
+            return model.label_scores(x, tokens[position[ids]], ids)
+
+        return features, features[keep], y[keep], score
 
     def forward(self, model, sample, reduce=True):
-        terms, num_candidates, num_tokens = self.compute_terms(model, sample)
-        soft_on = self.soft_term_on(model)
-        w_hard = 1.0 if self.beta is None or not soft_on else self.beta
-        w_soft = 0.0 if not soft_on else (1.0 if self.beta is None else 1.0 - self.beta)
-        loss = w_hard * terms["hard1"] + w_soft * terms["soft1"]
-        if "hard2" in terms:
-            loss = loss + terms["hard2"] + terms["hinge"] + terms["emb"]
+        terms, num_candidates, num_rows, features = self.compute_terms(model, sample)
+        loss = terms["o1"] + terms["o2"] if "o2" in terms else terms["o1"]
 
-        sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
-        logging_output = {
-            "loss": loss.data,
-            "nll_loss": terms["hard1"].data,
-            "ntokens": sample["ntokens"],
-            "nsentences": sample["target"].size(0),
-            "sample_size": sample_size,
-            "candidates": num_candidates,
-            "le_tokens": num_tokens,
-        }
+        if self.gile:
+            sample_size = max(num_rows, 1)
+            logging_output = {"nsentences": sample["nsentences"], "ntokens": sample["ntokens"], "gile": 1}
+            if not model.training:
+                self.gile_eval.evaluate(model, features, sample, logging_output)
+        else:
+            sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
+            logging_output = {"ntokens": sample["ntokens"], "nsentences": sample["target"].size(0),
+                              "nll_loss": terms["hard1"]}
+        logging_output.update(loss=loss.data, sample_size=sample_size, candidates=num_candidates, le_tokens=num_rows)
         for k in LABEL_EMBEDDING_TERMS + ("correct",):
             if k in terms:
-                logging_output[f"le_{k}"] = terms[k].data
+                logging_output[f"le_{k}"] = terms[k]
         return loss, sample_size, logging_output
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:
-        super().reduce_metrics(logging_outputs)
+        if any("gile" in log for log in logging_outputs):
+            MultilabelClassificationCriterion.reduce_metrics(logging_outputs)  # loss, seen_*/unseen_* metrics
+        else:
+            super().reduce_metrics(logging_outputs)
         tokens = sum(log.get("le_tokens", 0) for log in logging_outputs)
         if not tokens:
             return

@@ -110,7 +110,13 @@ class MultilabelClassificationCriterion(FairseqCriterion):
             size = loss_normalizer(target, self.loss_kind)
             logging.update(loss=loss.detach(), sample_size=size)
             return loss, size, logging
+        return self.evaluate(model, features, sample, logging)
 
+    def evaluate(self, model, features, sample, logging):
+        """Validation/test: the loss over the seen labels, and the ranking metrics of the seen and the unseen
+        labels (``seen_*`` / ``unseen_*``) added to ``logging``; also used by ``label_embedding_cross_entropy``."""
+        target = sample["target"].to(features.dtype)
+        tokens, train_index = sample["label_tokens"], sample["label_train_index"]
         seen = train_index >= 0
         if model.scores_unseen_labels:
             logits_all = model.label_scores(features, tokens, train_index)

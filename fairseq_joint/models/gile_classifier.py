@@ -29,6 +29,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import BaseFairseqModel, register_model
 
 from fairseq_joint.modules.cooccurrence_init import COOCCURRENCE_INIT_CHOICES, cooccurrence_init_, label_patterns
+from fairseq_joint.models.output_layer_config import OutputLayerModelMixin, announce_output_layer
 from fairseq_joint.modules.output_layers import ACTIVATION_CHOICES, OutputLayer
 from fairseq_joint.modules.text_encoders import (
     ENCODER_CHOICES,
@@ -93,7 +94,7 @@ class GileClassifierConfig(FairseqDataclass):
 
 
 @register_model("gile_classifier", dataclass=GileClassifierConfig)
-class GileClassifier(BaseFairseqModel):
+class GileClassifier(OutputLayerModelMixin, BaseFairseqModel):
     """Document encoder + head; ``forward`` gives h, :meth:`label_scores` the logits over a label set."""
 
     def __init__(self, cfg: GileClassifierConfig, embed_tokens: nn.Embedding, encoder: nn.Module, head: OutputLayer):
@@ -142,6 +143,7 @@ class GileClassifier(BaseFairseqModel):
             used = cooccurrence_init_(head.weight, patterns, str(cfg.cooccurrence_init))
             logger.info(f"Kurata init ({cfg.cooccurrence_init}): {used} of {cfg.encoder_dim} hidden units dedicated "
                         f"to the most frequent of {len(patterns)} label co-occurrence patterns")
+        announce_output_layer(task, cfg.encoder_dim)
         return cls(cfg, embed, encoder, head)
 
     @staticmethod

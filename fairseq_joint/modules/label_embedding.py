@@ -18,7 +18,8 @@ layers o1 (the model's, for prediction) and o2 (fed detached features, Eq. 8) an
 with x' = softmax(x) and z2'' = softmax(z2 / τ) (Eq. 10). As in the paper's Figure 1b, a distribution that
 serves as a target is a constant: e' in H(e', z1') (Eq. 13; o1 learns from the embedding, not the reverse)
 and z2'' in H(z2'', e') (Eq. 11; the embedding learns from o2). The embedding term counts only the tokens
-o2 predicts correctly (Sec. 2.3).
+o2 predicts correctly (Sec. 2.3). The cross-entropies against soft targets are one fused op
+(:func:`soft_target_cross_entropy`): log softmax is never stored, the gradient is ``s·softmax(z) - q``.
 """
 
 import math
@@ -91,6 +92,32 @@ class LabelEmbedding(nn.Module):
             return torch.cat([self(rows[i:i + chunk]) for i in range(0, rows.numel(), chunk)], 0)
 
 
+class _SoftTargetCrossEntropy(torch.autograd.Function):
+    """``Σ_r -Σ_j q_rj log softmax(z_r)_j`` for a constant target q (rows may sum to any s_r), and the row
+    log-sum-exps. Fused: log softmax(z) is never stored; the gradient is ``s_r softmax(z_r) - q_r``."""
+
+    @staticmethod
+    def forward(ctx, z, q):
+        lse = torch.logsumexp(z, dim=-1)
+        s = q.sum(-1)
+        loss = (s * lse).sum() - torch.dot(q.reshape(-1), z.reshape(-1))
+        ctx.save_for_backward(z, q, lse, s)
+        ctx.mark_non_differentiable(lse)
+        return loss, lse
+
+    @staticmethod
+    def backward(ctx, grad_loss, _grad_lse):
+        z, q, lse, s = ctx.saved_tensors
+        grad = torch.sub(z, lse.unsqueeze(-1)).exp_().mul_(s.unsqueeze(-1)).sub_(q)
+        return grad.mul_(grad_loss), None
+
+
+def soft_target_cross_entropy(z: Tensor, q: Tensor):
+    """(loss, lse): ``H(q, softmax(z))`` summed over rows, q a constant (detached) target; see above."""
+    dtype = torch.promote_types(z.dtype, torch.float32)
+    return _SoftTargetCrossEntropy.apply(z.to(dtype).contiguous(), q.detach().to(dtype).contiguous())
+
+
 def label_embedding_terms(
     z1: Optional[Tensor],
     z2: Optional[Tensor],
@@ -101,8 +128,10 @@ def label_embedding_terms(
     p: int = 1,
     two_sided_hinge: bool = False,
     mask_incorrect: bool = True,
+    hard_weight: float = 1.0,
+    soft_weight: float = 1.0,
 ) -> Dict[str, Tensor]:
-    """The per-row terms of Eq. 14, summed over rows.
+    """The terms of Eq. 14, summed over rows, and the two losses they make.
 
     Args:
         z1: (N, C) logits of o1 (the model's output layer), or None to skip its terms.
@@ -114,33 +143,45 @@ def label_embedding_terms(
         p: 1 = the L1 hinge ``max(0, ·)`` (the paper's), 2 = its square.
         two_sided_hinge: penalise |(z2')_y - α| on both sides instead of only above α.
         mask_incorrect: the embedding term counts only rows where argmax z2 = y (Sec. 2.3).
+        hard_weight, soft_weight: weights of H(y, z1') and H(e', z1') in ``o1`` (1 and 1 in Eq. 14).
 
     Returns:
-        ``hard1`` H(y, z1') (Eq. 7), ``soft1`` H(e', z1') (Eq. 13), ``hard2`` H(y, z2') (Eq. 8),
-        ``hinge`` (Eq. 12), ``emb`` H(z2'', e') (Eq. 11) — sums over the N rows — and ``correct``, how many
-        rows o2 predicted correctly (the rows the embedding learned from).
+        the values (no gradient) ``hard1`` H(y, z1') (Eq. 7), ``soft1`` H(e', z1') (Eq. 13), ``hard2``
+        H(y, z2') (Eq. 8), ``hinge`` (Eq. 12), ``emb`` H(z2'', e') (Eq. 11), ``correct`` (how many rows o2
+        predicted correctly, those the embedding learned from); and the differentiable losses ``o1`` =
+        hard_weight·hard1 + soft_weight·soft1 (gradients reach z1 only) and ``o2`` = hard2 + hinge + emb
+        (gradients reach z2 and e only).
     """
     if p not in (1, 2):
         raise ValueError(f"--label-embedding-hinge-p must be 1 or 2, got {p}")
     terms: Dict[str, Tensor] = {}
-    e_target = F.softmax(e.detach().float(), dim=-1)
+    y = target.unsqueeze(-1)
     if z1 is not None:
-        logp1 = F.log_softmax(z1.float(), dim=-1)
-        terms["hard1"] = F.nll_loss(logp1, target, reduction="sum")
-        terms["soft1"] = -(e_target * logp1).sum()
+        with torch.no_grad():
+            dtype = torch.promote_types(z1.dtype, torch.float32)
+            e_target = F.softmax(e.to(dtype), dim=-1)  # e' as o1's target: a constant (Eq. 13)
+            q1 = (e_target * soft_weight).scatter_add_(-1, y, torch.full(y.shape, hard_weight, dtype=dtype, device=y.device))
+        terms["o1"], lse1 = soft_target_cross_entropy(z1, q1)
+        with torch.no_grad():
+            z1f = z1.to(dtype)
+            terms["hard1"] = (lse1 - z1f.gather(-1, y).squeeze(-1)).sum()
+            terms["soft1"] = lse1.sum() - torch.dot(e_target.reshape(-1), z1f.reshape(-1))
     if z2 is not None:
-        logp2 = F.log_softmax(z2.float(), dim=-1)
-        terms["hard2"] = F.nll_loss(logp2, target, reduction="sum")
-        p_y = logp2.gather(-1, target.unsqueeze(-1)).squeeze(-1).exp()
+        z2f = z2.to(torch.promote_types(z2.dtype, torch.float32))
+        lse2 = torch.logsumexp(z2f, dim=-1)
+        z2_y = z2f.gather(-1, y).squeeze(-1)
+        hard2 = (lse2 - z2_y).sum()
+        p_y = torch.exp(z2_y - lse2)
         gap = (p_y - alpha).abs() if two_sided_hinge else F.relu(p_y - alpha)
-        terms["hinge"] = gap.sum() if p == 1 else gap.pow(2).sum()
-        soft2 = F.softmax(z2.detach().float() / tau, dim=-1)
-        emb = -(soft2 * F.log_softmax(e.float(), dim=-1)).sum(-1)
-        correct = z2.detach().argmax(-1).eq(target)
-        if mask_incorrect:
-            emb = emb * correct.to(emb.dtype)
-        terms["emb"] = emb.sum()
-        terms["correct"] = correct.sum()
+        hinge = gap.sum() if p == 1 else gap.pow(2).sum()
+        with torch.no_grad():
+            correct = z2f.argmax(-1).eq(target)
+            soft2 = F.softmax(z2f / tau, dim=-1)  # z2'' as the embedding's target: a constant (Eq. 11)
+            if mask_incorrect:
+                soft2.mul_(correct.unsqueeze(-1).to(soft2.dtype))
+        emb, _ = soft_target_cross_entropy(e, soft2)
+        terms["o2"] = hard2 + hinge + emb
+        terms.update(hard2=hard2.detach(), hinge=hinge.detach(), emb=emb.detach(), correct=correct.sum())
     return terms
 
 
