@@ -93,29 +93,69 @@ class LabelEmbedding(nn.Module):
 
 
 class _SoftTargetCrossEntropy(torch.autograd.Function):
-    """``Σ_r -Σ_j q_rj log softmax(z_r)_j`` for a constant target q (rows may sum to any s_r), and the row
-    log-sum-exps. Fused: log softmax(z) is never stored; the gradient is ``s_r softmax(z_r) - q_r``."""
+    """``Σ_r -Σ_j q_rj log softmax(z_r)_j`` for a constant target q whose rows sum to s_r. Fused: one
+    log-softmax pass (or a given one), a dot product; the gradient ``s_r softmax(z_r) - q_r`` in one pass."""
 
     @staticmethod
-    def forward(ctx, z, q):
-        lse = torch.logsumexp(z, dim=-1)
-        s = q.sum(-1)
-        loss = (s * lse).sum() - torch.dot(q.reshape(-1), z.reshape(-1))
-        ctx.save_for_backward(z, q, lse, s)
-        ctx.mark_non_differentiable(lse)
-        return loss, lse
+    def forward(ctx, z, q, row_sums, log_probs):
+        if log_probs is None:
+            log_probs = torch.log_softmax(z, dim=-1)
+        if row_sums is None:
+            row_sums = q.sum(-1)
+        loss = -torch.dot(q.reshape(-1), log_probs.reshape(-1))
+        ctx.save_for_backward(log_probs, q, row_sums)
+        return loss
 
     @staticmethod
-    def backward(ctx, grad_loss, _grad_lse):
-        z, q, lse, s = ctx.saved_tensors
-        grad = torch.sub(z, lse.unsqueeze(-1)).exp_().mul_(s.unsqueeze(-1)).sub_(q)
-        return grad.mul_(grad_loss), None
+    def backward(ctx, grad_loss):
+        log_probs, q, row_sums = ctx.saved_tensors
+        grad = torch.exp(log_probs).mul_((row_sums * grad_loss).unsqueeze(-1))
+        return grad.sub_(q if _is_one(grad_loss) else q * grad_loss), None, None, None
 
 
-def soft_target_cross_entropy(z: Tensor, q: Tensor):
-    """(loss, lse): ``H(q, softmax(z))`` summed over rows, q a constant (detached) target; see above."""
-    dtype = torch.promote_types(z.dtype, torch.float32)
-    return _SoftTargetCrossEntropy.apply(z.to(dtype).contiguous(), q.detach().to(dtype).contiguous())
+class _CrossEntropyWithHinge(torch.autograd.Function):
+    """H(y, z') and the hinge on z'_y of Eq. 12, summed over rows. Both gradients are multiples of
+    ``softmax(z) - onehot(y)``, so forward is one log-softmax pass and backward one pass over z."""
+
+    @staticmethod
+    def forward(ctx, z, y, alpha, p, two_sided):
+        log_probs = torch.log_softmax(z, dim=-1)
+        logp_y = log_probs.gather(-1, y.unsqueeze(-1)).squeeze(-1)
+        p_y = logp_y.exp()
+        diff = p_y - alpha
+        gap = diff.abs() if two_sided else diff.clamp(min=0)
+        slope = torch.sign(diff) if two_sided else (diff > 0).to(z.dtype)  # d gap / d p_y
+        if p == 2:
+            hinge, slope = gap.pow(2).sum(), 2 * gap * slope
+        else:
+            hinge = gap.sum()
+        ctx.save_for_backward(log_probs, y, slope * p_y)
+        ctx.mark_non_differentiable(log_probs)
+        return -logp_y.sum(), hinge, log_probs
+
+    @staticmethod
+    def backward(ctx, grad_hard, grad_hinge, _grad_log_probs):
+        log_probs, y, slope_p = ctx.saved_tensors
+        k = grad_hard - grad_hinge * slope_p  # per row: d loss / d z = k (softmax(z) - onehot(y))
+        grad = torch.exp(log_probs).mul_(k.unsqueeze(-1))
+        grad.scatter_add_(-1, y.unsqueeze(-1), -k.unsqueeze(-1))
+        return grad, None, None, None, None
+
+
+def _is_one(t: Tensor) -> bool:
+    return t.numel() == 1 and t.device.type == "cpu" and float(t) == 1.0
+
+
+def _compute_dtype(t: Tensor) -> torch.dtype:
+    return torch.promote_types(t.dtype, torch.float32)
+
+
+def soft_target_cross_entropy(z: Tensor, q: Tensor, row_sums: Optional[Tensor] = None,
+                              log_probs: Optional[Tensor] = None) -> Tensor:
+    """``H(q, softmax(z))`` summed over rows, q a constant (detached) target; ``row_sums`` (the rows' sums of
+    q) and ``log_probs`` (log softmax(z), no gradient) may be given when known; see above."""
+    dtype = _compute_dtype(z)
+    return _SoftTargetCrossEntropy.apply(z.to(dtype).contiguous(), q.detach().to(dtype).contiguous(), row_sums, log_probs)
 
 
 def label_embedding_terms(
@@ -156,30 +196,39 @@ def label_embedding_terms(
         raise ValueError(f"--label-embedding-hinge-p must be 1 or 2, got {p}")
     terms: Dict[str, Tensor] = {}
     y = target.unsqueeze(-1)
+    with torch.no_grad():
+        log_e = torch.log_softmax(e.detach().to(_compute_dtype(e)), dim=-1)  # log e'
     if z1 is not None:
+        dtype = _compute_dtype(z1)
         with torch.no_grad():
-            dtype = torch.promote_types(z1.dtype, torch.float32)
-            e_target = F.softmax(e.to(dtype), dim=-1)  # e' as o1's target: a constant (Eq. 13)
-            q1 = (e_target * soft_weight).scatter_add_(-1, y, torch.full(y.shape, hard_weight, dtype=dtype, device=y.device))
-        terms["o1"], lse1 = soft_target_cross_entropy(z1, q1)
+            # o1's target w_s·e' + w_h·onehot(y): e' is a constant here (Eq. 13)
+            q1 = torch.exp(log_e).to(dtype)
+            if soft_weight != 1.0:
+                q1.mul_(soft_weight)
+            q1.scatter_add_(-1, y, torch.full(y.shape, hard_weight, dtype=dtype, device=y.device))
+            sums = torch.full(target.shape, soft_weight + hard_weight, dtype=dtype, device=y.device)
+        z1f = z1.to(dtype).contiguous()
         with torch.no_grad():
-            z1f = z1.to(dtype)
-            terms["hard1"] = (lse1 - z1f.gather(-1, y).squeeze(-1)).sum()
-            terms["soft1"] = lse1.sum() - torch.dot(e_target.reshape(-1), z1f.reshape(-1))
+            log_p1 = torch.log_softmax(z1f, dim=-1)
+        terms["o1"] = soft_target_cross_entropy(z1f, q1, sums, log_p1)
+        with torch.no_grad():
+            hard1 = -log_p1.gather(-1, y).sum()
+            if soft_weight > 0:
+                soft1 = (terms["o1"].detach() - hard_weight * hard1) / soft_weight
+            else:
+                soft1 = -torch.dot(torch.exp(log_e).to(dtype).reshape(-1), log_p1.reshape(-1))
+            terms.update(hard1=hard1, soft1=soft1)
     if z2 is not None:
-        z2f = z2.to(torch.promote_types(z2.dtype, torch.float32))
-        lse2 = torch.logsumexp(z2f, dim=-1)
-        z2_y = z2f.gather(-1, y).squeeze(-1)
-        hard2 = (lse2 - z2_y).sum()
-        p_y = torch.exp(z2_y - lse2)
-        gap = (p_y - alpha).abs() if two_sided_hinge else F.relu(p_y - alpha)
-        hinge = gap.sum() if p == 1 else gap.pow(2).sum()
+        z2f = z2.to(_compute_dtype(z2)).contiguous()
+        hard2, hinge, _ = _CrossEntropyWithHinge.apply(z2f, target, alpha, p, two_sided_hinge)
         with torch.no_grad():
             correct = z2f.argmax(-1).eq(target)
-            soft2 = F.softmax(z2f / tau, dim=-1)  # z2'' as the embedding's target: a constant (Eq. 11)
+            soft2 = torch.softmax(z2f / tau, dim=-1)  # z2'' as the embedding's target: a constant (Eq. 11)
+            row_sums = torch.ones(target.shape, dtype=soft2.dtype, device=soft2.device)
             if mask_incorrect:
-                soft2.mul_(correct.unsqueeze(-1).to(soft2.dtype))
-        emb, _ = soft_target_cross_entropy(e, soft2)
+                row_sums = correct.to(soft2.dtype)
+                soft2.mul_(row_sums.unsqueeze(-1))
+        emb = soft_target_cross_entropy(e, soft2, row_sums.to(log_e.dtype), log_e)
         terms["o2"] = hard2 + hinge + emb
         terms.update(hard2=hard2.detach(), hinge=hinge.detach(), emb=emb.detach(), correct=correct.sum())
     return terms
