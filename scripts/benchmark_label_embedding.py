@@ -14,7 +14,7 @@ Two levels, each at the full softmax and at 25% sampling (uniform negatives), |V
 Targets (issue #4): whole step ≤ 1.5x at the full softmax and ≤ 1.25x with 25% sampling. Method: every case
 runs in a fresh process (one warm-up step, then ``--reps`` timed steps), the cases one after the other, for
 ``--rounds`` rounds; medians are reported. Each process keeps freed memory in its heap (glibc ``mallopt``):
-on this VM a fresh page costs a fault to the host, which would otherwise dominate and time the allocator.
+on this VM a fresh page costs a fault to the host, which would otherwise add noise and time the allocator.
 
     python scripts/benchmark_label_embedding.py [--vocab 32768] [--tokens 1024] [--json out.json]
     python scripts/benchmark_label_embedding.py --quick
@@ -92,15 +92,15 @@ CRITERIA = {
 }
 
 
-def keep_freed_memory() -> None:
-    """Ask glibc to keep freed memory in the process (no mmap/munmap per tensor): on this VM every fresh page
-    costs a fault to the host, which would time the allocator instead of the criteria. Same for every case."""
+def keep_freed_memory() -> bool:
+    """Ask glibc to serve every allocation from the heap and keep freed memory there (no mmap/munmap per
+    T x |V| tensor): on this VM each fresh page costs a fault to the host, which would time the allocator
+    instead of the criteria. The same for every case; returns whether glibc accepted."""
     try:
         libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 2**30)  # M_MMAP_THRESHOLD: large tensors from the heap, not from fresh mmaps
-        libc.mallopt(-1, 2**31 - 1)  # M_TRIM_THRESHOLD: never give the heap back
     except OSError:
-        pass
+        return False
+    return bool(libc.mallopt(-4, 0)) and bool(libc.mallopt(-1, 2**31 - 1))  # M_MMAP_MAX = 0, M_TRIM_THRESHOLD
 
 
 def run_case(a, case):
