@@ -128,6 +128,16 @@ def test_identity_initialisation_and_compressed_size():
     assert torch.equal(emb.weight, torch.eye(7))
 
 
+def test_a_frozen_embedding_has_no_parameters_and_the_same_values():
+    for dim in (None, 4):
+        emb = LabelEmbedding(9, dim)
+        labels = torch.tensor([1, 8, 3])
+        before = emb(labels, columns=torch.tensor([0, 2, 8]))
+        emb.freeze_()
+        assert list(emb.parameters()) == [] and len(list(emb.buffers())) == (1 if dim is None else 2)
+        torch.testing.assert_close(emb(labels, columns=torch.tensor([0, 2, 8])), before)
+
+
 def test_the_embedding_learns_only_from_tokens_o2_predicts_correctly():
     e = torch.zeros(3, 4, requires_grad=True)
     z2 = torch.tensor([[5.0, 0, 0, 0], [0, 5.0, 0, 0], [0, 0, 0, 5.0]])  # right, wrong, right
@@ -220,11 +230,14 @@ def test_sampled_terms_with_v_prime_equal_to_v_are_the_full_ones(model_and_batch
 def test_sampling_scores_and_updates_only_the_candidate_columns(model_and_batch):
     task, model, sample = model_and_batch
     crit = criterion(task, label_embedding_dim=8, sample_rate=0.2)
+    targets = sample["target"][sample["target"].ne(task.tgt_dict.pad())]
+    with torch.no_grad():  # o2 predicts the batch's most frequent target: those rows teach the embedding
+        crit.o2.bias[targets.mode().values] = 100.0
     model.train()
     crit.zero_grad()
     torch.manual_seed(0)
     loss, _, log = crit(model, sample)
-    assert log["candidates"] == round(0.2 * len(task.tgt_dict))
+    assert log["candidates"] == round(0.2 * len(task.tgt_dict)) and log["le_correct"] > 0
     loss.backward()
     columns = torch.count_nonzero(crit.label_embedding.B.grad, dim=0).gt(0).sum().item()
     assert 0 < columns <= log["candidates"]
@@ -304,9 +317,9 @@ def test_full_embedding_then_generate_then_pretrained_eq17_then_export(tiny_bin,
                 arch="joint_transformer_tiny")
     out = log.stdout + log.stderr
     assert "frozen (Eq. 17)" in out and "le_soft1=" in out and "le_hard2" not in out
-    after = checkpoint(second / "checkpoint_last.pt")["criterion"]
-    assert set(after) == {"label_embedding.weight"}
-    assert torch.equal(after["label_embedding.weight"], state["label_embedding.weight"])  # frozen
+    assert checkpoint(second / "checkpoint_last.pt").get("criterion") is None  # rebuilt from its source on resume
+    resumed = train(tiny_bin, second, 4, "--label-embedding-from", ckpt, arch="joint_transformer_tiny")
+    assert "frozen (Eq. 17)" in resumed.stdout + resumed.stderr
 
     png = tmp_path / "heat.png"
     out = python_script("scripts/export_label_embedding.py", ckpt, "--output", tmp_path / "emb.pt", "--top-k", 3,
@@ -357,7 +370,33 @@ def test_gile_multiclass_classification_with_the_label_embedding_loss(tmp_path):
     stats = valid_line(log)
     assert "seen_avgpr" in stats and "unseen_avgpr" in stats  # the valid label L6 is unseen: zero-shot metrics
     state = checkpoint(tmp_path / "ck" / "checkpoint_last.pt")["criterion"]
-    assert state["label_embedding.weight"].shape == (6, 6) and state["o2.weight"].shape == (6, 8)
+    assert state["label_embedding.weight"].shape == (6, 6) and state["o2.weight"].shape == (6, 16)
     bad = cli("fairseq-train", tmp_path / "bin", *[x for x in common if x != "multiclass" and x != "--classification-mode"],
               "--save-dir", tmp_path / "ck2", check=False)
     assert bad.returncode != 0 and "--classification-mode multiclass" in bad.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_two_process_gloo_training_with_the_criterion_parameters(tiny_bin, tmp_path):
+    import subprocess
+
+    from conftest import BIN, REPO
+    from test_cli import _free_port
+
+    port = _free_port()
+    args = [str(BIN / "fairseq-train"), str(tiny_bin), "--user-dir", USER_DIR, "--arch", "joint_lstm_tiny",
+            "--output-layer", "joint", "--joint-dim", "24", "--criterion", "label_embedding_cross_entropy",
+            "--label-embedding-dim", "8", "--sample-rate", "0.5", "--max-update", "3", *map(str, TRAIN_FAST),
+            "--max-tokens", "400", "--save-dir", str(tmp_path), "--distributed-world-size", "2",
+            "--distributed-backend", "gloo", "--distributed-no-spawn", "--ddp-backend", "legacy_ddp",
+            "--distributed-init-method", f"tcp://127.0.0.1:{port}"]
+    procs = [subprocess.Popen(args + ["--distributed-rank", str(rank)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, cwd=str(REPO),
+                              env={"OMP_NUM_THREADS": "1", "PATH": str(BIN)}) for rank in (0, 1)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs[0][-3000:] + outs[1][-3000:]
+    vocab = len((tiny_bin / "dict.de.txt").read_text().splitlines()) + 4
+    # |V'| per forward, not summed over the two workers
+    assert {int(c) for c in re.findall(r"candidates=(\d+)", outs[0])} == {round(0.5 * vocab)}
+    state = checkpoint(tmp_path / "checkpoint_last.pt")["criterion"]
+    assert {"o2.weight", "label_embedding.A", "label_embedding.B"} <= set(state)

@@ -41,7 +41,11 @@ from fairseq import checkpoint_utils, metrics
 from fairseq.criterions import register_criterion
 
 from fairseq_joint.criterions.multilabel_classification import MultilabelClassificationCriterion
-from fairseq_joint.criterions.sampled_cross_entropy import SampledCrossEntropyConfig, SampledCrossEntropyCriterion
+from fairseq_joint.criterions.sampled_cross_entropy import (
+    SampledCrossEntropyConfig,
+    SampledCrossEntropyCriterion,
+    log_candidates,
+)
 from fairseq_joint.modules.label_embedding import (
     LABEL_EMBEDDING_TERMS,
     LabelEmbedding,
@@ -173,8 +177,7 @@ class LabelEmbeddingCrossEntropyCriterion(SampledCrossEntropyCriterion):
 
         if label_embedding_from:
             # Appendix B: a learned embedding, fixed; no o2 (Eq. 17)
-            self.label_embedding = load_label_embedding(label_embedding_from, num_labels)
-            self.label_embedding.requires_grad_(False)
+            self.label_embedding = load_label_embedding(label_embedding_from, num_labels).freeze_()
             self.o2 = None
             logger.info(f"label embedding ({self.label_embedding.extra_repr()}) from {label_embedding_from}, frozen (Eq. 17)")
             return
@@ -262,7 +265,8 @@ class LabelEmbeddingCrossEntropyCriterion(SampledCrossEntropyCriterion):
             sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
             logging_output = {"ntokens": sample["ntokens"], "nsentences": sample["target"].size(0),
                               "nll_loss": terms["hard1"]}
-        logging_output.update(loss=loss.data, sample_size=sample_size, candidates=num_candidates, le_tokens=num_rows)
+        logging_output.update(loss=loss.data, sample_size=sample_size, candidates=num_candidates, candidates_n=1,
+                              le_tokens=num_rows)
         for k in LABEL_EMBEDDING_TERMS + ("correct",):
             if k in terms:
                 logging_output[f"le_{k}"] = terms[k]
@@ -272,6 +276,7 @@ class LabelEmbeddingCrossEntropyCriterion(SampledCrossEntropyCriterion):
     def reduce_metrics(cls, logging_outputs) -> None:
         if any("gile" in log for log in logging_outputs):
             MultilabelClassificationCriterion.reduce_metrics(logging_outputs)  # loss, seen_*/unseen_* metrics
+            log_candidates(logging_outputs)
         else:
             super().reduce_metrics(logging_outputs)
         tokens = sum(log.get("le_tokens", 0) for log in logging_outputs)

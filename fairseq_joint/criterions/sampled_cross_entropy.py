@@ -56,6 +56,14 @@ class SampledCrossEntropyConfig(LabelSmoothedCrossEntropyCriterionConfig):
     )
 
 
+def log_candidates(logging_outputs) -> None:
+    """The mean |V'| per forward (``candidates``), also when fairseq has summed the workers' outputs."""
+    n = sum(log.get("candidates_n", 0) for log in logging_outputs)
+    if n:
+        metrics.log_scalar("candidates", sum(log.get("candidates", 0) for log in logging_outputs) / n,
+                           weight=0, round=0)
+
+
 @register_criterion("sampled_cross_entropy", dataclass=SampledCrossEntropyConfig)
 class SampledCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
     def __init__(self, task, sentence_avg, label_smoothing, ignore_prefix_size=0, report_accuracy=False,
@@ -122,6 +130,7 @@ class SampledCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
             "nsentences": sample["target"].size(0),
             "sample_size": sample_size,
             "candidates": num_candidates,
+            "candidates_n": 1,  # logging outputs of several workers are summed: |V'| is their sum / this
         }
         return loss, sample_size, logging_output
 
@@ -136,7 +145,4 @@ class SampledCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:
         super().reduce_metrics(logging_outputs)
-        n = len(logging_outputs)
-        if n:
-            metrics.log_scalar("candidates", sum(log.get("candidates", 0) for log in logging_outputs) / n,
-                               weight=0, round=0)
+        log_candidates(logging_outputs)

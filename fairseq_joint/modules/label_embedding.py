@@ -69,6 +69,14 @@ class LabelEmbedding(nn.Module):
         nn.init.normal_(self.A, std=self.dim ** -0.5)
         nn.init.normal_(self.B, std=self.dim ** -0.5)
 
+    def freeze_(self) -> "LabelEmbedding":
+        """Make the embedding a constant (Appendix B): its tensors become buffers, so neither optimizers nor
+        fairseq's distributed wrapper see parameters, and checkpoints rebuild it from its source."""
+        for name, param in list(self.named_parameters(recurse=False)):
+            delattr(self, name)
+            self.register_buffer(name, param.detach().clone())
+        return self
+
     def extra_repr(self) -> str:
         return f"labels={self.num_labels}, " + (f"compressed h={self.dim}" if self.compressed else "full")
 
