@@ -25,6 +25,7 @@ setup(
         "subword-nmt",
         "scikit-learn",
         "matplotlib",
+        "gensim",
     ],
     extras_require={"test": ["pytest", "pytest-xdist"]},
 )

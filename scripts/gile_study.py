@@ -74,7 +74,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", required=True, help="folder with train.jsonl, valid.jsonl, labels.tsv")
     p.add_argument("--workdir", required=True, help="where binaries, checkpoints, logs and results go")
-    p.add_argument("--heads", default="linear,bil_n16,gile", help="comma-separated heads")
+    p.add_argument("--heads", default="linear,bil_n16,gile",
+                   help="comma-separated systems: a head, optionally with model flags after '+', e.g. "
+                   "gile+similarity-init or gile+joint-activation=tanh (= --joint-activation tanh)")
     p.add_argument("--max-epoch", type=int, default=4, help="training epochs per model")
     p.add_argument("--batch-size", type=int, default=16, help="documents per batch (the paper: 16)")
     p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
@@ -90,19 +92,22 @@ def main():
              "--valid", os.path.join(args.data, "valid.jsonl"), "--labels", os.path.join(args.data, "labels.tsv"),
              "--destdir", bin_dir], os.path.join(args.workdir, "preprocess.log"), env)
     results = {"chance": chance(bin_dir), "heads": {}, "settings": vars(args)}
-    for head in args.heads.split(","):
+    for system in args.heads.split(","):
+        head, *flags = system.split("+")
+        extra = [part for flag in flags for part in ("--" + flag).split("=", 1)]
         t0 = time.time()
-        log = os.path.join(args.workdir, f"train_{head}.log")
+        safe = re.sub(r"[^\w+=.-]", "_", system)  # a file name (flags may hold paths)
+        log = os.path.join(args.workdir, f"train_{safe}.log")
         run([os.path.join(BIN, "fairseq-train"), bin_dir, "--user-dir", "fairseq_joint", "--task", "gile_classification",
              "--arch", "gile_classifier", "--encoder", "wan", "--head", head, "--criterion", "multilabel_classification",
              "--threshold", str(args.threshold), "--optimizer", "adam", "--lr", str(args.lr),
              "--batch-size", str(args.batch_size), "--max-epoch", str(args.max_epoch), "--seed", str(args.seed),
              "--num-workers", "0", "--no-progress-bar", "--log-interval", "200", "--no-save",
-             "--save-dir", os.path.join(args.workdir, f"ckpt_{head}")], log, env)
+             "--save-dir", os.path.join(args.workdir, f"ckpt_{safe}"), *extra], log, env)
         stats = last_valid_stats(log)
         stats["train_minutes"] = (time.time() - t0) / 60
-        results["heads"][head] = stats
-        logger.info(f"{head}: " + ", ".join(f"{a}_{b} {stats.get(f'{a}_{b}', float('nan')):.2f}" for a, b in COLUMNS))
+        results["heads"][system] = stats
+        logger.info(f"{system}: " + ", ".join(f"{a}_{b} {stats.get(f'{a}_{b}', float('nan')):.2f}" for a, b in COLUMNS))
     with open(os.path.join(args.workdir, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
     c = results["chance"]
@@ -110,7 +115,7 @@ def main():
              "|---" * (len(COLUMNS) + 2) + "|"]
     for head, stats in results["heads"].items():
         cells = [f"{stats[f'{a}_{b}']:.2f}" if f"{a}_{b}" in stats else "–" for a, b in COLUMNS]
-        lines.append(f"| WAN + {head} | " + " | ".join(cells) + f" | {stats['train_minutes']:.1f} |")
+        lines.append(f"| WAN + {head.replace('+', ' + --')} | " + " | ".join(cells) + f" | {stats['train_minutes']:.1f} |")
     cells = [f"{c[a][b]:.2f}" if b in c[a] else "–" for a, b in COLUMNS]
     lines.append("| random scores (chance) | " + " | ".join(cells) + " | |")
     table = "\n".join(lines)

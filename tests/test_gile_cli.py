@@ -112,6 +112,89 @@ def test_zero_shot_ranks_unseen_label_first(tmp_path):
     assert first.count("L12") >= 0.8 * len(texts), first
 
 
+def write_two_label_data(raw, seed=0, words_per_label=4):
+    """Training texts carry A, B or both (texts drawn from their description words); C, D, E are never seen."""
+    rng = random.Random(seed)
+    names = ["A", "B", "C", "D", "E"]
+    labels = {k: " ".join(f"{k.lower()}{i}" for i in range(words_per_label)) for k in names}
+    (raw / "labels.tsv").write_text("".join(f"{k}\t{v}\n" for k, v in labels.items()))
+    (raw / "seen.tsv").write_text("".join(f"{k}\t{labels[k]}\n" for k in "AB"))
+    (raw / "unseen.tsv").write_text("".join(f"{k}\t{labels[k]}\n" for k in "CDE"))
+
+    def text(keys):
+        return " ".join(rng.choice(labels[rng.choice(keys)].split()) for _ in range(rng.randint(3, 6)))
+
+    with open(raw / "train.tsv", "w") as f:
+        for i in range(240):
+            keys = [["A"], ["B"], ["A", "B"]][i % 3]
+            f.write(text(keys) + "\t" + " ".join(keys) + "\n")
+    return {k: [text([k]) for _ in range(20)] for k in names}
+
+
+def predict_first(tmp_path, checkpoint, label_file, texts):
+    (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
+    out = python_script("scripts/predict_labels.py", "--checkpoint", checkpoint, "--labels", label_file,
+                        "--input", tmp_path / "texts.txt", "--topk", "5", "--json")
+    ranked = [json.loads(line)["labels"] for line in out.stdout.splitlines()]
+    assert len(ranked) == len(texts)
+    for r in ranked:  # real rankings, not ties resolved by label order
+        assert r[0][1] > r[1][1], r
+    return [r[0][0] for r in ranked]
+
+
+def test_zero_shot_after_training_on_two_labels(tmp_path):
+    """Trained on {A, B} only, gile with --similarity-init (and a frozen E) ranks each unseen label first among
+    the unseen labels for texts made of its description words (GILE Table 2's unseen protocol), and still
+    separates A from B."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    texts = write_two_label_data(raw)
+    preprocess("--train", raw / "train.tsv", "--labels", raw / "labels.tsv", "--destdir", tmp_path / "bin")
+    assert (tmp_path / "bin" / "labels.train.txt").read_text().split() == ["A", "B"]
+    cli("fairseq-train", tmp_path / "bin", "--user-dir", "fairseq_joint", "--task", "gile_classification",
+        "--arch", "gile_classifier", "--head", "gile", "--joint-dim", "32", "--similarity-init", "--freeze-embed",
+        "--encoder-activation", "tanh", "--joint-activation", "tanh", "--embed-dim", "32", "--encoder-dim", "32",
+        "--attention-dim", "32", "--criterion", "multilabel_classification", "--optimizer", "adam", "--lr", "1e-3",
+        "--batch-size", "16", "--max-epoch", "3", "--seed", "1", "--num-workers", "0", "--no-progress-bar",
+        "--disable-validation", "--save-dir", tmp_path / "ckpt", "--no-epoch-checkpoints")
+    checkpoint = tmp_path / "ckpt" / "checkpoint_last.pt"
+    for label in "AB":
+        first = predict_first(tmp_path, checkpoint, raw / "seen.tsv", texts[label])
+        assert first.count(label) >= 0.9 * len(first), (label, first)
+    for label in "CDE":
+        first = predict_first(tmp_path, checkpoint, raw / "unseen.tsv", texts[label])
+        assert first.count(label) >= 0.9 * len(first), (label, first)
+
+
+def test_word_vectors_embed_path_and_checkpoint_without_the_file(gile_bin, tmp_path):
+    vectors = tmp_path / "vectors.txt"
+    for out in (vectors, tmp_path / "again.txt"):
+        python_script("scripts/train_word_vectors.py", "--data", SAMPLE / "train.jsonl", "--labels", SAMPLE / "labels.tsv",
+                      "--dim", "16", "--epochs", "1", "--output", out)
+    lines = vectors.read_text(encoding="utf-8").splitlines()
+    count, dim = map(int, lines[0].split())
+    assert dim == 16 and count == len(lines) - 1 > 1000
+    assert vectors.read_bytes() == (tmp_path / "again.txt").read_bytes()  # seeded, one worker: reproducible
+    words = {line.split(" ", 1)[0] for line in lines[1:]}
+    assert {"package", "library", "input"} <= words  # text words and label-description words (lowercased)
+    save = tmp_path / "ckpt"
+    train = cli("fairseq-train", gile_bin, "--user-dir", "fairseq_joint", "--task", "gile_classification",
+                "--arch", "gile_classifier", "--head", "gile", "--joint-dim", "8", "--criterion", "multilabel_classification",
+                "--max-epoch", "1", "--save-dir", save, "--embed-path", vectors, "--similarity-init", *FAST)
+    log = train.stdout + train.stderr
+    assert re.search(r"--embed-path .*vectors.txt: \d+ of \d+ dictionary words have a pre-trained vector", log), log[-2000:]
+    stats = valid_line(log)
+    vectors.rename(tmp_path / "moved.txt")  # the checkpoint holds E: evaluating it does not need the file
+    val = cli("fairseq-validate", gile_bin, "--user-dir", "fairseq_joint", "--task", "gile_classification",
+              "--path", save / "checkpoint_last.pt", "--batch-size", "32", "--num-workers", "0")
+    assert valid_line(val.stdout + val.stderr)["seen_avgpr"] == pytest.approx(stats["seen_avgpr"], abs=0.011)
+    bad = cli("fairseq-train", gile_bin, "--user-dir", "fairseq_joint", "--task", "gile_classification",
+              "--arch", "gile_classifier", "--head", "gile", "--criterion", "multilabel_classification", "--max-epoch", "1",
+              "--save-dir", tmp_path / "ck2", "--embed-path", tmp_path / "moved.txt", *FAST[:-6], "--embed-dim", "32",
+              check=False)
+    assert bad.returncode != 0 and "the vectors have 16 dimensions but --embed-dim is 32; set --embed-dim 16" in bad.stderr
+
+
 def test_multiclass_kurata_init_and_copy_loss(tmp_path):
     raw = tmp_path / "raw"
     raw.mkdir()

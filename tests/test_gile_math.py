@@ -299,3 +299,94 @@ def test_label_file_errors(tmp_path):
         path.write_text(text)
         with pytest.raises(ValueError, match=f"{path}:2: .*{message}|{path}:1: .*{message}"):
             read_label_file(str(path))
+
+
+# ------------------------------------------------------------------------- similarity init, pre-trained E
+def stub_task(words=("apple", "pear", "car", "truck", "bus")):
+    from fairseq.data import Dictionary
+
+    dictionary = Dictionary()
+    for w in words:
+        dictionary.add_symbol(w)
+    return SimpleNamespace(has_label_descriptions=True, train_labels=["a", "b"], source_dictionary=dictionary,
+                           train_label_rows=lambda: [[0], [1], [0, 1]], loading_checkpoint=False)
+
+
+def test_similarity_init_starts_at_label_text_similarity():
+    """--similarity-init: g_w(x) = act(x) and every head projection the identity, so the first gile scores
+    are σ(e_y)·(act-pooled h) + b, and bil_n16's are e_y·h (the bilinear form with W = I)."""
+    task = stub_task()
+    for name, activation in (("gile", "identity"), ("gile", "tanh"), ("bil_n16", "relu")):
+        cfg = GileClassifierConfig(head=name, embed_dim=6, encoder_dim=6, attention_dim=5, joint_dim="6",
+                                   joint_activation=activation, encoder_activation="tanh", similarity_init=True)
+        model = GileClassifier.build_model(cfg, task)
+        assert torch.equal(model.encoder.word.layer.weight, torch.eye(6))
+        assert not model.encoder.word.layer.bias.any()
+        tokens = torch.tensor([[4, 5, 6], [7, 8, PAD]])
+        h = model(tokens)
+        # h = attention pooling of tanh(E x): the dense word encoder is the identity before its activation
+        assert torch.allclose(h, model.encoder.attention(torch.tanh(model.embed_tokens(tokens)), tokens.ne(PAD)))
+        X = torch.randn(4, 6)
+        sigma = {"identity": lambda x: x, "tanh": torch.tanh, "relu": torch.relu}[activation]
+        bias = model.head.bias if model.head.bias is not None else 0.0
+        expected = sigma(h) @ sigma(X).T + bias if name == "gile" else h @ X.T
+        assert torch.allclose(model.head(h, class_inputs=X), expected, atol=1e-5), name
+    # a text made of a label's description words scores that label above the others at the start
+    torch.manual_seed(0)
+    cfg = GileClassifierConfig(head="gile", embed_dim=64, encoder_dim=64, attention_dim=8, joint_dim="64",
+                               joint_activation="tanh", encoder_activation="tanh", similarity_init=True)
+    model = GileClassifier.build_model(cfg, stub_task(tuple(f"w{i}" for i in range(40))))
+    descriptions = torch.arange(4, 44).view(10, 4)  # 10 labels, 4 words each
+    scores = model.label_scores(model(descriptions[:, [0, 1, 1, 3]]), descriptions)
+    assert torch.equal(scores.argmax(1), torch.arange(10))
+    # HAN: both dense encoders start as identities; GRU encoders and the linear head have no such form
+    han = GileClassifier.build_model(GileClassifierConfig(head="gile", encoder="han", embed_dim=6, encoder_dim=6,
+                                                          joint_dim="6", similarity_init=True, sentence_end_tokens="car"), task)
+    assert torch.equal(han.encoder.sentence.layer.weight, torch.eye(6))
+    with pytest.raises(ValueError, match="a bigru encoder has no identity form: use --word-encoder/--sentence-encoder dense"):
+        GileClassifier.build_model(GileClassifierConfig(head="gile", word_encoder="bigru", similarity_init=True), task)
+    with pytest.raises(ValueError, match="--head linear has no label vectors"):
+        GileClassifier.build_model(GileClassifierConfig(head="linear", similarity_init=True), task)
+
+
+def test_identity_output_layer_init_is_weight_tying():
+    """OutputLayer(init="identity"): joint with identity σ and d_j >= d starts as E h (NMT-tied, Eq. 4)."""
+    from fairseq_joint.modules.output_layers import OutputLayer
+
+    embed = torch.nn.Embedding(9, 5)
+    for joint_dim in (5, 8):
+        layer = OutputLayer("joint", num_classes=9, input_dim=5, embedding=embed, joint_dim=joint_dim,
+                            activation="identity", init="identity")
+        h = torch.randn(3, 5)
+        assert torch.allclose(layer(h), h @ embed.weight.T, atol=1e-5)
+
+
+def test_embed_path_loads_word_vectors_and_rejects_bad_files(tmp_path):
+    task = stub_task()
+    d = task.source_dictionary
+    vectors = tmp_path / "v.txt"
+    vectors.write_text("3 4\napple 1 2 3 4\ntruck 0.5 0 0 -1\nunknownword 9 9 9 9\n")
+    cfg = GileClassifierConfig(head="gile", embed_dim=4, encoder_dim=4, attention_dim=4, joint_dim="4",
+                               embed_path=str(vectors), freeze_embed=True)
+    model = GileClassifier.build_model(cfg, task)
+    E = model.embed_tokens.weight
+    assert E[d.index("apple")].tolist() == [1, 2, 3, 4] and E[d.index("truck")].tolist() == [0.5, 0, 0, -1]
+    assert not E[d.pad()].any() and E[d.index("pear")].abs().sum() > 0  # missing words keep a random vector
+    assert not E.requires_grad and all(p.requires_grad for n, p in model.named_parameters() if n != "embed_tokens.weight")
+    # built from a checkpoint, the model does not need the file (its weights come from the checkpoint)
+    task.loading_checkpoint = True
+    GileClassifier.build_model(GileClassifierConfig(head="gile", embed_dim=4, encoder_dim=4, joint_dim="4",
+                                                    embed_path=str(tmp_path / "gone.txt")), task)
+    task.loading_checkpoint = False
+    cases = [
+        ("2 5\napple 1 2 3 4 5\n", r"v.txt: the vectors have 5 dimensions but --embed-dim is 4; set --embed-dim 5"),
+        ("apple 1 2 3 4\npear 1 2 3\n", r"v.txt:2: expected a word and 4 numbers \(--embed-dim 4\), got 3"),
+        ("apple 1 2 x 4\n", r"v.txt:1: a value of the vector of 'apple' is not a number"),
+        ("kiwi 1 2 3 4\n", r"v.txt: none of its 1 words is in the dictionary"),
+    ]
+    for text, message in cases:
+        vectors.write_text(text)
+        with pytest.raises(ValueError, match=message):
+            GileClassifier.build_model(cfg, task)
+    with pytest.raises(ValueError, match=r"--embed-path .*missing.txt: no such file"):
+        GileClassifier.build_model(GileClassifierConfig(head="gile", embed_dim=4, embed_path=str(tmp_path / "missing.txt")), task)

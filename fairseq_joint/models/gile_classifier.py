@@ -31,6 +31,7 @@ from fairseq.models import BaseFairseqModel, register_model
 from fairseq_joint.modules.cooccurrence_init import COOCCURRENCE_INIT_CHOICES, cooccurrence_init_, label_patterns
 from fairseq_joint.models.output_layer_config import OutputLayerModelMixin, announce_output_layer
 from fairseq_joint.modules.output_layers import ACTIVATION_CHOICES, OutputLayer
+from fairseq_joint.modules.pretrained_embedding import load_word_vectors_
 from fairseq_joint.modules.text_encoders import (
     ENCODER_CHOICES,
     LAYER_CHOICES,
@@ -67,6 +68,11 @@ class GileClassifierConfig(FairseqDataclass):
     word_encoder: ChoiceEnum(LAYER_CHOICES) = field(default="dense", metadata={"help": "g_w of Eq. 1"})
     sentence_encoder: ChoiceEnum(LAYER_CHOICES) = field(default="dense", metadata={"help": "g_s of HAN"})
     embed_dim: int = field(default=100, metadata={"help": "d, the size of the shared word/label embedding E"})
+    embed_path: str = field(
+        default="", metadata={"help": "pre-trained word vectors for E (word2vec text format, e.g. from "
+                              "scripts/train_word_vectors.py); words the file lacks keep the random init"}
+    )
+    freeze_embed: bool = field(default=False, metadata={"help": "do not train E (words and label descriptions)"})
     encoder_dim: int = field(default=100, metadata={"help": "dh, the size of the encoders and of h"})
     attention_dim: int = field(default=100, metadata={"help": "size of the attention MLP f_w / f_s (Eq. 2)"})
     encoder_activation: ChoiceEnum(("relu", "tanh", "sigmoid")) = field(
@@ -87,6 +93,12 @@ class GileClassifierConfig(FairseqDataclass):
         default="relu", metadata={"help": "σ of the label/input projections (Eqs. 7-8)"}
     )
     joint_dropout: float = field(default=0.0, metadata={"help": "dropout on the input side in the joint space"})
+    similarity_init: bool = field(
+        default=False, metadata={"help": "start the dense word/sentence encoders and the head's projections as "
+                                 "identity maps (zero biases), so the first scores are the similarity of the label "
+                                 "vector and the text vector: a zero-shot prior that training on few labels keeps "
+                                 "(a text that contains a label's description words scores that label high)"}
+    )
     cooccurrence_init: ChoiceEnum(COOCCURRENCE_INIT_CHOICES) = field(
         default="none", metadata={"help": "Kurata et al. 2016 init of the linear head's W: dedicated units per "
                                   "label co-occurrence pattern with weight UB, f*UB or sqrt(f)*UB"}
@@ -118,6 +130,13 @@ class GileClassifier(OutputLayerModelMixin, BaseFairseqModel):
         embed = nn.Embedding(len(dictionary), cfg.embed_dim, padding_idx=dictionary.pad())
         nn.init.normal_(embed.weight, 0.0, cfg.embed_dim ** -0.5)
         nn.init.zeros_(embed.weight[dictionary.pad()])
+        embed_path = getattr(cfg, "embed_path", "")
+        if embed_path and not getattr(task, "loading_checkpoint", False):
+            found, total = load_word_vectors_(embed, dictionary, embed_path)
+            logger.info(f"--embed-path {embed_path}: {found} of {len(dictionary)} dictionary words have a pre-trained "
+                        f"vector ({total} vectors in the file)")
+        if getattr(cfg, "freeze_embed", False):
+            embed.weight.requires_grad = False
         if cfg.encoder == "wan":
             encoder = WordAttentionEncoder(cfg.embed_dim, cfg.encoder_dim, cfg.attention_dim, str(cfg.word_encoder),
                                            str(cfg.encoder_activation), cfg.dropout)
@@ -130,6 +149,13 @@ class GileClassifier(OutputLayerModelMixin, BaseFairseqModel):
             encoder = HierarchicalAttentionEncoder(cfg.embed_dim, cfg.encoder_dim, cfg.attention_dim, ends,
                                                    str(cfg.word_encoder), str(cfg.sentence_encoder), str(cfg.encoder_activation),
                                                    cfg.dropout)
+        if getattr(cfg, "similarity_init", False):
+            if cfg.head == "linear":
+                raise ValueError("--similarity-init starts the head at the label-text similarity, but --head linear "
+                                 "has no label vectors: use a joint head (--head gile, bil_n16, ...)")
+            layers = [encoder.word] if cfg.encoder == "wan" else [encoder.words.word, encoder.sentence]
+            for layer in layers:
+                layer.identity_init_()
         head = cls.build_head(cfg, num_labels)
         rows = task.train_label_rows()
         if head.bias is not None:
@@ -163,7 +189,8 @@ class GileClassifier(OutputLayerModelMixin, BaseFairseqModel):
         class_dim = None if cfg.head == "linear" else cfg.embed_dim
         return OutputLayer(
             spec.pop("output_layer"), num_classes=num_labels, input_dim=cfg.encoder_dim, joint_dim=joint_dim,
-            activation=str(cfg.joint_activation), dropout=cfg.joint_dropout, class_dim=class_dim, **spec,
+            activation=str(cfg.joint_activation), dropout=cfg.joint_dropout, class_dim=class_dim,
+            init="identity" if getattr(cfg, "similarity_init", False) else "fairseq", **spec,
         )
 
     @property

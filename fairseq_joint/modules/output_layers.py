@@ -42,7 +42,7 @@ from torch import Tensor
 
 OUTPUT_LAYER_CHOICES = ("softmax", "tied", "bilinear", "label", "context", "joint")
 ACTIVATION_CHOICES = ("tanh", "relu", "sigmoid", "identity")
-INIT_CHOICES = ("fairseq", "uniform")
+INIT_CHOICES = ("fairseq", "uniform", "identity")
 BIAS_CHOICES = ("per_class", "shared", "none")
 
 #: projection kinds for either side: no projection, a linear map, or an activated affine map
@@ -102,7 +102,11 @@ class OutputLayer(nn.Module):
         context_scale: multiply the context side by a learned w ∈ R^k (GILE Eq. 11/14).
         dropout: dropout applied to the context side in the joint space during training.
         init: ``fairseq`` (N(0, fan_in^-1/2) weights, zero biases, as fairseq's output projection) or
-            ``uniform`` (U(-0.1, 0.1) for every parameter, as the original NMT-joint code).
+            ``uniform`` (U(-0.1, 0.1) for every parameter, as the original NMT-joint code) or ``identity``
+            (the projections U, V, W start as rectangular identity matrices and their biases at 0, so the
+            first scores are ``σ(X)·σ(h)``: the similarity of class and context vectors in their first
+            min(d, dh, k) coordinates; with identity σ this is weight tying, GILE Eq. 18's degenerate form;
+            a free ``softmax`` weight keeps fairseq's init).
         class_dim: d of class vectors given explicitly to ``forward(class_inputs=...)`` when there is no E.
         class_projection / context_projection / projection_bias: override the preset's sides
             (``none``, ``linear`` or ``nonlinear``), e.g. GILE's ``bil_yh15`` head σ(E W)(W' h) is
@@ -231,6 +235,8 @@ class OutputLayer(nn.Module):
         for name, p in self.named_parameters(recurse=False):
             if self.init == "uniform":
                 nn.init.uniform_(p, -0.1, 0.1)
+            elif self.init == "identity" and name in ("class_weight", "context_weight"):
+                nn.init.eye_(p)
             elif name == "context_scale":
                 nn.init.ones_(p)
             elif name.endswith("bias"):

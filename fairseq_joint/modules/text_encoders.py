@@ -54,6 +54,15 @@ class SequenceLayer(nn.Module):
             bi = kind == "bigru"
             self.layer = nn.GRU(input_dim, dim // 2 if bi else dim, batch_first=True, bidirectional=bi)
 
+    def identity_init_(self) -> None:
+        """Start a dense layer as the (rectangular) identity map with zero bias: g(x) = act(x)."""
+        if self.kind != "dense":
+            raise ValueError(f"--similarity-init starts the dense encoders as identity maps; a {self.kind} "
+                             "encoder has no identity form: use --word-encoder/--sentence-encoder dense")
+        with torch.no_grad():
+            nn.init.eye_(self.layer.weight)
+            nn.init.zeros_(self.layer.bias)
+
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
         if self.kind == "dense":
             return self.activation(self.layer(x))

@@ -270,6 +270,14 @@ class GileClassificationTask(FairseqTask):
         logger.info(f"{split}: {len(texts)} texts, {len(label_set.names)} labels "
                     f"({int(label_set.seen.sum())} seen, {int((~label_set.seen).sum())} unseen)")
 
+    def build_model(self, cfg, from_checkpoint=False):
+        # the model skips --embed-path when its weights come from a checkpoint (the file need not exist there)
+        self.loading_checkpoint = from_checkpoint
+        try:
+            return super().build_model(cfg, from_checkpoint)
+        finally:
+            self.loading_checkpoint = False
+
     def max_positions(self):
         return None
 

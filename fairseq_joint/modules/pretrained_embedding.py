@@ -1,0 +1,55 @@
+"""Pre-trained word vectors for a shared embedding E (GILE Sec. 2.1: "E can be pre-trained or learned
+jointly with the rest of the model").
+
+The file is word2vec's text format, as fairseq's ``--encoder-embed-path`` reads it: an optional header line
+``<count> <dim>``, then one ``word v_1 ... v_d`` line per word. Rows of dictionary words that the file lacks
+keep their random initialization; the caller logs the coverage.
+"""
+
+import os
+from typing import Tuple
+
+import torch
+import torch.nn as nn
+
+
+def load_word_vectors_(embedding: nn.Embedding, dictionary, path: str, option: str = "--embed-path") -> Tuple[int, int]:
+    """Copy the vectors of ``path`` into the rows of ``embedding`` of the words of ``dictionary``.
+
+    Returns (dictionary words found in the file, vectors in the file). Raises a one-line ``ValueError`` that
+    names the file (and line) for a missing file, a malformed line, a dimension other than the embedding's,
+    or a file that covers no dictionary word.
+    """
+    if not os.path.isfile(path):
+        raise ValueError(f"{option} {path}: no such file; give a word2vec text file (word v1 ... vd per line)")
+    dim = embedding.embedding_dim
+    found, total = set(), 0
+    with open(path, encoding="utf-8") as f, torch.no_grad():
+        for lineno, line in enumerate(f, 1):
+            parts = line.rstrip().split(" ")
+            if lineno == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
+                if int(parts[1]) != dim:
+                    raise ValueError(f"{option} {path}: the vectors have {parts[1]} dimensions but --embed-dim is "
+                                     f"{dim}; set --embed-dim {parts[1]}")
+                continue
+            if not line.strip():
+                continue
+            if len(parts) != dim + 1:
+                raise ValueError(f"{path}:{lineno}: expected a word and {dim} numbers (--embed-dim {dim}), "
+                                 f"got {len(parts) - 1} numbers; fix the line or set --embed-dim")
+            try:
+                vector = torch.tensor([float(x) for x in parts[1:]])
+            except ValueError:
+                raise ValueError(f"{path}:{lineno}: a value of the vector of {parts[0]!r} is not a number") from None
+            total += 1
+            index = dictionary.index(parts[0])
+            if index != dictionary.unk() or parts[0] == dictionary.unk_word:
+                embedding.weight[index] = vector
+                found.add(index)
+    if not found:
+        raise ValueError(f"{option} {path}: none of its {total} words is in the dictionary; were the vectors made "
+                         "for this corpus (same tokenization, lowercased)?")
+    if embedding.padding_idx is not None:
+        with torch.no_grad():
+            embedding.weight[embedding.padding_idx].zero_()
+    return len(found), total
