@@ -37,9 +37,37 @@ COLUMNS = [("seen", "rl"), ("seen", "avgpr"), ("seen", "oneerr"), ("seen", "f1")
            ("unseen", "avgpr"), ("unseen", "oneerr")]
 
 
+def display(system):
+    """'gile+embed-path=/x/vectors.txt+similarity-init' -> 'gile + --embed-path vectors.txt + --similarity-init'."""
+    head, *flags = system.split("+")
+    shown = [head]
+    for flag in flags:
+        name, _, value = flag.partition("=")
+        shown.append(f"--{name}" + (f" {os.path.basename(value)}" if value else ""))
+    return " + ".join(shown)
+
+
+def command_line(cmd):
+    return "# command: " + " ".join(str(c) for c in cmd) + "\n"
+
+
+def finished_log(cmd, log_path):
+    """Minutes of a finished earlier run of exactly ``cmd`` logged at ``log_path``, else None."""
+    if not os.path.isfile(log_path):
+        return None
+    with open(log_path) as f:
+        text = f.read()
+    done = re.search(r"done training in ([\d.]+) seconds", text)
+    if not text.startswith(command_line(cmd)) or done is None or "valid on 'valid' subset" not in text:
+        return None
+    return float(done.group(1)) / 60
+
+
 def run(cmd, log_path, env):
     logger.info("running: " + " ".join(cmd))
     with open(log_path, "w") as log:
+        log.write(command_line(cmd))
+        log.flush()
         proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
     if proc.returncode != 0:
         raise SystemExit(f"error: {cmd[0]} failed with {proc.returncode}; see {log_path}")
@@ -83,6 +111,8 @@ def main():
     p.add_argument("--threshold", type=float, default=0.2, help="micro-F1 threshold")
     p.add_argument("--threads", type=int, default=1, help="OMP threads per training run")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--rerun", action="store_true",
+                   help="train every system again (default: reuse a finished run of the same command in --workdir)")
     args = p.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
@@ -98,14 +128,20 @@ def main():
         t0 = time.time()
         safe = re.sub(r"[^\w+=.-]", "_", system)  # a file name (flags may hold paths)
         log = os.path.join(args.workdir, f"train_{safe}.log")
-        run([os.path.join(BIN, "fairseq-train"), bin_dir, "--user-dir", "fairseq_joint", "--task", "gile_classification",
-             "--arch", "gile_classifier", "--encoder", "wan", "--head", head, "--criterion", "multilabel_classification",
-             "--threshold", str(args.threshold), "--optimizer", "adam", "--lr", str(args.lr),
-             "--batch-size", str(args.batch_size), "--max-epoch", str(args.max_epoch), "--seed", str(args.seed),
-             "--num-workers", "0", "--no-progress-bar", "--log-interval", "200", "--no-save",
-             "--save-dir", os.path.join(args.workdir, f"ckpt_{safe}"), *extra], log, env)
+        cmd = [os.path.join(BIN, "fairseq-train"), bin_dir, "--user-dir", "fairseq_joint", "--task", "gile_classification",
+               "--arch", "gile_classifier", "--encoder", "wan", "--head", head, "--criterion", "multilabel_classification",
+               "--threshold", str(args.threshold), "--optimizer", "adam", "--lr", str(args.lr),
+               "--batch-size", str(args.batch_size), "--max-epoch", str(args.max_epoch), "--seed", str(args.seed),
+               "--num-workers", "0", "--no-progress-bar", "--log-interval", "200", "--no-save",
+               "--save-dir", os.path.join(args.workdir, f"ckpt_{safe}"), *extra]
+        minutes = None if args.rerun else finished_log(cmd, log)
+        if minutes is None:
+            run(cmd, log, env)
+            minutes = (time.time() - t0) / 60
+        else:
+            logger.info(f"{system}: reusing the finished run in {log} (--rerun trains again)")
         stats = last_valid_stats(log)
-        stats["train_minutes"] = (time.time() - t0) / 60
+        stats["train_minutes"] = minutes
         results["heads"][system] = stats
         logger.info(f"{system}: " + ", ".join(f"{a}_{b} {stats.get(f'{a}_{b}', float('nan')):.2f}" for a, b in COLUMNS))
     with open(os.path.join(args.workdir, "results.json"), "w") as f:
@@ -115,7 +151,7 @@ def main():
              "|---" * (len(COLUMNS) + 2) + "|"]
     for head, stats in results["heads"].items():
         cells = [f"{stats[f'{a}_{b}']:.2f}" if f"{a}_{b}" in stats else "–" for a, b in COLUMNS]
-        lines.append(f"| WAN + {head.replace('+', ' + --')} | " + " | ".join(cells) + f" | {stats['train_minutes']:.1f} |")
+        lines.append(f"| WAN + {display(head)} | " + " | ".join(cells) + f" | {stats['train_minutes']:.1f} |")
     cells = [f"{c[a][b]:.2f}" if b in c[a] else "–" for a, b in COLUMNS]
     lines.append("| random scores (chance) | " + " | ".join(cells) + " | |")
     table = "\n".join(lines)
@@ -128,11 +164,12 @@ def main():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+    names = [display(h).replace(" + ", "\n") for h in results["heads"]] + ["chance"]
+    fig, axes = plt.subplots(1, 2, figsize=(max(9, 1.6 * len(names)), 4.5))
     for ax, side in zip(axes, ("seen", "unseen")):
-        names = list(results["heads"]) + ["chance"]
         vals = [results["heads"][h].get(f"{side}_avgpr", 0.0) for h in results["heads"]] + [c[side]["avgpr"]]
-        ax.bar(names, vals, color=["C0"] * (len(names) - 1) + ["grey"])
+        ax.bar(range(len(names)), vals, color=["C0"] * (len(names) - 1) + ["grey"])
+        ax.set_xticks(range(len(names)), names, fontsize=7)
         ax.set_title(f"{side} labels: AvgPr (%)")
     fig.tight_layout()
     fig.savefig(os.path.join(args.workdir, "results.png"), dpi=100)

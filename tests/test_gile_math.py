@@ -350,15 +350,24 @@ def test_similarity_init_starts_at_label_text_similarity():
 
 
 def test_identity_output_layer_init_is_weight_tying():
-    """OutputLayer(init="identity"): joint with identity σ and d_j >= d starts as E h (NMT-tied, Eq. 4)."""
+    """OutputLayer(init="identity"): joint with identity σ starts as E h (NMT-tied, Eq. 4); joint dimensions
+    beyond d start small and random, not zero (zero rows on both sides would never get a gradient)."""
     from fairseq_joint.modules.output_layers import OutputLayer
 
+    torch.manual_seed(0)
     embed = torch.nn.Embedding(9, 5)
-    for joint_dim in (5, 8):
-        layer = OutputLayer("joint", num_classes=9, input_dim=5, embedding=embed, joint_dim=joint_dim,
-                            activation="identity", init="identity")
-        h = torch.randn(3, 5)
-        assert torch.allclose(layer(h), h @ embed.weight.T, atol=1e-5)
+    h = torch.randn(3, 5)
+    layer = OutputLayer("joint", num_classes=9, input_dim=5, embedding=embed, joint_dim=5, activation="identity",
+                        init="identity")
+    assert torch.allclose(layer(h), h @ embed.weight.T, atol=1e-5)
+    wide = OutputLayer("joint", num_classes=9, input_dim=5, embedding=embed, joint_dim=64, activation="relu",
+                       init="identity")
+    for w in (wide.class_weight, wide.context_weight):
+        assert torch.equal(w[:5], torch.eye(5)) and 0 < w[5:].abs().max() < 0.05
+    start = torch.relu(h) @ torch.relu(embed.weight).T
+    assert torch.allclose(wide(h), start, atol=0.01)  # the similarity, barely perturbed
+    wide(h).sum().backward()
+    assert wide.class_weight.grad[5:].abs().sum() > 0 and wide.context_weight.grad[5:].abs().sum() > 0
 
 
 def test_embed_path_loads_word_vectors_and_rejects_bad_files(tmp_path):

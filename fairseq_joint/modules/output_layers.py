@@ -68,6 +68,26 @@ PAPER_EQUATION = {
 }
 
 
+#: std of the rows beyond the identity block, relative to fairseq's in^-1/2 (see :func:`identity_init_`)
+IDENTITY_EXTRA_ROW_SCALE = 0.01
+
+
+def identity_init_(weight: Tensor) -> Tensor:
+    """An (out x in) weight as the rectangular identity: row i < min(out, in) is the unit vector e_i.
+
+    Rows beyond ``in`` (a joint space or layer wider than its input) cannot copy an input coordinate; zeros
+    there would be dead for ever (a zero row on both sides of Eq. 14 gets zero gradient, and ReLU's gradient
+    at 0 is 0), so they start random but small (1% of fairseq's N(0, in^-1/2)): they barely change the
+    starting scores and, with Adam, train at the usual speed.
+    """
+    out_dim, in_dim = weight.shape
+    with torch.no_grad():
+        nn.init.eye_(weight)
+        if out_dim > in_dim:
+            weight[in_dim:].normal_(0.0, IDENTITY_EXTRA_ROW_SCALE * in_dim ** -0.5)
+    return weight
+
+
 def get_activation(name: str) -> Callable[[Tensor], Tensor]:
     """The non-linearity σ of Eqs. 7, 12-13 by name."""
     if name == "tanh":
@@ -106,7 +126,8 @@ class OutputLayer(nn.Module):
             (the projections U, V, W start as rectangular identity matrices and their biases at 0, so the
             first scores are ``σ(X)·σ(h)``: the similarity of class and context vectors in their first
             min(d, dh, k) coordinates; with identity σ this is weight tying, GILE Eq. 18's degenerate form;
-            a free ``softmax`` weight keeps fairseq's init).
+            joint dimensions beyond d or dh start small and random, see :func:`identity_init_`; a free
+            ``softmax`` weight keeps fairseq's init).
         class_dim: d of class vectors given explicitly to ``forward(class_inputs=...)`` when there is no E.
         class_projection / context_projection / projection_bias: override the preset's sides
             (``none``, ``linear`` or ``nonlinear``), e.g. GILE's ``bil_yh15`` head σ(E W)(W' h) is
@@ -236,7 +257,7 @@ class OutputLayer(nn.Module):
             if self.init == "uniform":
                 nn.init.uniform_(p, -0.1, 0.1)
             elif self.init == "identity" and name in ("class_weight", "context_weight"):
-                nn.init.eye_(p)
+                identity_init_(p)
             elif name == "context_scale":
                 nn.init.ones_(p)
             elif name.endswith("bias"):

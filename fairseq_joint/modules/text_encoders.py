@@ -17,6 +17,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from fairseq_joint.modules.output_layers import identity_init_
+
 ENCODER_CHOICES = ("wan", "han")
 LAYER_CHOICES = ("dense", "gru", "bigru")
 
@@ -59,8 +61,8 @@ class SequenceLayer(nn.Module):
         if self.kind != "dense":
             raise ValueError(f"--similarity-init starts the dense encoders as identity maps; a {self.kind} "
                              "encoder has no identity form: use --word-encoder/--sentence-encoder dense")
+        identity_init_(self.layer.weight)
         with torch.no_grad():
-            nn.init.eye_(self.layer.weight)
             nn.init.zeros_(self.layer.bias)
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:

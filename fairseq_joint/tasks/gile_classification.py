@@ -270,6 +270,16 @@ class GileClassificationTask(FairseqTask):
         logger.info(f"{split}: {len(texts)} texts, {len(label_set.names)} labels "
                     f"({int(label_set.seen.sum())} seen, {int((~label_set.seen).sum())} unseen)")
 
+    def get_batch_iterator(self, dataset, *args, **kwargs):
+        # fairseq's --required-batch-size-multiple (default 8) drops the documents of a last partial batch
+        # (fairseq issue #5036); every document must be trained on and scored, so batches are any size here
+        if len(args) >= 5:
+            args = list(args)
+            args[4] = 1
+        else:
+            kwargs["required_batch_size_multiple"] = 1
+        return super().get_batch_iterator(dataset, *args, **kwargs)
+
     def build_model(self, cfg, from_checkpoint=False):
         # the model skips --embed-path when its weights come from a checkpoint (the file need not exist there)
         self.loading_checkpoint = from_checkpoint
