@@ -164,12 +164,17 @@ def main():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = [display(h).replace(" + ", "\n") for h in results["heads"]] + ["chance"]
-    fig, axes = plt.subplots(1, 2, figsize=(max(9, 1.6 * len(names)), 4.5))
+    names = [display(h) for h in results["heads"]] + ["random scores (chance)"]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 1.2 + 0.45 * len(names)), sharey=True)
     for ax, side in zip(axes, ("seen", "unseen")):
-        vals = [results["heads"][h].get(f"{side}_avgpr", 0.0) for h in results["heads"]] + [c[side]["avgpr"]]
-        ax.bar(range(len(names)), vals, color=["C0"] * (len(names) - 1) + ["grey"])
-        ax.set_xticks(range(len(names)), names, fontsize=7)
+        vals = [results["heads"][h].get(f"{side}_avgpr") for h in results["heads"]] + [c[side]["avgpr"]]
+        y = list(range(len(names)))[::-1]
+        ax.barh(y, [v or 0.0 for v in vals], color=["C0"] * (len(names) - 1) + ["grey"])
+        for yi, v in zip(y, vals):
+            ax.text(v or 0.0, yi, f" {v:.1f}" if v is not None else " n/a (cannot score unseen labels)",
+                    va="center", fontsize=8)
+        ax.set_xlim(0, 1.15 * max(v or 0.0 for v in vals) + 1e-9)
+        ax.set_yticks(y, names, fontsize=8)
         ax.set_title(f"{side} labels: AvgPr (%)")
     fig.tight_layout()
     fig.savefig(os.path.join(args.workdir, "results.png"), dpi=100)
