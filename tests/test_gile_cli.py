@@ -270,3 +270,21 @@ def test_gile_study_table_plot_and_reuse(tmp_path):
         assert {k: v for k, v in reused[system].items() if k != "train_minutes"} == \
             {k: v for k, v in stats.items() if k != "train_minutes"}
     assert "reusing" not in first.stdout + first.stderr
+
+
+def test_gile_study_select_best_epoch(tmp_path):
+    """--select best reports the epoch with the best validation seen AvgPr, --select last the last one."""
+    spec = importlib.util.spec_from_file_location("gile_study", REPO / "scripts" / "gile_study.py")
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    log = tmp_path / "train.log"
+    line = "2026-11-23 | INFO | valid | epoch {:03d} | valid on 'valid' subset | loss 0.04 | seen_avgpr {} | unseen_avgpr {}\n"
+    log.write_text("# command: x\n" + line.format(1, 60.5, 20.0) + "train stuff | loss 0.03\n"
+                   + line.format(2, 63.25, 18.0) + line.format(3, 61.0, 25.0))
+    best = study.valid_stats(log, "best")
+    assert (best["epoch"], best["seen_avgpr"], best["unseen_avgpr"]) == (2, 63.25, 18.0)
+    last = study.valid_stats(log, "last")
+    assert (last["epoch"], last["seen_avgpr"]) == (3, 61.0)
+    (tmp_path / "empty.log").write_text("# command: x\n")
+    with pytest.raises(SystemExit, match="no validation line in .*empty.log"):
+        study.valid_stats(tmp_path / "empty.log")

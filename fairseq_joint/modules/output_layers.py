@@ -69,22 +69,21 @@ PAPER_EQUATION = {
 
 
 #: std of the rows beyond the identity block, relative to fairseq's in^-1/2 (see :func:`identity_init_`)
-IDENTITY_EXTRA_ROW_SCALE = 0.01
+IDENTITY_EXTRA_ROW_SCALE = 0.001
 
 
-def identity_init_(weight: Tensor) -> Tensor:
+def identity_init_(weight: Tensor, extra_row_scale: float = IDENTITY_EXTRA_ROW_SCALE) -> Tensor:
     """An (out x in) weight as the rectangular identity: row i < min(out, in) is the unit vector e_i.
 
-    Rows beyond ``in`` (a joint space or layer wider than its input) cannot copy an input coordinate; zeros
-    there would be dead for ever (a zero row on both sides of Eq. 14 gets zero gradient, and ReLU's gradient
-    at 0 is 0), so they start random but small (1% of fairseq's N(0, in^-1/2)): they barely change the
-    starting scores and, with Adam, train at the usual speed.
+    Rows beyond ``in`` (a joint space or layer wider than its input) cannot copy an input coordinate. They
+    start random with std ``extra_row_scale`` x fairseq's in^-1/2: by default small (0.1%), so they barely
+    change the starting scores. Zeros there would be dead for ever (ReLU's gradient at 0 is 0).
     """
     out_dim, in_dim = weight.shape
     with torch.no_grad():
         nn.init.eye_(weight)
         if out_dim > in_dim:
-            weight[in_dim:].normal_(0.0, IDENTITY_EXTRA_ROW_SCALE * in_dim ** -0.5)
+            weight[in_dim:].normal_(0.0, extra_row_scale * in_dim ** -0.5)
     return weight
 
 
@@ -257,7 +256,12 @@ class OutputLayer(nn.Module):
             if self.init == "uniform":
                 nn.init.uniform_(p, -0.1, 0.1)
             elif self.init == "identity" and name in ("class_weight", "context_weight"):
-                identity_init_(p)
+                # Eq. 14's k-th joint coordinate is σ(u_k·e) σ(v_k·h) w_k: were the extra rows u_k and v_k both
+                # small, each one's gradient would be scaled by the other's tiny output (a saddle: a wide joint
+                # space would train as if k = min(d, dh)). So only the class side starts small, which keeps
+                # the first scores at the similarity; the context side's extra rows get fairseq's full scale.
+                both = self.class_proj != _NONE and self.ctx_proj != _NONE
+                identity_init_(p, 1.0 if both and name == "context_weight" else IDENTITY_EXTRA_ROW_SCALE)
             elif name == "context_scale":
                 nn.init.ones_(p)
             elif name.endswith("bias"):
