@@ -288,3 +288,23 @@ def test_gile_study_select_best_epoch(tmp_path):
     (tmp_path / "empty.log").write_text("# command: x\n")
     with pytest.raises(SystemExit, match="no validation line in .*empty.log"):
         study.valid_stats(tmp_path / "empty.log")
+
+
+def test_label_text_prefixes_name_words(tmp_path):
+    """scripts/label_text.py: name words + description, every label text distinct, usable by preprocessing."""
+    out = tmp_path / "labels.named.tsv"
+    run = python_script("scripts/label_text.py", "--labels", SAMPLE / "labels.tsv", "--output", out)
+    assert "21 before, 0 after" in run.stdout  # 21 descriptions shared by two labels in debtags
+    texts = dict(line.split("\t") for line in out.read_text(encoding="utf-8").splitlines())
+    assert texts["implemented-in::python"] == "implemented in python Python"
+    assert texts["devel::lang:python"] == "devel lang python Python Development"
+    assert texts["culture::thai"] != texts["iso15924::thai"]
+    assert len(texts) == len(set(texts.values())) == 469
+    preprocess("--train", SAMPLE / "train.jsonl", "--labels", out, "--destdir", tmp_path / "bin")
+    assert (tmp_path / "bin" / "labels.tsv").read_text(encoding="utf-8") == out.read_text(encoding="utf-8")
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("a::b\tfine\nc::d\t \n")
+    fail = python_script("scripts/label_text.py", "--labels", bad, "--output", tmp_path / "x.tsv", check=False)
+    assert fail.returncode != 0 and f"{bad}:2: label 'c::d' has an empty description" in fail.stderr
+    same = python_script("scripts/label_text.py", "--labels", out, "--output", out, check=False)
+    assert same.returncode != 0 and "is the input label file" in same.stderr

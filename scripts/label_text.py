@@ -1,0 +1,59 @@
+#!/usr/bin/env python
+"""Write a label file whose descriptions start with the words of the label's name.
+
+GILE represents a label by the mean of its description's word vectors (Sec. 2.2). Structured label names
+carry words the descriptions lack: in debtags, ``implemented-in::python`` is described as just "Python"
+and ``devel::lang:python`` as "Python Development", and 21 descriptions are shared by two labels (e.g.
+"Thai" for ``culture::thai`` and another facet's tag), so a joint head cannot tell those labels apart.
+Prefixing the name's words ("implemented in python Python") makes every label text distinct.
+
+Name words: the label name split at ``:``, ``-``, ``_``, ``/`` and ``.``; nothing is dropped from the
+description. Use the output everywhere a label file goes (``preprocess_gile.py --labels``,
+``train_word_vectors.py --labels``, ``predict_labels.py --labels``), so that training and zero-shot
+prediction see the same label texts.
+
+Example::
+
+    python scripts/label_text.py --labels data/debtags-sample/labels.tsv --output /tmp/labels.named.tsv
+"""
+
+import argparse
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from fairseq_joint.tasks.gile_classification import read_label_file  # noqa: E402
+
+NAME_SEPARATORS = re.compile(r"[:\-_/.]+")
+
+
+def name_words(label: str) -> str:
+    """'works-with-format::xml:rss' -> 'works with format xml rss'."""
+    return " ".join(w for w in NAME_SEPARATORS.split(label) if w)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--labels", required=True, help="label<TAB>description file")
+    p.add_argument("--output", required=True, help="where to write the label<TAB>name words + description file")
+    args = p.parse_args(argv)
+    try:
+        labels = read_label_file(args.labels)
+    except (ValueError, FileNotFoundError) as e:
+        raise SystemExit(f"error: {e}")
+    if os.path.abspath(args.output) == os.path.abspath(args.labels):
+        raise SystemExit(f"error: --output {args.output} is the input label file: write to a new file")
+    texts = {}
+    for label, desc in labels.items():
+        words = name_words(label)
+        texts[label] = f"{words} {desc}" if words else desc
+    with open(args.output, "w", encoding="utf-8") as f:
+        f.writelines(f"{label}\t{text}\n" for label, text in texts.items())
+    print(f"wrote {len(texts)} labels to {args.output}; descriptions shared by several labels: "
+          f"{len(labels) - len(set(labels.values()))} before, {len(texts) - len(set(texts.values()))} after")
+
+
+if __name__ == "__main__":
+    main()
