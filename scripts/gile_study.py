@@ -90,6 +90,26 @@ def valid_stats(log_path, select="last"):
     return epochs[-1]
 
 
+def aggregate(runs):
+    """One seed: its stats. Several: the mean of every metric, ``{metric}_std`` and the per-seed ``runs``."""
+    if len(runs) == 1:
+        return runs[0]
+    out = {"runs": runs}
+    for key in runs[0]:
+        if key == "seed":
+            continue
+        values = [r[key] for r in runs if key in r]
+        out[key] = float(np.mean(values))
+        out[f"{key}_std"] = float(np.std(values, ddof=1))
+    return out
+
+
+def cell(stats, key):
+    if key not in stats:
+        return "–"
+    return f"{stats[key]:.2f}" + (f" ± {stats[key + '_std']:.2f}" if key + "_std" in stats else "")
+
+
 def chance(bin_dir):
     names = list(read_label_file(os.path.join(bin_dir, "labels.tsv")))
     with open(os.path.join(bin_dir, "labels.train.txt")) as f:
@@ -117,51 +137,73 @@ def main():
     p.add_argument("--threshold", type=float, default=0.2, help="micro-F1 threshold")
     p.add_argument("--threads", type=int, default=1, help="OMP threads per training run")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seeds", default=None,
+                   help="comma-separated seeds (overrides --seed): train every system once per seed and report "
+                   "the mean and standard deviation over the seeds")
+    p.add_argument("--labels", default=None,
+                   help="label<TAB>description file (default: DATA/labels.tsv), e.g. from scripts/label_text.py")
     p.add_argument("--select", choices=("last", "best"), default="last",
                    help="report each system's last epoch, or its epoch with the best validation seen AvgPr (the "
                    "paper's model selection; without a separate test split this flatters every system alike)")
     p.add_argument("--rerun", action="store_true",
                    help="train every system again (default: reuse a finished run of the same command in --workdir)")
     args = p.parse_args()
+    try:
+        seeds = [int(x) for x in (args.seeds or str(args.seed)).split(",")]
+    except ValueError:
+        raise SystemExit(f"error: --seeds must be comma-separated integers, got {args.seeds!r}") from None
+    label_file = args.labels or os.path.join(args.data, "labels.tsv")
     os.makedirs(args.workdir, exist_ok=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
     bin_dir = os.path.join(args.workdir, "bin")
+    if os.path.isfile(os.path.join(bin_dir, "labels.tsv")):
+        with open(label_file, encoding="utf-8") as a, open(os.path.join(bin_dir, "labels.tsv"), encoding="utf-8") as b:
+            if a.read() != b.read():
+                raise SystemExit(f"error: {bin_dir} was preprocessed with other label texts than {label_file}: "
+                                 "use another --workdir")
     if not os.path.isfile(os.path.join(bin_dir, "valid.labels")):
         run([sys.executable, "scripts/preprocess_gile.py", "--train", os.path.join(args.data, "train.jsonl"),
-             "--valid", os.path.join(args.data, "valid.jsonl"), "--labels", os.path.join(args.data, "labels.tsv"),
+             "--valid", os.path.join(args.data, "valid.jsonl"), "--labels", label_file,
              "--destdir", bin_dir], os.path.join(args.workdir, "preprocess.log"), env)
     results = {"chance": chance(bin_dir), "heads": {}, "settings": vars(args)}
     for system in args.heads.split(","):
         head, *flags = system.split("+")
         extra = [part for flag in flags for part in ("--" + flag).split("=", 1)]
-        t0 = time.time()
-        safe = re.sub(r"[^\w+=.-]", "_", system)  # a file name (flags may hold paths)
-        log = os.path.join(args.workdir, f"train_{safe}.log")
-        cmd = [os.path.join(BIN, "fairseq-train"), bin_dir, "--user-dir", "fairseq_joint", "--task", "gile_classification",
-               "--arch", "gile_classifier", "--encoder", "wan", "--head", head, "--criterion", "multilabel_classification",
-               "--threshold", str(args.threshold), "--optimizer", "adam", "--lr", str(args.lr),
-               "--batch-size", str(args.batch_size), "--max-epoch", str(args.max_epoch), "--seed", str(args.seed),
-               "--num-workers", "0", "--no-progress-bar", "--log-interval", "200", "--no-save",
-               "--save-dir", os.path.join(args.workdir, f"ckpt_{safe}"), *extra]
-        minutes = None if args.rerun else finished_log(cmd, log)
-        if minutes is None:
-            run(cmd, log, env)
-            minutes = (time.time() - t0) / 60
-        else:
-            logger.info(f"{system}: reusing the finished run in {log} (--rerun trains again)")
-        stats = valid_stats(log, args.select)
-        stats["train_minutes"] = minutes
-        results["heads"][system] = stats
-        logger.info(f"{system}: " + ", ".join(f"{a}_{b} {stats.get(f'{a}_{b}', float('nan')):.2f}" for a, b in COLUMNS))
+        runs = []
+        for seed in seeds:
+            t0 = time.time()
+            safe = re.sub(r"[^\w+=.-]", "_", system)  # a file name (flags may hold paths)
+            if len(seeds) > 1:
+                safe += f"_seed{seed}"
+            log = os.path.join(args.workdir, f"train_{safe}.log")
+            cmd = [os.path.join(BIN, "fairseq-train"), bin_dir, "--user-dir", "fairseq_joint", "--task",
+                   "gile_classification", "--arch", "gile_classifier", "--encoder", "wan", "--head", head,
+                   "--criterion", "multilabel_classification", "--threshold", str(args.threshold), "--optimizer", "adam",
+                   "--lr", str(args.lr), "--batch-size", str(args.batch_size), "--max-epoch", str(args.max_epoch),
+                   "--seed", str(seed), "--num-workers", "0", "--no-progress-bar", "--log-interval", "200", "--no-save",
+                   "--save-dir", os.path.join(args.workdir, f"ckpt_{safe}"), *extra]
+            minutes = None if args.rerun else finished_log(cmd, log)
+            if minutes is None:
+                run(cmd, log, env)
+                minutes = (time.time() - t0) / 60
+            else:
+                logger.info(f"{system} (seed {seed}): reusing the finished run in {log} (--rerun trains again)")
+            stats = valid_stats(log, args.select)
+            stats["train_minutes"] = minutes
+            stats["seed"] = seed
+            runs.append(stats)
+            logger.info(f"{system} (seed {seed}): "
+                        + ", ".join(f"{a}_{b} {stats.get(f'{a}_{b}', float('nan')):.2f}" for a, b in COLUMNS))
+        results["heads"][system] = aggregate(runs)
     with open(os.path.join(args.workdir, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
     c = results["chance"]
     lines = ["| system | " + " | ".join(f"{a} {b}" for a, b in COLUMNS) + " | epoch | minutes |",
              "|---" * (len(COLUMNS) + 3) + "|"]
     for head, stats in results["heads"].items():
-        cells = [f"{stats[f'{a}_{b}']:.2f}" if f"{a}_{b}" in stats else "–" for a, b in COLUMNS]
-        lines.append(f"| WAN + {display(head)} | " + " | ".join(cells)
-                     + f" | {int(stats['epoch'])} | {stats['train_minutes']:.1f} |")
+        cells = [cell(stats, f"{a}_{b}") for a, b in COLUMNS]
+        epoch = "/".join(str(int(r["epoch"])) for r in stats.get("runs", [stats]))
+        lines.append(f"| WAN + {display(head)} | " + " | ".join(cells) + f" | {epoch} | {stats['train_minutes']:.1f} |")
     cells = [f"{c[a][b]:.2f}" if b in c[a] else "–" for a, b in COLUMNS]
     lines.append("| random scores (chance) | " + " | ".join(cells) + " | | |")
     table = "\n".join(lines)
@@ -179,13 +221,14 @@ def main():
     for ax, side in zip(axes, ("seen", "unseen")):
         vals = [results["heads"][h].get(f"{side}_avgpr") for h in results["heads"]] + [c[side]["avgpr"]]
         y = list(range(len(names)))[::-1]
-        ax.barh(y, [v or 0.0 for v in vals], color=["C0"] * (len(names) - 1) + ["grey"])
+        errs = [results["heads"][h].get(f"{side}_avgpr_std", 0.0) for h in results["heads"]] + [0.0]
+        ax.barh(y, [v or 0.0 for v in vals], xerr=errs, color=["C0"] * (len(names) - 1) + ["grey"])
         for yi, v in zip(y, vals):
             ax.text(v or 0.0, yi, f" {v:.1f}" if v is not None else " n/a (cannot score unseen labels)",
                     va="center", fontsize=8)
         ax.set_xlim(0, 1.15 * max(v or 0.0 for v in vals) + 1e-9)
         ax.set_yticks(y, names, fontsize=8)
-        ax.set_title(f"{side} labels: AvgPr (%)")
+        ax.set_title(f"{side} labels: AvgPr (%)" + (f", mean ± std over {len(seeds)} seeds" if len(seeds) > 1 else ""))
     fig.tight_layout()
     fig.savefig(os.path.join(args.workdir, "results.png"), dpi=100)
     logger.info(f"wrote {args.workdir}/results.json, results.md, results.png")

@@ -270,6 +270,18 @@ def test_gile_study_table_plot_and_reuse(tmp_path):
         assert {k: v for k, v in reused[system].items() if k != "train_minutes"} == \
             {k: v for k, v in stats.items() if k != "train_minutes"}
     assert "reusing" not in first.stdout + first.stderr
+    # several seeds: mean ± std and per-seed runs; the seed-1 run is not confused with the one above
+    seeds = ["--data", data, "--workdir", tmp_path / "work", "--max-epoch", "1", "--batch-size", "32",
+             "--heads", f"linear{small}", "--seeds", "1,2", "--select", "best"]
+    python_script("scripts/gile_study.py", *seeds)
+    linear = json.loads((tmp_path / "work" / "results.json").read_text())["heads"][f"linear{small}"]
+    assert [r["seed"] for r in linear["runs"]] == [1, 2] and linear["seen_avgpr_std"] >= 0
+    assert linear["seen_avgpr"] == pytest.approx(sum(r["seen_avgpr"] for r in linear["runs"]) / 2)
+    assert " ± " in (tmp_path / "work" / "results.md").read_text()
+    other = tmp_path / "named.tsv"
+    python_script("scripts/label_text.py", "--labels", data / "labels.tsv", "--output", other)
+    mismatch = python_script("scripts/gile_study.py", *args, "--labels", other, check=False)
+    assert mismatch.returncode != 0 and "preprocessed with other label texts" in mismatch.stderr
 
 
 def test_gile_study_select_best_epoch(tmp_path):
