@@ -214,6 +214,7 @@ def main():
     import matplotlib
 
     matplotlib.use("Agg")
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # its font search logs at DEBUG otherwise
     import matplotlib.pyplot as plt
 
     names = [display(h) for h in results["heads"]] + ["random scores (chance)"]
