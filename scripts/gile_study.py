@@ -224,12 +224,14 @@ def main():
         y = list(range(len(names)))[::-1]
         errs = [results["heads"][h].get(f"{side}_avgpr_std", 0.0) for h in results["heads"]] + [0.0]
         ax.barh(y, [v or 0.0 for v in vals], xerr=errs, color=["C0"] * (len(names) - 1) + ["grey"])
-        for yi, v in zip(y, vals):
-            ax.text(v or 0.0, yi, f" {v:.1f}" if v is not None else " n/a (cannot score unseen labels)",
+        for yi, v, e in zip(y, vals, errs):
+            ax.text((v or 0.0) + e, yi, f" {v:.1f}" if v is not None else " n/a (cannot score unseen labels)",
                     va="center", fontsize=8)
-        ax.set_xlim(0, 1.15 * max(v or 0.0 for v in vals) + 1e-9)
+        ax.set_xlim(0, 1.2 * max((v or 0.0) + e for v, e in zip(vals, errs)) + 1e-9)
         ax.set_yticks(y, names, fontsize=8)
-        ax.set_title(f"{side} labels: AvgPr (%)" + (f", mean ± std over {len(seeds)} seeds" if len(seeds) > 1 else ""))
+        ax.set_title(f"{side} labels: AvgPr (%)")
+    if len(seeds) > 1:
+        fig.suptitle(f"mean ± std over seeds {', '.join(map(str, seeds))}", fontsize=9)
     fig.tight_layout()
     fig.savefig(os.path.join(args.workdir, "results.png"), dpi=100)
     logger.info(f"wrote {args.workdir}/results.json, results.md, results.png")
