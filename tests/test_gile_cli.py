@@ -320,3 +320,44 @@ def test_label_text_prefixes_name_words(tmp_path):
     assert fail.returncode != 0 and f"{bad}:2: label 'c::d' has an empty description" in fail.stderr
     same = python_script("scripts/label_text.py", "--labels", out, "--output", out, check=False)
     assert same.returncode != 0 and "is the input label file" in same.stderr
+
+
+def test_label_frequency_bins_compares_checkpoints(gile_bin, tmp_path):
+    """Per-label AP by training frequency: bins hold the right labels, figures are sklearn's, errors are clear."""
+    from collections import Counter
+
+    import numpy as np
+    from sklearn.metrics import average_precision_score
+
+    ckpts = {}
+    for head in ("linear", "gile"):
+        cli("fairseq-train", gile_bin, "--user-dir", "fairseq_joint", "--task", "gile_classification",
+            "--arch", "gile_classifier", "--head", head, "--joint-dim", "8", "--criterion", "multilabel_classification",
+            "--max-epoch", "1", "--save-dir", tmp_path / head, *FAST)
+        ckpts[head] = tmp_path / head / "checkpoint_last.pt"
+    out = python_script("scripts/label_frequency_bins.py", "--data", gile_bin, "--bins", "2,10",
+                        "--checkpoint", f"linear={ckpts['linear']}", "--checkpoint", f"gile={ckpts['gile']}",
+                        "--json", tmp_path / "bins.json", "--plot", tmp_path / "bins.png")
+    table = json.loads((tmp_path / "bins.json").read_text())
+    assert table["bins"] == ["1-2", "3-10", ">10"] and "1-2" in out.stdout and "linear" in out.stdout
+    freq = Counter(n for line in (gile_bin / "train.labels").read_text().splitlines() for n in line.split())
+    valid = {n for line in (gile_bin / "valid.labels").read_text().splitlines() for n in line.split() if n in freq}
+    expected = [sum(1 for n in valid if lo <= freq[n] <= hi) for lo, hi in ((1, 2), (3, 10), (11, 10 ** 9))]
+    assert table["labels"] == expected and sum(expected) == len(valid) > 0
+    for name in ("linear", "gile"):
+        assert all(v is None or 0 <= v <= 100 for v in table["models"][name]["macro_ap"])
+    assert (tmp_path / "bins.png").stat().st_size > 0
+    # the figures are scikit-learn's per-label AP: one label with a single positive, checked by hand
+    spec = importlib.util.spec_from_file_location("label_frequency_bins", REPO / "scripts" / "label_frequency_bins.py")
+    bins = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bins)
+    scores, targets, names = bins.seen_label_scores(str(ckpts["gile"]), str(gile_bin), "valid", 64)
+    assert targets.shape == (45, len(names)) and set(names) == set(freq)
+    j = int(np.flatnonzero(targets.sum(0) == 1)[0])
+    rank = int((scores[:, j] >= scores[targets[:, j], j][0]).sum())
+    assert average_precision_score(targets[:, j], scores[:, j]) == pytest.approx(1.0 / rank)
+    for bad, message in ((["--bins", "10,5"], "must be increasing"),
+                         (["--checkpoint", tmp_path / "none.pt"], "does not exist")):
+        args = ["--data", gile_bin, "--checkpoint", ckpts["gile"], *bad]
+        fail = python_script("scripts/label_frequency_bins.py", *args, check=False)
+        assert fail.returncode != 0 and message in fail.stderr

@@ -1,0 +1,157 @@
+#!/usr/bin/env python
+"""Per-label average precision of trained ``gile_classifier`` models, by the labels' training frequency.
+
+Document-ranking AvgPr (the study's metric) is dominated by frequent labels. This script asks the other
+question: how well is each *label* retrieved? For every seen label with at least one positive document in
+``--subset``, it ranks the documents by the label's score and takes scikit-learn's
+``average_precision_score``; labels are grouped into bins by their number of training documents
+(``--bins 20,100`` gives 1-20, 21-100, >100) and each bin reports the macro mean. Several checkpoints are
+compared side by side on the same documents and labels (e.g. ``linear`` vs ``gile``: does sharing through
+label texts help the rare labels?). Writes a table to stdout, and ``--json`` / ``--plot`` (PNG) on request.
+
+Example::
+
+    python scripts/label_frequency_bins.py --data data-bin/debtags \\
+        --checkpoint linear=ckpt_linear/checkpoint_last.pt --checkpoint gile=ckpt_gile/checkpoint_last.pt \\
+        --bins 20,100 --plot bins.png
+"""
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections import Counter
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from fairseq import checkpoint_utils  # noqa: E402
+
+import fairseq_joint  # noqa: E402,F401  (registers the task/model, allowlists checkpoint classes)
+from fairseq_joint.tasks.gile_classification import read_label_lines  # noqa: E402
+
+
+def parse_bins(text):
+    try:
+        edges = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(f"error: --bins must be comma-separated integers, got {text!r}") from None
+    if not edges or edges[0] < 1 or any(b <= a for a, b in zip(edges, edges[1:])):
+        raise SystemExit(f"error: --bins {text!r} must be increasing positive document counts, e.g. 20,100")
+    return edges
+
+
+def bin_names(edges):
+    lows = [1] + [e + 1 for e in edges]
+    return [f"{lo}-{hi}" for lo, hi in zip(lows, edges)] + [f">{edges[-1]}"]
+
+
+def seen_label_scores(checkpoint, data, subset, batch_size):
+    """(scores, targets, seen label names) over the seen labels for every document of ``subset``."""
+    if not os.path.isfile(checkpoint):
+        raise SystemExit(f"error: checkpoint {checkpoint} does not exist")
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data})
+    model = models[0].eval()
+    if not hasattr(model, "label_scores"):
+        raise SystemExit(f"error: {checkpoint} is not a gile_classifier checkpoint")
+    task.load_dataset(subset)
+    itr = task.get_batch_iterator(task.dataset(subset), max_sentences=batch_size).next_epoch_itr(shuffle=False)
+    scores, targets, ids = [], [], []
+    with torch.no_grad():
+        for sample in itr:
+            seen = sample["label_train_index"] >= 0
+            logits = model.label_scores(model(**sample["net_input"]), sample["label_tokens"][seen],
+                                        sample["label_train_index"][seen])
+            scores.append(logits.float().numpy())
+            targets.append(sample["target"][:, seen].numpy() > 0)
+            ids.append(sample["id"].numpy())
+    order = np.argsort(np.concatenate(ids))
+    label_set = task.label_set(subset)
+    names = [n for n, i in zip(label_set.names, label_set.train_index.tolist()) if i >= 0]
+    return np.concatenate(scores)[order], np.concatenate(targets)[order], names
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", required=True, help="the preprocessed data directory (train.labels, SUBSET.*)")
+    p.add_argument("--checkpoint", action="append", required=True,
+                   help="NAME=PATH or PATH of a gile_classifier checkpoint; repeat to compare models")
+    p.add_argument("--subset", default="valid", help="split to score (default: valid)")
+    p.add_argument("--bins", default="20,100", help="upper edges of the training-frequency bins (documents)")
+    p.add_argument("--batch-size", type=int, default=64, help="documents scored at once")
+    p.add_argument("--json", help="write the figures to this file")
+    p.add_argument("--plot", help="write a bar chart (PNG) to this file")
+    args = p.parse_args(argv)
+    edges = parse_bins(args.bins)
+    train_labels = os.path.join(args.data, "train.labels")
+    if not os.path.isfile(train_labels):
+        raise SystemExit(f"error: {train_labels} not found: --data must be a directory written by preprocess_gile.py")
+    freq = Counter(n for row in read_label_lines(train_labels) for n in row)
+
+    from sklearn.metrics import average_precision_score
+
+    results, label_names = {}, None
+    for spec in args.checkpoint:
+        name, _, path = spec.rpartition("=")
+        name = name or os.path.basename(os.path.dirname(os.path.abspath(path))) or path
+        scores, targets, names = seen_label_scores(path, args.data, args.subset, args.batch_size)
+        if label_names is not None and names != label_names:
+            raise SystemExit(f"error: {path} was trained on other labels than the first checkpoint: compare models "
+                             "trained on the same data")
+        label_names = names
+        per_label = {}
+        for j, label in enumerate(names):
+            if targets[:, j].any():
+                per_label[label] = float(average_precision_score(targets[:, j], scores[:, j]))
+        results[name] = per_label
+        logging.info(f"{name}: {len(per_label)} labels with a positive document in {args.subset}")
+
+    bins = bin_names(edges)
+
+    def which(label):
+        return int(np.searchsorted(edges, freq[label], side="left"))
+
+    members = [[lab for lab in results[next(iter(results))] if which(lab) == b] for b in range(len(bins))]
+    table = {"bins": bins, "labels": [len(m) for m in members], "models": {}}
+    for name, per_label in results.items():
+        table["models"][name] = {
+            "macro_ap": [100.0 * float(np.mean([per_label[lab] for lab in m])) if m else None for m in members],
+            "all": 100.0 * float(np.mean(list(per_label.values()))),
+        }
+    header = f"{'training docs':>14} {'labels':>7} " + " ".join(f"{n:>12}" for n in results)
+    print(f"per-label average precision (%) on {args.subset}, macro mean per bin")
+    print(header)
+    for b, name in enumerate(bins):
+        cells = [table["models"][m]["macro_ap"][b] for m in results]
+        print(f"{name:>14} {table['labels'][b]:>7} " + " ".join(f"{c:>12.2f}" if c is not None else f"{'–':>12}" for c in cells))
+    print(f"{'all':>14} {sum(table['labels']):>7} " + " ".join(f"{table['models'][m]['all']:>12.2f}" for m in results))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(table, f, indent=1)
+    if args.plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(1.5 + 1.6 * len(bins), 3.5))
+        width = 0.8 / len(results)
+        for k, name in enumerate(results):
+            vals = [v if v is not None else 0.0 for v in table["models"][name]["macro_ap"]]
+            ax.bar(np.arange(len(bins)) + k * width, vals, width, label=name)
+        ax.set_xticks(np.arange(len(bins)) + width * (len(results) - 1) / 2,
+                      [f"{n}\n({c} labels)" for n, c in zip(bins, table["labels"])])
+        ax.set_xlabel("training documents per label")
+        ax.set_ylabel("macro per-label AP (%)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(args.plot, dpi=100)
+
+
+if __name__ == "__main__":
+    logging.basicConfig(format="%(asctime)s | %(message)s", level=logging.INFO)
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
+    main()
