@@ -153,6 +153,8 @@ def main():
     except ValueError:
         raise SystemExit(f"error: --seeds must be comma-separated integers, got {args.seeds!r}") from None
     label_file = args.labels or os.path.join(args.data, "labels.tsv")
+    if not os.path.isfile(label_file):
+        raise SystemExit(f"error: label file {label_file} does not exist: give --labels or put labels.tsv in --data")
     os.makedirs(args.workdir, exist_ok=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
     bin_dir = os.path.join(args.workdir, "bin")

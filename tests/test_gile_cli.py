@@ -282,6 +282,8 @@ def test_gile_study_table_plot_and_reuse(tmp_path):
     python_script("scripts/label_text.py", "--labels", data / "labels.tsv", "--output", other)
     mismatch = python_script("scripts/gile_study.py", *args, "--labels", other, check=False)
     assert mismatch.returncode != 0 and "preprocessed with other label texts" in mismatch.stderr
+    missing = python_script("scripts/gile_study.py", *args, "--labels", tmp_path / "none.tsv", check=False)
+    assert missing.returncode != 0 and "none.tsv does not exist" in missing.stderr
 
 
 def test_gile_study_select_best_epoch(tmp_path):
