@@ -7,7 +7,7 @@ STAMP := $(VENV)/.fairseq-joint-installed
 # pytest workers (each runs one torch thread); the machine has 2 cores
 JOBS ?= 2
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install demo test test-fast lint bench clean
 
 install: $(STAMP)
 
@@ -18,18 +18,23 @@ $(STAMP): setup.py Makefile
 	$(PIP) install -q torch==2.13.0 numpy cython setuptools wheel
 	# fairseq 0.12.2 does not import on Python >= 3.11; fairseq-fixed compiles against the installed torch
 	$(PY) -c "import fairseq" 2>/dev/null || $(PIP) install -q --no-build-isolation fairseq-fixed==0.12.3.1
-	$(PIP) install -q sacrebleu sacremoses sentencepiece subword-nmt scikit-learn matplotlib gensim pytest pytest-xdist
+	$(PIP) install -q sacrebleu sacremoses sentencepiece subword-nmt scikit-learn matplotlib gensim pytest pytest-xdist ruff
 	$(PIP) install -q --no-build-isolation --no-deps -e .
 	touch $(STAMP)
 
 demo: install
 	PATH=$(abspath $(VENV))/bin:$$PATH bash scripts/demo.sh
 
-test: install
+# lint, then every test: tests/unit (the math, in process) and tests/cli (the commands end to end)
+test: install lint
 	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) -q tests
 
-test-fast: install
-	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) -q -m "not slow" tests
+# the unit tests alone (under 2 minutes)
+test-fast: install lint
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) -q tests/unit
+
+lint: install
+	$(PY) -m ruff check .
 
 clean:
 	rm -rf $(VENV) build *.egg-info demo-work

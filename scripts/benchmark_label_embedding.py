@@ -54,7 +54,6 @@ class FeaturesModel(torch.nn.Module):
 
 
 def build_task(vocab: int, workdir: str):
-    from fairseq import options, tasks
 
     for lang in ("src", "tgt"):
         with open(os.path.join(workdir, f"dict.{lang}.txt"), "w") as f:
@@ -105,8 +104,9 @@ def keep_freed_memory() -> bool:
 
 def run_case(a, case):
     """One case in this (fresh) process: build, warm up, time ``--reps`` steps; print the times as JSON."""
-    import fairseq_joint  # noqa: F401
     from fairseq import tasks
+
+    import fairseq_joint  # noqa: F401
 
     level, rate_name, crit_name = case
     keep_freed_memory()

@@ -22,10 +22,10 @@ the chunked path needs ≤ 0.25x the plain peak memory at 128K with ≤ 1.3x its
 import argparse
 import json
 import os
-import threading
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 import torch
@@ -83,7 +83,7 @@ def bench_speed(args):
                 name = f"{kind}{'-' + str(dj) if dj else ''}|{vocab}|{rate}"
                 cases[name] = step_fn(layer, E, args.tokens, rate)
     times = {k: [] for k in cases}
-    for k, f in cases.items():  # warm-up
+    for f in cases.values():  # warm-up
         f()
     for r in range(args.reps):
         for k, f in cases.items():

@@ -95,9 +95,9 @@ def layer_gemms(layer, tokens: int) -> List[Gemm]:
     """
     v, d, dh, k = layer.num_classes, layer.class_dim, layer.input_dim, layer.joint_dim
     gemms = []
-    if layer.class_proj != "none":
+    if layer.projects_classes:
         gemms.append((v, d, k))
-    if layer.ctx_proj != "none":
+    if layer.projects_context:
         gemms.append((tokens, dh, k))
     gemms.append((tokens, k, v))
     return gemms
@@ -268,11 +268,11 @@ def benchmark_decoding(args) -> Dict[str, object]:
     def run(name: str, cache: bool) -> Callable[[], None]:
         def decode() -> None:
             if not cache:  # this instance recomputes σ(E U + b_u) at every step
-                joint_layer._cache_usable = lambda: False
+                joint_layer.use_eval_cache = False
             try:
                 hyps = generators[name].generate([models[name]], sample)
             finally:
-                joint_layer.__dict__.pop("_cache_usable", None)
+                joint_layer.use_eval_cache = True
             outputs[name if cache else "joint_no_cache"] = [h[0]["tokens"].tolist() for h in hyps]
         return decode
 
@@ -284,7 +284,7 @@ def benchmark_decoding(args) -> Dict[str, object]:
     with torch.no_grad():
         joint_layer._invalidate_cache()
         t0 = time.perf_counter()
-        joint_layer.encode_classes()
+        joint_layer.class_side()
         cache_fill = time.perf_counter() - t0
     times = round_robin(cases, args.repeats, args.warmup, "decode")
     rows = {}

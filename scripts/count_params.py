@@ -62,8 +62,9 @@ def count_model(model) -> Dict[str, object]:
 
 
 def load_checkpoint_model(path: str):
-    import fairseq_joint  # noqa: F401  (registers the models, allowlists checkpoint classes)
     from fairseq import checkpoint_utils
+
+    import fairseq_joint  # noqa: F401  (registers the models, allowlists checkpoint classes)
 
     state = checkpoint_utils.load_checkpoint_to_cpu(path)
     cfg = state["cfg"]
@@ -92,8 +93,9 @@ def _task_with_vocab(model_args, src_n: int, tgt_n: int):
 
 
 def model_from_config(argv: List[str], src_n: int, tgt_n: int):
-    import fairseq_joint  # noqa: F401
     from fairseq import options
+
+    import fairseq_joint  # noqa: F401
 
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(parser, ["/nonexistent-data-dir", *argv])

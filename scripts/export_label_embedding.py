@@ -51,9 +51,9 @@ def main(argv=None) -> int:
     p.add_argument("--heatmap-labels", nargs="+", default=[], help="the labels of the heatmap (rows and columns)")
     a = p.parse_args(argv)
 
-    import fairseq_joint  # noqa: F401  (allowlists the checkpoint classes for weights_only loading)
     from fairseq.data import Dictionary
 
+    import fairseq_joint  # noqa: F401  (allowlists the checkpoint classes for weights_only loading)
     from fairseq_joint.criterions.label_embedding_cross_entropy import load_label_embedding
 
     if a.top_k <= 0:

@@ -30,7 +30,7 @@ def read(path: str) -> List[str]:
         with open(path, encoding="utf-8") as f:
             return [line.rstrip("\n") for line in f]
     except FileNotFoundError:
-        raise SystemExit(f"error: {path}: file not found")
+        raise SystemExit(f"error: {path}: file not found") from None
 
 
 def frequency_bins(train_lines: Sequence[str]) -> Dict[str, str]:

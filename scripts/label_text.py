@@ -42,7 +42,7 @@ def main(argv=None):
     try:
         labels = read_label_file(args.labels)
     except (ValueError, FileNotFoundError) as e:
-        raise SystemExit(f"error: {e}")
+        raise SystemExit(f"error: {e}") from None
     if os.path.abspath(args.output) == os.path.abspath(args.labels):
         raise SystemExit(f"error: --output {args.output} is the input label file: write to a new file")
     texts = {}

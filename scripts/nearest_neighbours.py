@@ -79,7 +79,7 @@ def main(argv=None) -> int:
         queries = default_queries(dictionary, a.num_queries)
     k = min(a.top_k, len(dictionary) - 1 - dictionary.nspecial)
     with torch.no_grad():
-        spaces = {"input E": model.decoder.embed_tokens.weight, f"output g_out ({layer.output_layer})": layer.encode_classes()}
+        spaces = {"input E": model.decoder.embed_tokens.weight, f"output g_out ({layer.output_layer})": layer.class_side()[0]}
         table = {name: neighbours(m, words, queries, k, dictionary.nspecial) for name, m in spaces.items()}
     rows = ["| query | " + " | ".join(table) + " |", "|---|" + "---|" * len(table)]
     for q in queries:

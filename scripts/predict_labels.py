@@ -47,7 +47,7 @@ def main(argv=None):
     try:
         descriptions = read_label_file(args.labels)
     except (ValueError, FileNotFoundError) as e:
-        raise SystemExit(f"error: {e}")
+        raise SystemExit(f"error: {e}") from None
     overrides = {"data": args.data} if args.data else None
     models, _, task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint], arg_overrides=overrides)
     model = models[0].eval()

@@ -54,7 +54,7 @@ def read_examples(path, fmt, text_field, labels_field):
                 try:
                     obj = json.loads(line)
                 except json.JSONDecodeError as e:
-                    raise SystemExit(f"error: {path}:{lineno}: not valid JSON ({e.msg})")
+                    raise SystemExit(f"error: {path}:{lineno}: not valid JSON ({e.msg})") from None
                 if not isinstance(obj, dict) or text_field not in obj or labels_field not in obj:
                     raise SystemExit(f"error: {path}:{lineno}: needs the fields {text_field!r} and {labels_field!r} "
                                      "(set --text-field/--labels-field)")
@@ -97,7 +97,7 @@ def main(argv=None):
     try:
         descriptions = read_label_file(args.labels) if args.labels else None
     except (ValueError, FileNotFoundError) as e:
-        raise SystemExit(f"error: {e}")
+        raise SystemExit(f"error: {e}") from None
     splits = {s: read_examples(getattr(args, s), args.format, args.text_field, args.labels_field)
               for s in ("train", "valid", "test") if getattr(args, s)}
 

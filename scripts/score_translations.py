@@ -25,7 +25,7 @@ def read(path: str, what: str) -> List[str]:
         with open(path, encoding="utf-8") as f:
             return [line.rstrip("\n") for line in f]
     except FileNotFoundError:
-        raise SystemExit(f"error: {what} {path}: file not found")
+        raise SystemExit(f"error: {what} {path}: file not found") from None
 
 
 def check_same_length(hyp: List[str], ref: List[str], hyp_path: str, ref_path: str) -> None:

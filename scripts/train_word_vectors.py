@@ -22,8 +22,9 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fairseq_joint.tasks.gile_classification import read_label_file, tokenize  # noqa: E402
 from preprocess_gile import read_examples  # noqa: E402
+
+from fairseq_joint.tasks.gile_classification import read_label_file, tokenize  # noqa: E402
 
 logging.basicConfig(format="%(asctime)s | %(levelname)s | %(message)s", level=logging.INFO)
 logger = logging.getLogger("train_word_vectors")
@@ -42,7 +43,7 @@ def sentences(args):
         try:
             descriptions = read_label_file(args.labels)
         except ValueError as e:
-            raise SystemExit(f"error: {e}")
+            raise SystemExit(f"error: {e}") from None
         out += [tokenize(d) for d in descriptions.values()]
     out = [s for s in out if s]
     if not out:

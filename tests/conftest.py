@@ -1,25 +1,46 @@
-"""Shared fixtures: a tiny binarized slice of the bundled corpus and a runner for fairseq's CLIs."""
+"""Shared helpers and fixtures of the two test suites.
+
+* ``tests/unit``: the math, in process, without the command-line tools (``make test-fast``, under 2 minutes);
+* ``tests/cli``: fairseq's CLIs, our commands, recipes and benchmarks end to end on tiny real data (marked ``slow``).
+
+Test modules import helpers from here only, never from each other.
+"""
 
 import os
+import random
+import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[1]
 USER_DIR = str(REPO / "fairseq_joint")
 DEMO = REPO / "data" / "demo-en-de"
+SAMPLE = REPO / "data" / "debtags-sample"
 BIN = Path(sys.executable).parent
 
 
-def cli(tool: str, *args, check: bool = True, env=None, timeout: int = 600) -> subprocess.CompletedProcess:
-    """Run a fairseq console script (``fairseq-train`` ...) or a repo script; fail with its output."""
+def pytest_collection_modifyitems(config, items):
+    """Everything under tests/cli runs real commands: mark it ``slow``."""
+    cli_dir = Path(__file__).parent / "cli"
+    for item in items:
+        if cli_dir in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.slow)
+
+
+# ---------------------------------------------------------------------------------------------- running commands
+def cli(tool: str, *args, check: bool = True, env=None, timeout: int = 600, cwd=None) -> subprocess.CompletedProcess:
+    """Run a console script of the environment (``fairseq-train``, ``fairseq-joint-...``) or any program; fail with
+    its output. Runs in the repository root unless ``cwd`` says otherwise."""
     exe = str(BIN / tool) if (BIN / tool).exists() else tool
     cmd = [exe, *map(str, args)]
     run_env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     run_env.update(env or {})
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=run_env, timeout=timeout, cwd=str(REPO))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=run_env, timeout=timeout, cwd=str(cwd or REPO))
     if check and proc.returncode != 0:
         raise AssertionError(
             f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}"
@@ -28,15 +49,35 @@ def cli(tool: str, *args, check: bool = True, env=None, timeout: int = 600) -> s
 
 
 def python_script(script: str, *args, **kw) -> subprocess.CompletedProcess:
+    """Run a Python file of the repository (a benchmark, an example's tool) with this interpreter."""
     return cli(sys.executable, str(REPO / script), *args, **kw)
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------------------------------------- translation data
 def write_slice(dest: Path, n_train: int = 300, n_eval: int = 40) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     for split, n in (("train", n_train), ("valid", n_eval), ("test", n_eval)):
         for lang in ("en", "de"):
             lines = (DEMO / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()[:n]
             (dest / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return dest
+
+
+def binarize(text: Path, dest: Path, *extra) -> Path:
+    """fairseq's preprocessing of a slice (en -> de), in process (fairseq_cli.preprocess.main)."""
+    from fairseq import options
+    from fairseq_cli.preprocess import main
+
+    parser = options.get_preprocessing_parser()
+    main(parser.parse_args(["--source-lang", "en", "--target-lang", "de", "--trainpref", str(text / "train"),
+                            "--validpref", str(text / "valid"), "--testpref", str(text / "test"),
+                            "--destdir", str(dest), "--workers", "1", *map(str, extra)]))
     return dest
 
 
@@ -48,17 +89,120 @@ def tiny_text(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_bin(tiny_text, tmp_path_factory) -> Path:
-    """The tiny slice binarized by fairseq-preprocess (en -> de)."""
-    dest = tmp_path_factory.mktemp("tiny_bin")
-    cli(
-        "fairseq-preprocess", "--source-lang", "en", "--target-lang", "de",
-        "--trainpref", tiny_text / "train", "--validpref", tiny_text / "valid", "--testpref", tiny_text / "test",
-        "--destdir", dest, "--workers", "1",
-    )
-    return dest
+    """The tiny slice binarized (en -> de, one dictionary per language)."""
+    return binarize(tiny_text, tmp_path_factory.mktemp("tiny_bin"))
+
+
+@pytest.fixture(scope="session")
+def joined_bin(tiny_text, tmp_path_factory) -> Path:
+    """The tiny slice binarized with one joined dictionary (for --share-all-embeddings)."""
+    return binarize(tiny_text, tmp_path_factory.mktemp("joined_bin"), "--joined-dictionary")
 
 
 TRAIN_FAST = [
     "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1000", "--no-progress-bar", "--log-interval", "1",
     "--seed", "1", "--num-workers", "0", "--no-epoch-checkpoints", "--disable-validation",
 ]
+SMALL_TRANSFORMER = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16",
+                     "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32",
+                     "--encoder-attention-heads", "2", "--decoder-attention-heads", "2"]
+SMALL_LSTM = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16",
+              "--decoder-embed-dim", "16", "--encoder-hidden-size", "24", "--decoder-hidden-size", "24",
+              "--decoder-out-embed-dim", "16"]
+
+
+def training_args(data, arch, *extra):
+    """fairseq-train's parsed arguments (architecture applied) for ``data`` and ``arch``, in process."""
+    from fairseq import options
+
+    parser = options.get_training_parser()
+    return options.parse_args_and_arch(parser, [str(data), "--arch", arch, "--user-dir", USER_DIR, *map(str, extra)])
+
+
+def build(data, arch, *extra):
+    """(task, model) as fairseq-train builds them, in process, with seed 0."""
+    from fairseq import tasks
+
+    args = training_args(data, arch, *extra)
+    task = tasks.setup_task(args)
+    torch.manual_seed(0)
+    return task, task.build_model(args)
+
+
+def random_batch(task, n=3):
+    """n random (source, length, previous target) triples of the task's dictionaries."""
+    src_dict = task.src_dict
+    g = torch.Generator().manual_seed(0)
+    src = torch.randint(src_dict.nspecial, len(src_dict), (n, 7), generator=g)
+    src[:, -1] = src_dict.eos()
+    prev = torch.randint(task.tgt_dict.nspecial, len(task.tgt_dict), (n, 5), generator=g)
+    prev[:, 0] = task.tgt_dict.eos()
+    return src, torch.full((n,), 7), prev
+
+
+def valid_batch(tiny_bin, n=8, *extra):
+    """(task, model, the first n validation pairs as one batch) of a small joint_transformer (joint, dj 12)."""
+    task, model = build(tiny_bin, "joint_transformer", "--output-layer", "joint", "--joint-dim", 12, "--dropout", "0",
+                        *SMALL_TRANSFORMER, *extra)
+    task.load_dataset("valid")
+    ds = task.dataset("valid")
+    return task, model, ds.collater([ds[i] for i in range(n)])
+
+
+def state(path):
+    """A checkpoint as torch loads it with weights_only=True."""
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def assert_same_tensors(a, b, what=""):
+    for key, value in a.items():
+        if torch.is_tensor(value):
+            assert torch.equal(value, b[key]), (what, key)
+
+
+# ---------------------------------------------------------------------------------------------- GILE data
+GILE_FAST = ["--optimizer", "adam", "--lr", "2e-3", "--batch-size", "32", "--no-progress-bar", "--log-interval", "1",
+             "--seed", "1", "--num-workers", "0", "--no-epoch-checkpoints", "--embed-dim", "16", "--encoder-dim", "16",
+             "--attention-dim", "16"]
+GILE_TRAIN = ["--user-dir", USER_DIR, "--task", "gile_classification", "--arch", "gile_classifier"]
+
+
+def preprocess_gile(*args):
+    """Binarize GILE data with the preprocessing command (in a subprocess, as a user runs it)."""
+    return python_script("scripts/preprocess_gile.py", *args)
+
+
+def valid_line(output: str) -> dict:
+    """The figures of the last ``valid on 'valid' subset`` line of a fairseq log."""
+    lines = [line for line in output.splitlines() if "valid on 'valid' subset" in line]
+    assert lines, output[-3000:]
+    return {k: float(v) for k, v in re.findall(r"\| (\w+) ([-\d.]+)", lines[-1])}
+
+
+def write_zero_shot_data(raw, num_seen=12, words_per_label=4, seed=0):
+    """Labels L0..L{num_seen-1} seen in training (texts drawn from their description words), L{num_seen} never seen;
+    returns the validation texts (of the unseen label)."""
+    rng = random.Random(seed)
+    labels = {f"L{j}": " ".join(f"w{j * words_per_label + i}" for i in range(words_per_label)) for j in range(num_seen + 1)}
+    (raw / "labels.tsv").write_text("".join(f"{k}\t{v}\n" for k, v in labels.items()))
+    with open(raw / "train.tsv", "w") as f:
+        for i in range(60 * num_seen):
+            words = labels[f"L{i % num_seen}"].split()
+            f.write(" ".join(rng.choice(words) for _ in range(rng.randint(3, 6))) + f"\tL{i % num_seen}\n")
+    unseen_words = labels[f"L{num_seen}"].split()
+    texts = [" ".join(rng.choice(unseen_words) for _ in range(4)) for _ in range(20)]
+    (raw / "valid.tsv").write_text("".join(f"{t}\tL{num_seen}\n" for t in texts))
+    return texts
+
+
+@pytest.fixture(scope="session")
+def gile_bin(tmp_path_factory):
+    """150 training and 45 validation documents of the bundled sample, binarized with all 469 labels."""
+    raw = tmp_path_factory.mktemp("gile_raw")
+    for name, n in (("train.jsonl", 150), ("valid.jsonl", 45)):
+        lines = (SAMPLE / name).read_text(encoding="utf-8").splitlines()[:n]
+        (raw / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    dest = tmp_path_factory.mktemp("gile_bin")
+    preprocess_gile("--train", raw / "train.jsonl", "--valid", raw / "valid.jsonl", "--labels", SAMPLE / "labels.tsv",
+                    "--destdir", dest)
+    return dest

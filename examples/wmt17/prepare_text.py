@@ -44,7 +44,7 @@ def read_lines(path: str) -> List[str]:
         try:
             return [line.rstrip("\n").rstrip("\r") for line in f]
         except UnicodeDecodeError as e:
-            raise RecipeError(f"{path}: not UTF-8 ({e.reason} at byte {e.start}); re-encode it with iconv -t UTF-8")
+            raise RecipeError(f"{path}: not UTF-8 ({e.reason} at byte {e.start}); re-encode it with iconv -t UTF-8") from None
 
 
 def write_lines(path: str, lines: Iterable[str]) -> int:

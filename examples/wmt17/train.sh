@@ -42,9 +42,7 @@ if [[ "$SAMPLING" == auto ]]; then
     [[ -n "$DJ" ]] && (( DJ >= 2048 )) && SAMPLING=on
 fi
 case "$SAMPLING" in
-    on) [[ -f "$REPO_ROOT/fairseq_joint/criterions/sampled_cross_entropy.py" ]] \
-            || die "SAMPLING=on needs the sampled_cross_entropy criterion (fairseq_joint/criterions/sampled_cross_entropy.py), which this checkout lacks; use SAMPLING=off"
-        CRITERION=(--criterion sampled_cross_entropy --sample-rate "$SAMPLE_RATE" --sampler uniform) ;;
+    on) CRITERION=(--criterion sampled_cross_entropy --sample-rate "$SAMPLE_RATE" --sampler uniform) ;;
     off) CRITERION=(--criterion cross_entropy) ;;
     *) die "SAMPLING=$SAMPLING: use auto, on or off" ;;
 esac

@@ -25,6 +25,10 @@ Variants of the original code: ``--label-embedding-beta β`` weighs o1's terms `
 ``--label-embedding-warmup-updates N`` adds H(e', z1') only after N updates (o2 and the embedding learn from
 the start); ``--label-embedding-two-sided-hinge`` penalises |(z2')_y - α|. The defaults are the paper's.
 
+The GILE task's multi-class use (labels instead of target words, the head instead of the decoder's output layer)
+is the subclass :class:`~fairseq_joint.criterions.gile_label_embedding.GileLabelEmbeddingCriterion`, which that task
+builds for ``--criterion label_embedding_cross_entropy``.
+
 Logged besides ``loss`` (Eq. 14, or Eq. 17) and ``nll_loss`` (H(y, z1'), hence ``ppl``): each term per token
 (``le_hard1``, ``le_soft1``, ``le_hard2``, ``le_hinge``, ``le_emb``, in base 2 like fairseq's ``loss``) and ``le_o2_acc``, the share of tokens
 o2 predicts correctly (those the embedding learns from).
@@ -36,24 +40,19 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
-import torch
 from fairseq import checkpoint_utils, metrics
 from fairseq.criterions import register_criterion
 
-from fairseq_joint.criterions.multilabel_classification import MultilabelClassificationCriterion
-from fairseq_joint.criterions.sampled_cross_entropy import (
-    SampledCrossEntropyConfig,
-    SampledCrossEntropyCriterion,
-    log_candidates,
-)
+from fairseq_joint.criterions.decoder_features import decoder_features
+from fairseq_joint.criterions.sampled_cross_entropy import SampledCrossEntropyConfig, SampledCrossEntropyCriterion
 from fairseq_joint.modules.label_embedding import (
     LABEL_EMBEDDING_TERMS,
     LabelEmbedding,
+    check_label_embedding_options,
     full_embedding_bytes,
     label_embedding_terms,
 )
 from fairseq_joint.modules.output_layers import OutputLayer
-from fairseq_joint.modules.sampling import CandidateSampler
 
 logger = logging.getLogger(__name__)
 
@@ -94,8 +93,8 @@ class LabelEmbeddingCrossEntropyConfig(SampledCrossEntropyConfig):
     )
     label_embedding_input_dim: Optional[int] = field(
         default=None,
-        metadata={"help": "dh, the size of the decoder features o2 reads; default: the output layer's input "
-                          "size of the fairseq-joint model being trained"},
+        metadata={"help": "dh, the size of the decoder features o2 reads; default: the size of the features the "
+                          "output layer of the fairseq-joint model reads (its architecture records it)"},
     )
 
 
@@ -123,13 +122,15 @@ def load_label_embedding(path: str, num_labels: Optional[int] = None) -> LabelEm
 
 @register_criterion("label_embedding_cross_entropy", dataclass=LabelEmbeddingCrossEntropyConfig)
 class LabelEmbeddingCrossEntropyCriterion(SampledCrossEntropyCriterion):
+    name = "label_embedding_cross_entropy"
+
     def __init__(self, task, sentence_avg, label_smoothing, ignore_prefix_size=0, report_accuracy=False,
                  sampler="uniform", sample_rate=None, num_samples=None, unigram_alpha=0.75,
                  logq_correction=False, remove_accidental_hits=False, vocab_chunk_size=None,
                  label_embedding_dim=100, label_embedding_tau=2.0, label_embedding_alpha=0.9,
                  label_embedding_hinge_p=1, label_embedding_two_sided_hinge=False, label_embedding_beta=None,
                  label_embedding_warmup_updates=0, label_embedding_from=None, label_embedding_input_dim=None):
-        name = "--criterion label_embedding_cross_entropy"
+        name = f"--criterion {self.name}"
         if label_smoothing > 0:
             raise ValueError(f"{name} already softens the target with H(e', z1') (Eq. 13): drop --label-smoothing")
         for flag, value in (("--vocab-chunk-size", vocab_chunk_size), ("--logq-correction", logq_correction),
@@ -137,43 +138,17 @@ class LabelEmbeddingCrossEntropyCriterion(SampledCrossEntropyCriterion):
             if value:
                 raise ValueError(f"{flag} is not supported by {name} (its soft terms compare whole distributions "
                                  f"over V'); drop {flag} or use --criterion sampled_cross_entropy")
+        check_label_embedding_options(tau=label_embedding_tau, p=label_embedding_hinge_p, beta=label_embedding_beta,
+                                      warmup_updates=label_embedding_warmup_updates, dim=label_embedding_dim)
         super().__init__(task, sentence_avg, 0.0, ignore_prefix_size, report_accuracy, sampler, sample_rate,
                          num_samples, unigram_alpha)
-        if label_embedding_tau <= 0:
-            raise ValueError(f"--label-embedding-tau must be positive, got {label_embedding_tau}")
-        if label_embedding_beta is not None and not 0.0 <= label_embedding_beta <= 1.0:
-            raise ValueError(f"--label-embedding-beta must be in [0, 1], got {label_embedding_beta}")
-        if label_embedding_hinge_p not in (1, 2):
-            raise ValueError(f"--label-embedding-hinge-p must be 1 or 2, got {label_embedding_hinge_p}")
-        if label_embedding_warmup_updates < 0:
-            raise ValueError(f"--label-embedding-warmup-updates must be >= 0, got {label_embedding_warmup_updates}")
-        if label_embedding_dim < 0:
-            raise ValueError(f"--label-embedding-dim must be >= 0 (0 = full m x m), got {label_embedding_dim}")
         self.tau = label_embedding_tau
         self.alpha = label_embedding_alpha
         self.hinge_p = label_embedding_hinge_p
         self.two_sided_hinge = label_embedding_two_sided_hinge
         self.beta = label_embedding_beta
         self.warmup_updates = label_embedding_warmup_updates
-        # the classification task of GILE (multi-class): the labels are the training labels, o1 its head
-        self.gile = hasattr(task, "train_labels")
-        self.gile_eval = None
-        if self.gile:
-            if getattr(task.cfg, "classification_mode", None) != "multiclass":
-                raise ValueError(f"{name} needs one label per text: use --classification-mode multiclass (for "
-                                 "multi-label data use --criterion multilabel_classification)")
-            num_labels = len(task.train_labels)
-            if self.sampler is not None:
-                counts = torch.zeros(num_labels, dtype=torch.float64)
-                for row in task.train_label_rows():
-                    counts[row] += 1
-                self.sampler = CandidateSampler(
-                    num_labels, sampler, sample_rate=sample_rate if num_samples is None else None,
-                    num_samples=num_samples, counts=counts, alpha=unigram_alpha,
-                )
-            self.gile_eval = MultilabelClassificationCriterion(task)  # the task's metrics, seen and unseen
-        else:
-            num_labels = len(task.target_dictionary)
+        num_labels = self.num_labels(task)
 
         if label_embedding_from:
             # Appendix B: a learned embedding, fixed; no o2 (Eq. 17)
@@ -181,15 +156,19 @@ class LabelEmbeddingCrossEntropyCriterion(SampledCrossEntropyCriterion):
             self.o2 = None
             logger.info(f"label embedding ({self.label_embedding.extra_repr()}) from {label_embedding_from}, frozen (Eq. 17)")
             return
-        input_dim = label_embedding_input_dim or getattr(task, "output_layer_input_dim", None)
-        if not input_dim:
-            raise ValueError(f"{name} needs the decoder feature size dh for its second output layer o2: use a "
-                             "fairseq-joint model (--arch joint_*) or pass --label-embedding-input-dim")
-        self.o2 = OutputLayer("softmax", num_classes=num_labels, input_dim=int(input_dim))
-        self.label_embedding = LabelEmbedding(num_labels, label_embedding_dim or None)
+        if not label_embedding_input_dim:
+            raise ValueError(f"{name} needs the feature size dh for its second output layer o2: use a fairseq-joint "
+                             "model (--arch joint_*, gile_classifier) or pass --label-embedding-input-dim")
+        self.o2 = OutputLayer("softmax", num_classes=num_labels, input_dim=int(label_embedding_input_dim))
+        self.label_embedding = LabelEmbedding(num_labels, label_embedding_dim)
         if not label_embedding_dim:
             logger.info(f"full {num_labels} x {num_labels} label embedding: {full_embedding_bytes(num_labels)} "
                         "(use --label-embedding-dim h for the compressed form)")
+
+    @staticmethod
+    def num_labels(task) -> int:
+        """m, the labels of Eq. 14: the target words."""
+        return len(task.target_dictionary)
 
     # ------------------------------------------------------------------ loss
     def soft_term_on(self, model) -> bool:
@@ -201,8 +180,7 @@ class LabelEmbeddingCrossEntropyCriterion(SampledCrossEntropyCriterion):
         """The terms of Eq. 14 (Eq. 17 without o2) for ``sample``, over V' = ``candidates`` (drawn by the
         sampler in training when sampling is on; all labels otherwise); also the number of candidates, of
         scored rows (target tokens, or texts for GILE) and the features."""
-        inputs = self._gile_inputs if self.gile else self._translation_inputs
-        features, h, y, score = inputs(model, sample)
+        features, h, y, score = self.inputs(model, sample)
         if self.o2 is not None and h.size(-1) != self.o2.input_dim:
             raise ValueError(f"the model returns {h.size(-1)}-d features but o2 reads {self.o2.input_dim}-d: "
                              f"set --label-embedding-input-dim {h.size(-1)}")
@@ -220,51 +198,25 @@ class LabelEmbeddingCrossEntropyCriterion(SampledCrossEntropyCriterion):
         )
         return terms, z1.size(-1), y.numel(), features
 
-    def _translation_inputs(self, model, sample):
-        """Decoder features of the non-pad target tokens, their ids, and o1 = the decoder's output layer."""
-        features, _ = model(**sample["net_input"], features_only=True)
-        target = model.get_targets(sample, None)
-        if self.ignore_prefix_size > 0:
-            features = features[:, self.ignore_prefix_size:, :]
-            target = target[:, self.ignore_prefix_size:]
-        layer = self._output_layer(model)
+    def inputs(self, model, sample):
+        """``(features, h, y, score)``: decoder features, those of the non-pad target tokens (rows of Eq. 14), their
+        ids, and o1 = the decoder's output layer as ``score(h, ids)``."""
+        features, target, layer = decoder_features(model, sample, self.name, self.ignore_prefix_size)
         keep = target.reshape(-1).ne(self.padding_idx)  # padding is never scored
         h = features.reshape(-1, features.size(-1))[keep]
         return features, h, target.reshape(-1)[keep], lambda x, ids: layer(x, ids=ids)
 
-    def _gile_inputs(self, model, sample):
-        """GILE multi-class: document vectors, the training-label id of each text (texts whose label is unseen
-        in training have none and are left out of Eq. 14), and o1 = the model's head over training labels."""
-        features = model(**sample["net_input"])
-        tokens, train_index = sample["label_tokens"], sample["label_train_index"]
-        position = torch.full((self.label_embedding.num_labels,), -1, dtype=torch.long, device=tokens.device)
-        seen = (train_index >= 0).nonzero().flatten()
-        position[train_index[seen]] = seen  # training label id -> its row in this batch's label set
-        y = train_index[sample["target_class"]]
-        keep = y >= 0
-        if (position < 0).any():
-            raise ValueError("the label set of this split lacks some training labels: the label file of "
-                             "--eval-label-file must contain every training label")
-
-        def score(x, ids):
-            ids = torch.arange(position.numel(), device=x.device) if ids is None else ids
-            return model.label_scores(x, tokens[position[ids]], ids)
-
-        return features, features[keep], y[keep], score
-
     def forward(self, model, sample, reduce=True):
         terms, num_candidates, num_rows, features = self.compute_terms(model, sample)
-        loss = terms["o1"] + terms["o2"] if "o2" in terms else terms["o1"]
+        sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
+        logging_output = {"ntokens": sample["ntokens"], "nsentences": sample["target"].size(0),
+                          "nll_loss": terms["hard1"]}
+        return self.finish(terms, num_candidates, num_rows, sample_size, logging_output)
 
-        if self.gile:
-            sample_size = max(num_rows, 1)
-            logging_output = {"nsentences": sample["nsentences"], "ntokens": sample["ntokens"], "gile": 1}
-            if not model.training:
-                self.gile_eval.evaluate(model, features, sample, logging_output)
-        else:
-            sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
-            logging_output = {"ntokens": sample["ntokens"], "nsentences": sample["target"].size(0),
-                              "nll_loss": terms["hard1"]}
+    @staticmethod
+    def finish(terms, num_candidates, num_rows, sample_size, logging_output):
+        """Eq. 14's loss (o1's terms + o2's) and the logged terms."""
+        loss = terms["o1"] + terms["o2"] if "o2" in terms else terms["o1"]
         logging_output.update(loss=loss.data, sample_size=sample_size, candidates=num_candidates, candidates_n=1,
                               le_tokens=num_rows)
         for k in LABEL_EMBEDDING_TERMS + ("correct",):
@@ -274,18 +226,19 @@ class LabelEmbeddingCrossEntropyCriterion(SampledCrossEntropyCriterion):
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:
-        if any("gile" in log for log in logging_outputs):
-            MultilabelClassificationCriterion.reduce_metrics(logging_outputs)  # loss, seen_*/unseen_* metrics
-            log_candidates(logging_outputs)
-        else:
-            super().reduce_metrics(logging_outputs)
-        tokens = sum(log.get("le_tokens", 0) for log in logging_outputs)
-        if not tokens:
-            return
-        for k in LABEL_EMBEDDING_TERMS:
-            if any(f"le_{k}" in log for log in logging_outputs):
-                total = sum(float(log.get(f"le_{k}", 0.0)) for log in logging_outputs)
-                metrics.log_scalar(f"le_{k}", total / tokens / math.log(2), tokens, round=3)
-        if any("le_correct" in log for log in logging_outputs):
-            correct = sum(float(log.get("le_correct", 0)) for log in logging_outputs)
-            metrics.log_scalar("le_o2_acc", 100.0 * correct / tokens, tokens, round=2)
+        super().reduce_metrics(logging_outputs)
+        log_terms(logging_outputs)
+
+
+def log_terms(logging_outputs) -> None:
+    """Each term of Eq. 14 per scored row (``le_*``, base 2 like fairseq's loss) and ``le_o2_acc``."""
+    tokens = sum(log.get("le_tokens", 0) for log in logging_outputs)
+    if not tokens:
+        return
+    for k in LABEL_EMBEDDING_TERMS:
+        if any(f"le_{k}" in log for log in logging_outputs):
+            total = sum(float(log.get(f"le_{k}", 0.0)) for log in logging_outputs)
+            metrics.log_scalar(f"le_{k}", total / tokens / math.log(2), tokens, round=3)
+    if any("le_correct" in log for log in logging_outputs):
+        correct = sum(float(log.get("le_correct", 0)) for log in logging_outputs)
+        metrics.log_scalar("le_o2_acc", 100.0 * correct / tokens, tokens, round=2)

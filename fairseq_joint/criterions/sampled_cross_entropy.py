@@ -22,8 +22,15 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 )
 from fairseq.dataclass import ChoiceEnum
 
-from fairseq_joint.modules.chunked_softmax import chunked_cross_entropy
-from fairseq_joint.modules.sampling import IGNORED, SAMPLER_CHOICES, CandidateSampler, candidate_logits
+from fairseq_joint.criterions.decoder_features import decoder_features
+from fairseq_joint.modules.chunked_softmax import check_chunk_size, chunked_cross_entropy
+from fairseq_joint.modules.sampling import (
+    IGNORED,
+    SAMPLER_CHOICES,
+    CandidateSampler,
+    candidate_logits,
+    sampling_requested,
+)
 
 
 @dataclass
@@ -66,19 +73,17 @@ def log_candidates(logging_outputs) -> None:
 
 @register_criterion("sampled_cross_entropy", dataclass=SampledCrossEntropyConfig)
 class SampledCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
+    name = "sampled_cross_entropy"
+
     def __init__(self, task, sentence_avg, label_smoothing, ignore_prefix_size=0, report_accuracy=False,
                  sampler="uniform", sample_rate=None, num_samples=None, unigram_alpha=0.75,
                  logq_correction=False, remove_accidental_hits=False, vocab_chunk_size=None):
         super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy)
         if report_accuracy:
-            raise ValueError("--report-accuracy is not supported by sampled_cross_entropy; drop it")
-        if vocab_chunk_size is not None and vocab_chunk_size <= 0:
-            raise ValueError(f"--vocab-chunk-size must be a positive number of vocabulary rows, got {vocab_chunk_size}")
-        sampling = num_samples is not None or (sample_rate is not None and sample_rate < 1.0)
-        if sample_rate is not None and not 0.0 < sample_rate <= 1.0:
-            raise ValueError(f"--sample-rate must be in (0, 1] (a fraction of |V|, e.g. 0.25), got {sample_rate}")
-        if sample_rate is not None and num_samples is not None:
-            raise ValueError("give either --sample-rate or --num-samples, not both")
+            raise ValueError(f"--report-accuracy is not supported by {self.name}; drop it")
+        if vocab_chunk_size is not None:
+            check_chunk_size(vocab_chunk_size)
+        sampling = sampling_requested(sample_rate, num_samples)
         if not sampling and (logq_correction or remove_accidental_hits):
             flag = "--logq-correction" if logq_correction else "--remove-accidental-hits"
             raise ValueError(f"{flag} needs sampling: add --sample-rate < 1 or --num-samples, or drop {flag}")
@@ -90,21 +95,23 @@ class SampledCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         self.remove_accidental_hits = remove_accidental_hits
         self.sampler = None
         if sampling:
-            d = task.target_dictionary
-            filler = [i for i, s in enumerate(d.symbols) if s.startswith("madeupword")]
-            self.sampler = CandidateSampler(
-                len(d), sampler, sample_rate=sample_rate if num_samples is None else None, num_samples=num_samples,
-                counts=torch.tensor(d.count, dtype=torch.float64), alpha=unigram_alpha, ignore_ids=[d.pad()],
-                never_sample=[d.pad(), d.bos()] + filler, exclude_positives=not remove_accidental_hits,
-            )
+            self.sampler = self.build_sampler(task, sampler, sample_rate, num_samples, unigram_alpha,
+                                              exclude_positives=not remove_accidental_hits)
+
+    @staticmethod
+    def build_sampler(task, sampler, sample_rate, num_samples, unigram_alpha, exclude_positives=True):
+        """The candidate sampler over the target dictionary: padding never scored; pad, bos and fairseq's filler
+        symbols never drawn; unigram counts from the dictionary."""
+        d = task.target_dictionary
+        filler = [i for i, s in enumerate(d.symbols) if s.startswith("madeupword")]
+        return CandidateSampler(
+            len(d), sampler, sample_rate=sample_rate, num_samples=num_samples,
+            counts=torch.tensor(d.count, dtype=torch.float64), alpha=unigram_alpha, ignore_ids=[d.pad()],
+            never_sample=[d.pad(), d.bos()] + filler, exclude_positives=exclude_positives,
+        )
 
     def forward(self, model, sample, reduce=True):
-        features, _ = model(**sample["net_input"], features_only=True)
-        target = model.get_targets(sample, None)
-        if self.ignore_prefix_size > 0:
-            features = features[:, self.ignore_prefix_size:, :]
-            target = target[:, self.ignore_prefix_size:]
-        layer = self._output_layer(model)
+        features, target, layer = decoder_features(model, sample, self.name, self.ignore_prefix_size)
         num_candidates = layer.num_classes
         if model.training and self.sampler is not None:
             cands = self.sampler.sample(target)
@@ -133,14 +140,6 @@ class SampledCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
             "candidates_n": 1,  # logging outputs of several workers are summed: |V'| is their sum / this
         }
         return loss, sample_size, logging_output
-
-    @staticmethod
-    def _output_layer(model):
-        layer = getattr(getattr(model, "decoder", None), "output_projection", None)
-        if layer is None or not hasattr(layer, "encode_classes"):
-            raise ValueError("--criterion sampled_cross_entropy needs a fairseq-joint model "
-                             "(--arch joint_transformer*/joint_lstm*), whose decoder has an --output-layer")
-        return layer
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:

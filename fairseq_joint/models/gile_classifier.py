@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn as nn
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
-from fairseq.models import BaseFairseqModel, register_model
+from fairseq.models import ARCH_CONFIG_REGISTRY, BaseFairseqModel, register_model
 
+from fairseq_joint.models.output_layer_model import UpdateCountMixin
 from fairseq_joint.modules.cooccurrence_init import COOCCURRENCE_INIT_CHOICES, cooccurrence_init_, label_patterns
-from fairseq_joint.models.output_layer_config import OutputLayerModelMixin, announce_output_layer
 from fairseq_joint.modules.output_layers import ACTIVATION_CHOICES, OutputLayer
 from fairseq_joint.modules.pretrained_embedding import load_word_vectors_
 from fairseq_joint.modules.text_encoders import (
@@ -106,7 +106,7 @@ class GileClassifierConfig(FairseqDataclass):
 
 
 @register_model("gile_classifier", dataclass=GileClassifierConfig)
-class GileClassifier(OutputLayerModelMixin, BaseFairseqModel):
+class GileClassifier(UpdateCountMixin, BaseFairseqModel):
     """Document encoder + head; ``forward`` gives h, :meth:`label_scores` the logits over a label set."""
 
     def __init__(self, cfg: GileClassifierConfig, embed_tokens: nn.Embedding, encoder: nn.Module, head: OutputLayer):
@@ -130,8 +130,8 @@ class GileClassifier(OutputLayerModelMixin, BaseFairseqModel):
         embed = nn.Embedding(len(dictionary), cfg.embed_dim, padding_idx=dictionary.pad())
         nn.init.normal_(embed.weight, 0.0, cfg.embed_dim ** -0.5)
         nn.init.zeros_(embed.weight[dictionary.pad()])
-        embed_path = getattr(cfg, "embed_path", "")
-        if embed_path and not getattr(task, "loading_checkpoint", False):
+        embed_path = cfg.embed_path  # empty when the model is built for a checkpoint: E comes from there
+        if embed_path:
             found, total = load_word_vectors_(embed, dictionary, embed_path)
             logger.info(f"--embed-path {embed_path}: {found} of {len(dictionary)} dictionary words have a pre-trained "
                         f"vector ({total} vectors in the file)")
@@ -169,7 +169,6 @@ class GileClassifier(OutputLayerModelMixin, BaseFairseqModel):
             used = cooccurrence_init_(head.weight, patterns, str(cfg.cooccurrence_init))
             logger.info(f"Kurata init ({cfg.cooccurrence_init}): {used} of {cfg.encoder_dim} hidden units dedicated "
                         f"to the most frequent of {len(patterns)} label co-occurrence patterns")
-        announce_output_layer(task, cfg.encoder_dim)
         return cls(cfg, embed, encoder, head)
 
     @staticmethod
@@ -219,3 +218,15 @@ class GileClassifier(OutputLayerModelMixin, BaseFairseqModel):
                                  "to score unseen labels")
             return self.head(features, ids=train_index)
         return self.head(features, class_inputs=self.label_vectors(label_tokens))
+
+
+def gile_classifier_architecture(args) -> None:
+    """``--arch gile_classifier``: records dh = ``--encoder-dim``, the size of the document vectors h, as the default
+    of ``--label-embedding-input-dim`` (the second output layer of ``label_embedding_cross_entropy`` reads h), as the
+    translation architectures do (``output_layer_defaults``). fairseq gives a dataclass model a no-op architecture;
+    this replaces it for our own model's name."""
+    if getattr(args, "label_embedding_input_dim", None) is None:
+        args.label_embedding_input_dim = getattr(args, "encoder_dim", GileClassifierConfig.encoder_dim)
+
+
+ARCH_CONFIG_REGISTRY["gile_classifier"] = gile_classifier_architecture

@@ -5,7 +5,6 @@
 """
 
 from fairseq import utils
-from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.lstm import (
     DEFAULT_MAX_SOURCE_POSITIONS,
@@ -17,12 +16,10 @@ from fairseq.models.lstm import (
     base_architecture,
 )
 
-from fairseq_joint.models.output_layer_config import (
-    OutputLayerConfig,
-    build_output_layer,
-    check_dictionaries_match,
+from fairseq_joint.models.output_layer_model import (
     OutputLayerModelMixin,
-    announce_output_layer,
+    build_output_layer,
+    check_output_layer_args,
     output_layer_defaults,
 )
 
@@ -70,19 +67,13 @@ class JointLSTMDecoder(LSTMDecoder):
 class JointLSTMModel(OutputLayerModelMixin, LSTMModel):
     """LSTM encoder-decoder (Luong-style attention) with the output layers of Pappas et al. 2018."""
 
-    @staticmethod
-    def add_args(parser):
-        LSTMModel.add_args(parser)
-        gen_parser_from_dataclass(parser, OutputLayerConfig(), delete_default=True)
-
     @classmethod
     def build_model(cls, args, task):
         joint_lstm_base(args)
+        check_output_layer_args(args)
         if args.encoder_layers != args.decoder_layers:
             raise ValueError("--encoder-layers must match --decoder-layers (fairseq's LSTM decoder "
                              "initialises its layers from the encoder's)")
-        if getattr(args, "share_decoder_input_output_embed", False):
-            build_output_layer(args, task.target_dictionary, None, 0)  # raises the one-line error
         for flag in ("encoder_embed_path", "decoder_embed_path"):
             if getattr(args, flag, None):
                 raise ValueError(f"--{flag.replace('_', '-')} is not supported by joint_lstm yet; drop it")
@@ -121,7 +112,6 @@ class JointLSTMModel(OutputLayerModelMixin, LSTMModel):
             max_target_positions=getattr(args, "max_target_positions", DEFAULT_MAX_TARGET_POSITIONS),
             residuals=False,
         )
-        announce_output_layer(task, decoder.output_projection.input_dim)
         return cls(encoder, decoder)
 
     def forward(self, src_tokens, src_lengths, prev_output_tokens, incremental_state=None,
@@ -131,15 +121,11 @@ class JointLSTMModel(OutputLayerModelMixin, LSTMModel):
         return self.decoder(prev_output_tokens, encoder_out=encoder_out, incremental_state=incremental_state,
                             features_only=features_only)
 
-    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
-        check_dictionaries_match(self, state_dict)
-        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
-
 
 @register_model_architecture("joint_lstm", "joint_lstm")
 def joint_lstm_base(args):
-    output_layer_defaults(args)
     base_architecture(args)
+    output_layer_defaults(args, input_dim=args.decoder_out_embed_dim)
 
 
 @register_model_architecture("joint_lstm", "joint_lstm_wmt17")

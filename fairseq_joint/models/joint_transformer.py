@@ -1,6 +1,5 @@
 """``joint_transformer``: fairseq's Transformer with a structure-aware output layer (``--output-layer``)."""
 
-from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import (
     TransformerDecoder,
@@ -10,12 +9,10 @@ from fairseq.models.transformer import (
     transformer_wmt_en_de,
 )
 
-from fairseq_joint.models.output_layer_config import (
-    OutputLayerConfig,
-    build_output_layer,
-    check_dictionaries_match,
+from fairseq_joint.models.output_layer_model import (
     OutputLayerModelMixin,
-    announce_output_layer,
+    build_output_layer,
+    check_output_layer_args,
     output_layer_defaults,
 )
 
@@ -28,9 +25,7 @@ class JointTransformerDecoder(TransformerDecoder):
     """
 
     def __init__(self, args, dictionary, embed_tokens, no_encoder_attn=False):
-        output_layer = build_output_layer(
-            args, dictionary, embed_tokens, input_dim=getattr(args, "decoder_output_dim", args.decoder_embed_dim)
-        )
+        output_layer = build_output_layer(args, dictionary, embed_tokens, input_dim=args.decoder_output_dim)
         super().__init__(args, dictionary, embed_tokens, no_encoder_attn, output_projection=output_layer)
 
     def upgrade_state_dict_named(self, state_dict, name):
@@ -49,23 +44,18 @@ class JointTransformerModel(OutputLayerModelMixin, TransformerModel):
     """Transformer encoder-decoder with the output layers of Pappas et al. 2018 (Eqs. 3-15)."""
 
     @classmethod
-    def add_args(cls, parser):
-        super().add_args(parser)
-        gen_parser_from_dataclass(parser, OutputLayerConfig(), delete_default=True)
-
-    @classmethod
     def build_model(cls, args, task):
-        model = super().build_model(args, task)
-        announce_output_layer(task, model.decoder.output_projection.input_dim)
-        return model
-
-    @classmethod
-    def build_decoder(cls, args, tgt_dict, embed_tokens):
+        joint_transformer_base(args)
+        check_output_layer_args(args)
         if getattr(args, "adaptive_softmax_cutoff", None):
             raise ValueError(
                 "--adaptive-softmax-cutoff replaces the output layer with fairseq's adaptive softmax; "
                 "drop it to use --output-layer (or use --arch transformer)"
             )
+        return super().build_model(args, task)
+
+    @classmethod
+    def build_decoder(cls, args, tgt_dict, embed_tokens):
         if getattr(args, "share_all_embeddings", False):
             # fairseq turns this on with --share-all-embeddings; here the output layer is our choice
             args.share_decoder_input_output_embed = False
@@ -73,27 +63,23 @@ class JointTransformerModel(OutputLayerModelMixin, TransformerModel):
             args, tgt_dict, embed_tokens, no_encoder_attn=getattr(args, "no_cross_attention", False)
         )
 
-    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
-        check_dictionaries_match(self, state_dict)
-        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
-
 
 @register_model_architecture("joint_transformer", "joint_transformer")
 def joint_transformer_base(args):
-    output_layer_defaults(args)
     base_architecture(args)
+    output_layer_defaults(args, input_dim=args.decoder_output_dim)
 
 
 @register_model_architecture("joint_transformer", "joint_transformer_iwslt_de_en")
 def joint_transformer_iwslt_de_en(args):
-    output_layer_defaults(args)
     transformer_iwslt_de_en(args)
+    joint_transformer_base(args)
 
 
 @register_model_architecture("joint_transformer", "joint_transformer_wmt_en_de")
 def joint_transformer_wmt_en_de(args):
-    output_layer_defaults(args)
     transformer_wmt_en_de(args)
+    joint_transformer_base(args)
 
 
 @register_model_architecture("joint_transformer", "joint_transformer_tiny")
@@ -108,5 +94,4 @@ def joint_transformer_tiny(args):
     args.decoder_layers = getattr(args, "decoder_layers", 1)
     args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 2)
     args.joint_dim = getattr(args, "joint_dim", 48)
-    output_layer_defaults(args)
-    base_architecture(args)
+    joint_transformer_base(args)

@@ -19,6 +19,12 @@ import torch
 from torch import Tensor
 
 
+def check_chunk_size(chunk_size) -> None:
+    """``--vocab-chunk-size``: a positive number of vocabulary rows."""
+    if chunk_size is None or chunk_size <= 0:
+        raise ValueError(f"--vocab-chunk-size must be a positive number of vocabulary rows, got {chunk_size}")
+
+
 def _chunks(n: int, size: int):
     for start in range(0, n, size):
         yield start, min(start + size, n)
@@ -37,7 +43,7 @@ class _ChunkedCrossEntropy(torch.autograd.Function):
         logit_sum = torch.zeros(n_tok, device=context.device, dtype=acc)
         with torch.no_grad():
             for start, end in _chunks(num_classes, chunk_size):
-                z = _chunk_logits(layer, ctx_f, table, bias, start, end)
+                z = _chunk_logits(layer, ctx_f, start, end)
                 lse = torch.logaddexp(lse, torch.logsumexp(z, dim=-1))
                 if epsilon > 0:
                     logit_sum += z.sum(-1)
@@ -57,7 +63,7 @@ class _ChunkedCrossEntropy(torch.autograd.Function):
     def backward(ctx, grad_loss, grad_nll):
         context, targets, table, bias, lse, *proj_params = ctx.saved_tensors
         layer, eps, eps_i = ctx.layer, ctx.epsilon, ctx.eps_i
-        n_tok, num_classes = context.size(0), layer.num_classes
+        num_classes = layer.num_classes
         acc = lse.dtype
         valid = (targets >= 0).to(acc)
         safe_targets = targets.clamp(min=0)
@@ -70,14 +76,13 @@ class _ChunkedCrossEntropy(torch.autograd.Function):
         grad_bias = torch.zeros_like(bias) if bias is not None and bias.requires_grad else None
         grad_proj = [torch.zeros_like(p) if p.requires_grad else None for p in proj_params]
         for start, end in _chunks(num_classes, ctx.chunk_size):
-            rows = table[start:end].detach().requires_grad_(table.requires_grad)
+            rows = layer.class_table(span=(start, end)).detach().requires_grad_(table.requires_grad)
             with torch.enable_grad():
-                classes = layer.project_classes(rows) if layer.class_proj != "none" else rows
+                classes, bias_c = layer.class_side(span=(start, end), rows=rows)
             classes_f = classes.detach().to(acc)
-            bias_c = _bias_chunk(layer, bias, start, end)
             z = ctx_f @ classes_f.t()
             if bias_c is not None:
-                z = z + bias_c.to(acc)
+                z = z + bias_c.detach().to(acc)
             p = torch.exp(z - lse.unsqueeze(-1))
             g = p * (a + b * num_classes).unsqueeze(-1) - b.unsqueeze(-1)
             inside = (safe_targets >= start) & (safe_targets < end)
@@ -106,20 +111,9 @@ class _ChunkedCrossEntropy(torch.autograd.Function):
         return (grad_context.to(context.dtype), None, None, None, None, grad_table, grad_bias, *grad_proj)
 
 
-def _bias_chunk(layer, bias, start, end):
-    if bias is None:
-        return None
-    if layer.bias_mode == "shared":
-        return bias.expand(end - start)
-    return bias[start:end]
-
-
-def _chunk_logits(layer, ctx_f, table, bias, start, end):
-    classes = table[start:end]
-    if layer.class_proj != "none":
-        classes = layer.project_classes(classes)
+def _chunk_logits(layer, ctx_f, start, end):
+    classes, bias_c = layer.class_side(span=(start, end))
     z = ctx_f @ classes.to(ctx_f.dtype).t()
-    bias_c = _bias_chunk(layer, bias, start, end)
     return z if bias_c is None else z + bias_c.to(ctx_f.dtype)
 
 
@@ -131,14 +125,13 @@ def chunked_cross_entropy(output_layer, features: Tensor, targets: Tensor, chunk
     Targets equal to ``ignore_index`` are not scored. Gradients reach ``features`` (through the context
     side g_ctx, computed once, dropout included), the class table (E or W), the class-side projection and b.
     """
-    if chunk_size is None or chunk_size <= 0:
-        raise ValueError(f"--vocab-chunk-size must be a positive number of vocabulary rows, got {chunk_size}")
+    check_chunk_size(chunk_size)
     if not 0.0 <= label_smoothing < 1.0:
         raise ValueError(f"--label-smoothing must be in [0, 1), got {label_smoothing}")
     targets = targets.reshape(-1)
     targets = torch.where(targets == ignore_index, torch.full_like(targets, -1), targets)
     context = output_layer.encode_context(features.reshape(-1, features.size(-1)))
-    table = output_layer.class_inputs()
+    table = output_layer.class_table()
     proj = [p for p in (output_layer.class_weight, output_layer.class_bias) if p is not None]
     return _ChunkedCrossEntropy.apply(context, targets, int(chunk_size), float(label_smoothing), output_layer,
                                       table, output_layer.bias, *proj)

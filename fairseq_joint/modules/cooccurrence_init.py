@@ -9,10 +9,9 @@ their random initialization. C (Sec. 3.2) is the upper bound of the normalized i
 of training examples carrying the pattern.
 """
 
+import math
 from collections import Counter
 from typing import Iterable, List, Sequence, Tuple
-
-import math
 
 import torch
 

@@ -32,22 +32,36 @@ from torch import Tensor, nn
 LABEL_EMBEDDING_TERMS = ("hard1", "soft1", "hard2", "hinge", "emb")
 
 
+def check_label_embedding_options(tau: float = 2.0, p: int = 1, beta: Optional[float] = None, warmup_updates: int = 0,
+                                  dim: Optional[int] = None) -> None:
+    """The options of the loss: τ > 0 (Eq. 10), p ∈ {1, 2} (Eq. 12), β ∈ [0, 1], warm-up ≥ 0, h ≥ 0 (0 = full)."""
+    if tau <= 0:
+        raise ValueError(f"--label-embedding-tau must be positive, got {tau}")
+    if p not in (1, 2):
+        raise ValueError(f"--label-embedding-hinge-p must be 1 or 2, got {p}")
+    if beta is not None and not 0.0 <= beta <= 1.0:
+        raise ValueError(f"--label-embedding-beta must be in [0, 1], got {beta}")
+    if warmup_updates < 0:
+        raise ValueError(f"--label-embedding-warmup-updates must be >= 0, got {warmup_updates}")
+    if dim is not None and dim < 0:
+        raise ValueError(f"--label-embedding-dim must be >= 0 (0 = full m x m), got {dim}")
+
+
 class LabelEmbedding(nn.Module):
     """e_y for labels y: ``full`` (Eq. 5, identity init) when ``dim`` is None, else ``compressed`` (Eq. 16).
 
     Args:
         num_labels: m.
-        dim: h of the compressed form (A ∈ R^{m x h}, B ∈ R^{h x m}); None = the full m x m matrix.
+        dim: h of the compressed form (A ∈ R^{m x h}, B ∈ R^{h x m}); None or 0 = the full m x m matrix.
     """
 
     def __init__(self, num_labels: int, dim: Optional[int] = None):
         super().__init__()
         if num_labels <= 0:
             raise ValueError(f"the label embedding needs at least one label, got {num_labels}")
-        if dim is not None and dim <= 0:
-            raise ValueError(f"--label-embedding-dim must be positive (or 0 for the full m x m embedding), got {dim}")
+        check_label_embedding_options(dim=dim)
         self.num_labels = num_labels
-        self.dim = dim
+        self.dim = dim = dim or None
         if dim is None:
             self.weight = nn.Parameter(torch.eye(num_labels))  # Sec. 2.3: the identity as prior
         else:
@@ -200,8 +214,7 @@ def label_embedding_terms(
         hard_weight·hard1 + soft_weight·soft1 (gradients reach z1 only) and ``o2`` = hard2 + hinge + emb
         (gradients reach z2 and e only).
     """
-    if p not in (1, 2):
-        raise ValueError(f"--label-embedding-hinge-p must be 1 or 2, got {p}")
+    check_label_embedding_options(p=p, tau=tau)
     terms: Dict[str, Tensor] = {}
     y = target.unsqueeze(-1)
     with torch.no_grad():

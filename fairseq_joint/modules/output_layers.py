@@ -32,7 +32,6 @@ step, ``load_state_dict``, ``.half()``/``.to()``), so beam search does not recom
 This module knows nothing of fairseq's registries.
 """
 
-import math
 from typing import Callable, Dict, Optional, Tuple
 
 import torch
@@ -44,6 +43,10 @@ OUTPUT_LAYER_CHOICES = ("softmax", "tied", "bilinear", "label", "context", "join
 ACTIVATION_CHOICES = ("tanh", "relu", "sigmoid", "identity")
 INIT_CHOICES = ("fairseq", "uniform", "identity")
 BIAS_CHOICES = ("per_class", "shared", "none")
+#: the defaults of the ``--output-layer`` options (fairseq_joint.models.output_layer_model takes them from here)
+DEFAULT_JOINT_DIM = 512
+DEFAULT_ACTIVATION = "tanh"
+DEFAULT_INIT = "fairseq"
 
 #: projection kinds for either side: no projection, a linear map, or an activated affine map
 _NONE, _LINEAR, _NONLINEAR = "none", "linear", "nonlinear"
@@ -140,11 +143,11 @@ class OutputLayer(nn.Module):
         input_dim: int,
         embedding: Optional[nn.Embedding] = None,
         joint_dim: Optional[int] = None,
-        activation: str = "tanh",
+        activation: str = DEFAULT_ACTIVATION,
         bias: str = "per_class",
         context_scale: bool = False,
         dropout: float = 0.0,
-        init: str = "fairseq",
+        init: str = DEFAULT_INIT,
         class_dim: Optional[int] = None,
         class_projection: Optional[str] = None,
         context_projection: Optional[str] = None,
@@ -246,6 +249,9 @@ class OutputLayer(nn.Module):
         else:
             self.register_parameter("bias", None)
 
+        #: serve g_out(X) of all classes from a cache in eval mode without autograd (beam search); benchmarks
+        #: switch it off to show what it buys
+        self.use_eval_cache = True
         self._cache_key = None
         self._cache: Optional[Tensor] = None
         self.reset_parameters()
@@ -282,11 +288,24 @@ class OutputLayer(nn.Module):
         return sum(p.numel() for p in self.parameters(recurse=False))
 
     # ------------------------------------------------------------------ the two sides
-    def class_inputs(self, ids: Optional[Tensor] = None) -> Tensor:
-        """Raw class vectors X: the rows of E (or of W for ``softmax``), all or ``ids`` only."""
-        table = self.weight if self.output_layer == "softmax" else self.embedding.weight
+    @property
+    def projects_classes(self) -> bool:
+        """Whether the class side has a projection (U or W of Eqs. 7a, 12), i.e. is more than X itself."""
+        return self.class_proj != _NONE
+
+    @property
+    def projects_context(self) -> bool:
+        """Whether the context side has a projection (V or W of Eqs. 6, 7b, 13), i.e. is more than h itself."""
+        return self.ctx_proj != _NONE
+
+    def class_table(self, ids: Optional[Tensor] = None, span: Optional[Tuple[int, int]] = None) -> Tensor:
+        """Raw class vectors X: the rows of E (or of W for ``softmax``): all, the rows ``span`` = [start, end),
+        or the candidate ``ids``."""
+        table = self.weight if self.output_layer == "softmax" else getattr(self.embedding, "weight", None)
         if table is None:
-            raise ValueError(f"output layer {self.output_layer!r} has no embedding; pass class_inputs")
+            raise ValueError(f"output layer {self.output_layer!r} has no embedding; pass the class vectors as rows")
+        if span is not None:
+            return table[span[0]:span[1]]
         return table if ids is None else table.index_select(0, ids)
 
     def project_classes(self, x: Tensor) -> Tensor:
@@ -297,17 +316,34 @@ class OutputLayer(nn.Module):
             return F.linear(x, self.class_weight)
         return self.activation(F.linear(x, self.class_weight, self.class_bias))
 
-    def encode_classes(self, ids: Optional[Tensor] = None, class_inputs: Optional[Tensor] = None) -> Tensor:
-        """g_out for all classes, the candidate ``ids``, or explicit ``class_inputs`` (|C| x k)."""
-        if class_inputs is not None:
-            return self.project_classes(class_inputs)
-        if ids is None and self.class_proj != _NONE and self._cache_usable():
+    def class_side(self, ids: Optional[Tensor] = None, span: Optional[Tuple[int, int]] = None,
+                   rows: Optional[Tensor] = None) -> Tuple[Tensor, Optional[Tensor]]:
+        """The class side of the score: ``(g_out(X), b)``, |C| x k vectors and their |C| biases (None without b).
+
+        C is every class, the rows ``span`` = [start, end) (the chunked softmax), or the candidate ``ids`` (sampled
+        softmax, GILE's training labels). ``rows`` gives the raw vectors X of those classes explicitly (GILE's label
+        vectors from descriptions, or detached rows for a hand-written backward). All classes in eval mode without
+        autograd come from the cache of g_out(X) (see the module docstring).
+        """
+        if rows is None and ids is None and span is None and self.projects_classes and self._cache_usable():
             key = self._current_cache_key()
             if self._cache is None or self._cache_key != key:
-                self._cache = self.project_classes(self.class_inputs())
+                self._cache = self.project_classes(self.class_table())
                 self._cache_key = key
-            return self._cache
-        return self.project_classes(self.class_inputs(ids))
+            vectors = self._cache
+        else:
+            vectors = self.project_classes(rows if rows is not None else self.class_table(ids, span))
+        return vectors, self._bias(ids, span, vectors.size(0))
+
+    def _bias(self, ids: Optional[Tensor], span: Optional[Tuple[int, int]], num: int) -> Optional[Tensor]:
+        """b of the classes ``ids`` / ``span`` / all; a shared scalar (GILE Eq. 14) is expanded to ``num``."""
+        if self.bias is None:
+            return None
+        if self.bias_mode == "shared":
+            return self.bias.expand(num)
+        if span is not None:
+            return self.bias[span[0]:span[1]]
+        return self.bias if ids is None else self.bias.index_select(0, ids)
 
     def encode_context(self, features: Tensor) -> Tensor:
         """g_ctx(h): identity, V h, or σ(V h + b_v) (Eq. 13 / Eq. 7b / Eq. 6), times w (GILE Eq. 11)."""
@@ -323,36 +359,29 @@ class OutputLayer(nn.Module):
             out = F.dropout(out, p=self.dropout, training=self.training)
         return out
 
-    def class_bias_for(self, ids: Optional[Tensor] = None, num: Optional[int] = None) -> Optional[Tensor]:
-        """b for all classes or ``ids`` (a shared scalar is expanded to ``num`` or |ids|)."""
-        if self.bias is None:
-            return None
-        if self.bias_mode == "shared":
-            n = num if num is not None else (ids.numel() if ids is not None else self.num_classes)
-            return self.bias.expand(n)
-        return self.bias if ids is None else self.bias.index_select(0, ids)
-
     def forward(
         self,
         features: Tensor,
         ids: Optional[Tensor] = None,
         class_inputs: Optional[Tensor] = None,
     ) -> Tensor:
-        """Logits ``(..., |V|)`` or ``(..., |ids|)``; equal to the full logits indexed at ``ids``."""
-        classes = self.encode_classes(ids, class_inputs)
-        bias = self.class_bias_for(ids, num=classes.size(0))
+        """Logits ``(..., |V|)`` or ``(..., |ids|)``; equal to the full logits indexed at ``ids``.
+
+        ``class_inputs``: the raw class vectors X of the scored classes (GILE's label vectors), instead of E.
+        """
+        classes, bias = self.class_side(ids, rows=class_inputs)
         return F.linear(self.encode_context(features), classes, bias)
 
     # ------------------------------------------------------------------ eval cache
     def _class_dependencies(self):
-        deps = [self.class_inputs(), self.class_weight, self.class_bias]
+        deps = [self.class_table(), self.class_weight, self.class_bias]
         return [p for p in deps if p is not None]
 
     def _current_cache_key(self):
         return tuple((p.data_ptr(), p._version, p.dtype, p.device, tuple(p.shape)) for p in self._class_dependencies())
 
     def _cache_usable(self) -> bool:
-        return not self.training and not torch.is_grad_enabled()
+        return self.use_eval_cache and not self.training and not torch.is_grad_enabled()
 
     def _invalidate_cache(self) -> None:
         self._cache, self._cache_key = None, None

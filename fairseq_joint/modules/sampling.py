@@ -40,6 +40,19 @@ class Candidates:
     log_q: Optional[Tensor]  # (C,) log expected count of each id under the sampler
 
 
+def sampling_requested(sample_rate: Optional[float], num_samples: Optional[int]) -> bool:
+    """Check ``--sample-rate`` / ``--num-samples`` (for the criteria and the sampler alike) and say whether they ask
+    for sampling: a rate below 1 or a number of negatives (a rate of 1 is the exact full softmax)."""
+    if sample_rate is not None and num_samples is not None:
+        raise ValueError("give exactly one of --sample-rate (a fraction of |V|) and --num-samples (a count of negatives): "
+                         "either --sample-rate or --num-samples, not both")
+    if sample_rate is not None and not 0.0 < sample_rate <= 1.0:
+        raise ValueError(f"--sample-rate must be in (0, 1] (a fraction of |V|, e.g. 0.25), got {sample_rate}")
+    if num_samples is not None and num_samples < 0:
+        raise ValueError(f"--num-samples must be a number of negatives >= 0, got {num_samples}")
+    return num_samples is not None or (sample_rate is not None and sample_rate < 1.0)
+
+
 class CandidateSampler:
     """Draws V' = positives ∪ negatives for one update (see module docstring).
 
@@ -70,14 +83,13 @@ class CandidateSampler:
     ):
         if sampler not in SAMPLER_CHOICES:
             raise ValueError(f"--sampler: unknown sampler {sampler!r}; choose one of {', '.join(SAMPLER_CHOICES)}")
-        if (sample_rate is None) == (num_samples is None):
-            raise ValueError("give exactly one of --sample-rate (a fraction of the vocabulary) and --num-samples (a count)")
-        if sample_rate is not None and not 0.0 < sample_rate <= 1.0:
-            raise ValueError(f"--sample-rate must be in (0, 1] (a fraction of |V|, e.g. 0.25), got {sample_rate}")
+        sampling_requested(sample_rate, num_samples)
+        if sample_rate is None and num_samples is None:
+            raise ValueError("give exactly one of --sample-rate (a fraction of |V|) and --num-samples (a count of negatives)")
         self.num_classes = num_classes
         self.never_sample = torch.tensor(sorted(set(never_sample)), dtype=torch.long)
         samplable = num_classes - len(self.never_sample)
-        if num_samples is not None and not 0 <= num_samples <= samplable:
+        if num_samples is not None and num_samples > samplable:
             raise ValueError(
                 f"--num-samples {num_samples} is larger than the {samplable} samplable ids of the vocabulary "
                 f"(|V| = {num_classes}); use at most {samplable}, or --sample-rate"

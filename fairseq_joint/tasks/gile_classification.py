@@ -18,6 +18,8 @@ Label descriptions are tokenized with :func:`tokenize` and binarized with the sh
 task loads them, so any label file can be used at evaluation or prediction time.
 """
 
+import contextlib
+import copy
 import logging
 import os
 from dataclasses import dataclass, field
@@ -29,7 +31,7 @@ from fairseq.data import Dictionary, FairseqDataset, data_utils
 from fairseq.data.indexed_dataset import make_dataset
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf, open_dict
 
 logger = logging.getLogger(__name__)
 
@@ -281,12 +283,20 @@ class GileClassificationTask(FairseqTask):
         return super().get_batch_iterator(dataset, *args, **kwargs)
 
     def build_model(self, cfg, from_checkpoint=False):
-        # the model skips --embed-path when its weights come from a checkpoint (the file need not exist there)
-        self.loading_checkpoint = from_checkpoint
-        try:
-            return super().build_model(cfg, from_checkpoint)
-        finally:
-            self.loading_checkpoint = False
+        if from_checkpoint and getattr(cfg, "embed_path", ""):
+            # E comes from the checkpoint: the word-vector file is not read (it need not exist any more)
+            cfg = copy.deepcopy(cfg)
+            with open_dict(cfg) if OmegaConf.is_config(cfg) else contextlib.nullcontext():
+                cfg.embed_path = ""
+        return super().build_model(cfg, from_checkpoint)
+
+    def build_criterion(self, cfg, from_checkpoint=False):
+        """``--criterion label_embedding_cross_entropy`` scores labels here, not target words: its GILE form."""
+        if getattr(cfg, "_name", None) == "label_embedding_cross_entropy":
+            from fairseq_joint.criterions.gile_label_embedding import GileLabelEmbeddingCriterion
+
+            return GileLabelEmbeddingCriterion.build_criterion(cfg, self)
+        return super().build_criterion(cfg, from_checkpoint)
 
     def max_positions(self):
         return None

@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
 from conftest import REPO, python_script
+
 from fairseq_joint.modules.output_layers import OutputLayer
 
 _spec = importlib.util.spec_from_file_location("benchmark_output_layers", REPO / "scripts" / "benchmark_output_layers.py")

@@ -188,12 +188,32 @@ def test_eval_cache_refreshes_after_load_state_dict_and_direct_edit():
         E.weight.copy_(E2.weight)  # the decoder's embedding is loaded by its owner
         torch.testing.assert_close(layer(h), other.eval()(h))
         assert not torch.allclose(layer(h), before)
-        E.weight[3] += 1.0  # any in-place change of E
+        cached = layer(h)  # fills the cache from the loaded E
+        E.weight[3] += 1.0  # any in-place change of E, without telling the layer
+        after = layer(h)
         layer._invalidate_cache()
-        expected = layer(h)
-        E.weight[3] -= 1.0
-        E.weight[3] += 1.0
-        torch.testing.assert_close(layer(h), expected)
+        torch.testing.assert_close(after, layer(h))  # what a fresh projection gives
+        assert not torch.allclose(after[:, 3], cached[:, 3])  # so the cached scores of word 3 were not reused
+
+
+@pytest.mark.parametrize("convert", ["half", "float", "to_float32"])
+def test_eval_cache_follows_a_dtype_change(convert):
+    """A model moved to another dtype (``.half()``, ``.to(...)``) must not be scored with the old dtype's cache."""
+    layer, E = make("joint")
+    h = feats(3)
+    layer.eval()
+    with torch.no_grad():
+        layer(h)
+        assert layer._cache.dtype == torch.float64
+        for module in (layer, E):  # the decoder converts E and the output layer together
+            {"half": module.half, "float": module.float, "to_float32": lambda m=module: m.to(torch.float32)}[convert]()
+        dtype = torch.float16 if convert == "half" else torch.float32
+        h = h.to(dtype)
+        scores = layer(h)
+        assert layer._cache.dtype == dtype and scores.dtype == dtype
+        U, bu = layer.class_weight, layer.class_bias
+        expected = layer.encode_context(h).float() @ torch.tanh(E.weight.float() @ U.float().t() + bu.float()).t()
+        torch.testing.assert_close(scores.float(), expected + layer.bias.float(), rtol=2e-2, atol=2e-2)
 
 
 # ---------------------------------------------------------------- capacities (Eqs. 8-10, 16)
@@ -201,7 +221,8 @@ def test_output_layer_capacity_equations():
     v, d, dh, dj = 1000, 64, 48, 128
     E = nn.Embedding(v, d)
     E_tied = nn.Embedding(v, dh)
-    count = lambda kind, emb, **kw: OutputLayer(kind, v, dh, emb, joint_dim=dj, **kw).num_output_parameters()
+    def count(kind, emb, **kw):
+        return OutputLayer(kind, v, dh, emb, joint_dim=dj, **kw).num_output_parameters()
     assert count("softmax", None) == v * dh + v  # Eq. 8
     assert count("tied", E_tied) == v  # Eq. 9: only b is the output layer's own
     assert count("bilinear", E) == d * dh + v  # Eq. 10

@@ -7,14 +7,20 @@ import random
 import re
 
 import pytest
+from conftest import (
+    GILE_FAST,
+    REPO,
+    SAMPLE,
+    cli,
+    preprocess_gile,
+    python_script,
+    valid_line,
+    write_zero_shot_data,
+)
 
-from conftest import REPO, cli, python_script
-
-SAMPLE = REPO / "data" / "debtags-sample"
 HEADS = ["linear", "bil_yh15", "bil_n16", "gile", "gile_label_only", "gile_input_only"]
-FAST = ["--optimizer", "adam", "--lr", "2e-3", "--batch-size", "32", "--no-progress-bar", "--log-interval", "1",
-        "--seed", "1", "--num-workers", "0", "--no-epoch-checkpoints", "--embed-dim", "16", "--encoder-dim", "16",
-        "--attention-dim", "16"]
+FAST = GILE_FAST
+preprocess = preprocess_gile
 
 
 def load_preprocess():
@@ -22,29 +28,6 @@ def load_preprocess():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def preprocess(*args):
-    python_script("scripts/preprocess_gile.py", *args)
-
-
-@pytest.fixture(scope="session")
-def gile_bin(tmp_path_factory):
-    """150 training and 45 validation documents of the bundled sample, binarized with all 469 labels."""
-    raw = tmp_path_factory.mktemp("gile_raw")
-    for name, n in (("train.jsonl", 150), ("valid.jsonl", 45)):
-        lines = (SAMPLE / name).read_text(encoding="utf-8").splitlines()[:n]
-        (raw / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    dest = tmp_path_factory.mktemp("gile_bin")
-    preprocess("--train", raw / "train.jsonl", "--valid", raw / "valid.jsonl", "--labels", SAMPLE / "labels.tsv",
-               "--destdir", dest)
-    return dest
-
-
-def valid_line(output: str) -> dict:
-    lines = [line for line in output.splitlines() if "valid on 'valid' subset" in line]
-    assert lines, output[-3000:]
-    return {k: float(v) for k, v in re.findall(r"\| (\w+) ([-\d.]+)", lines[-1])}
 
 
 @pytest.mark.parametrize("head,extra", [(h, []) for h in HEADS] + [("gile", ["--encoder", "han", "--word-encoder", "bigru"])])
@@ -74,21 +57,6 @@ def test_train_validate_and_checkpoint_round_trip(gile_bin, tmp_path, head, extr
         out = python_script("scripts/predict_labels.py", "--checkpoint", save / "checkpoint_last.pt",
                             "--labels", SAMPLE / "labels.tsv", "--input", tmp_path / "t.txt", check=False)
         assert out.returncode != 0 and "--head linear cannot score" in out.stderr and "--head gile" in out.stderr
-
-
-def write_zero_shot_data(raw, num_seen=12, words_per_label=4, seed=0):
-    """Labels L0..L11 seen in training (texts drawn from their description words), L12 never seen."""
-    rng = random.Random(seed)
-    labels = {f"L{j}": " ".join(f"w{j * words_per_label + i}" for i in range(words_per_label)) for j in range(num_seen + 1)}
-    (raw / "labels.tsv").write_text("".join(f"{k}\t{v}\n" for k, v in labels.items()))
-    with open(raw / "train.tsv", "w") as f:
-        for i in range(60 * num_seen):
-            words = labels[f"L{i % num_seen}"].split()
-            f.write(" ".join(rng.choice(words) for _ in range(rng.randint(3, 6))) + f"\tL{i % num_seen}\n")
-    unseen_words = labels[f"L{num_seen}"].split()
-    texts = [" ".join(rng.choice(unseen_words) for _ in range(4)) for _ in range(20)]
-    (raw / "valid.tsv").write_text("".join(f"{t}\tL{num_seen}\n" for t in texts))
-    return texts
 
 
 def test_zero_shot_ranks_unseen_label_first(tmp_path):

@@ -3,18 +3,14 @@ load_model_ensemble_and_task, and 2-process (gloo) distributed training."""
 
 import math
 import re
-import socket
 import subprocess
 
 import pytest
 import torch
+from conftest import BIN, REPO, TRAIN_FAST, USER_DIR, assert_same_tensors, cli, free_port, state
 from fairseq import checkpoint_utils
 
 import fairseq_joint  # noqa: F401  (registers the models and allowlists checkpoint classes)
-
-from conftest import BIN, REPO, TRAIN_FAST, USER_DIR, cli
-
-pytestmark = pytest.mark.slow
 
 LAYERS = ["softmax", "tied", "bilinear", "label", "context", "joint"]
 ARCHS = ["joint_lstm_tiny", "joint_transformer_tiny"]
@@ -57,10 +53,7 @@ def test_train_save_generate_round_trip(tiny_bin, tmp_path, arch, kind):
     model = models[0]
     assert model.decoder.output_projection.output_layer == kind
     # the state survives the round trip bit for bit
-    saved = torch.load(ckpt, map_location="cpu", weights_only=True)["model"]
-    for key, value in model.state_dict().items():
-        if torch.is_tensor(value):
-            assert torch.equal(value, saved[key]), key
+    assert_same_tensors(model.state_dict(), state(ckpt)["model"])
     expected = reference_scores(model, task)
     # fairseq-generate loads it again and scores the references with the same logits
     gen = cli("fairseq-generate", tiny_bin, "--user-dir", USER_DIR, "--path", ckpt, "--gen-subset", "test",
@@ -101,12 +94,6 @@ def test_generate_with_a_differently_preprocessed_dictionary_fails_clearly(tiny_
     assert re.search(r"ValueError: the checkpoint's (source|target) dictionary has \d+ entries but the data's has \d+", proc.stderr)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _epoch_stats(log):
     m = re.findall(r"\| train \| epoch 001 \|.*", log)
     assert m, log[-3000:]
@@ -128,7 +115,7 @@ def test_two_process_gloo_training(tiny_bin, tmp_path):
     n1, bsz1 = _epoch_stats(single.stdout + single.stderr)
 
     def distributed(save_dir):
-        port = _free_port()
+        port = free_port()
         dist = ["--distributed-world-size", 2, "--distributed-backend", "gloo", "--distributed-no-spawn",
                 "--ddp-backend", "legacy_ddp", "--distributed-init-method", f"tcp://127.0.0.1:{port}",
                 "--save-dir", save_dir]
@@ -147,7 +134,5 @@ def test_two_process_gloo_training(tiny_bin, tmp_path):
     assert n2 < n1 and n2 >= n1 // 2
     assert n2 * bsz2 == pytest.approx(n1 * bsz1, rel=0.02)  # all 300 sentences, split over the ranks
     distributed(tmp_path / "b")
-    a, b = (torch.load(tmp_path / x / "checkpoint_last.pt", map_location="cpu", weights_only=True)["model"] for x in "ab")
-    for key, value in a.items():
-        if torch.is_tensor(value):
-            assert torch.equal(value, b[key]), key
+    a, b = (state(tmp_path / x / "checkpoint_last.pt")["model"] for x in "ab")
+    assert_same_tensors(a, b)

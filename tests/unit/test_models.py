@@ -3,38 +3,11 @@ equal weights, features_only, and the configuration errors users hit when buildi
 
 import pytest
 import torch
-from fairseq import options, tasks
-
-from conftest import USER_DIR
-
-SMALL_TRANSFORMER = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16",
-                     "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32",
-                     "--encoder-attention-heads", "2", "--decoder-attention-heads", "2"]
-SMALL_LSTM = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16",
-              "--decoder-embed-dim", "16", "--encoder-hidden-size", "24", "--decoder-hidden-size", "24",
-              "--decoder-out-embed-dim", "16"]
-
-
-def build(data, arch, *extra):
-    parser = options.get_training_parser()
-    args = options.parse_args_and_arch(parser, [str(data), "--arch", arch, "--user-dir", USER_DIR, *map(str, extra)])
-    task = tasks.setup_task(args)
-    torch.manual_seed(0)
-    return task, task.build_model(args)
+from conftest import SMALL_LSTM, SMALL_TRANSFORMER, build, random_batch, training_args
 
 
 def n_params(model):
     return sum(p.numel() for p in model.parameters())
-
-
-def batch(task, n=3):
-    ds_src = task.src_dict
-    g = torch.Generator().manual_seed(0)
-    src = torch.randint(ds_src.nspecial, len(ds_src), (n, 7), generator=g)
-    src[:, -1] = ds_src.eos()
-    prev = torch.randint(task.tgt_dict.nspecial, len(task.tgt_dict), (n, 5), generator=g)
-    prev[:, 0] = task.tgt_dict.eos()
-    return src, torch.full((n,), 7), prev
 
 
 @pytest.mark.parametrize(
@@ -64,7 +37,7 @@ def test_softmax_and_tied_match_fairseq_models(tiny_bin, ours, theirs, fc_keys):
             state[key] = ref_state[src_key]
     mine.load_state_dict(state)
     mine.eval(), ref.eval()
-    src, lengths, prev = batch(task)
+    src, lengths, prev = random_batch(task)
     with torch.no_grad():
         torch.testing.assert_close(mine(src, lengths, prev)[0], ref(src, lengths, prev)[0])
 
@@ -81,7 +54,7 @@ def test_bias_adds_exactly_vocab_size_parameters(tiny_bin, arch, extra):
 def test_features_only_feeds_the_output_layer(tiny_bin, arch, extra, kind):
     task, model = build(tiny_bin, arch, "--output-layer", kind, "--joint-dim", 12, *extra)
     model.eval()
-    src, lengths, prev = batch(task)
+    src, lengths, prev = random_batch(task)
     layer = model.decoder.output_projection
     assert layer.output_layer == kind
     if kind != "softmax":
@@ -129,6 +102,39 @@ def test_fairseq_tying_flag_conflicts_with_other_layers(tiny_bin):
         build(tiny_bin, "joint_transformer_tiny", "--share-decoder-input-output-embed")
     with pytest.raises(ValueError, match="use --output-layer tied"):
         build(tiny_bin, "joint_lstm_tiny", "--share-decoder-input-output-embed")
+    # with tied the flag only says what --output-layer tied already does: no error, the same tied model
+    for arch, extra in (("joint_lstm", SMALL_LSTM), ("joint_transformer", SMALL_TRANSFORMER)):
+        _, model = build(tiny_bin, arch, "--output-layer", "tied", "--share-decoder-input-output-embed", *extra)
+        layer = model.decoder.output_projection
+        assert layer.output_layer == "tied" and layer.embedding is model.decoder.embed_tokens
+
+
+@pytest.mark.parametrize("arch, extra", [("joint_lstm", SMALL_LSTM), ("joint_transformer", SMALL_TRANSFORMER)])
+@pytest.mark.parametrize("kind", ["tied", "joint"])
+def test_share_all_embeddings_one_table_for_source_target_and_output(joined_bin, arch, extra, kind):
+    task, model = build(joined_bin, arch, "--share-all-embeddings", "--output-layer", kind, "--joint-dim", 12, *extra)
+    E = model.encoder.embed_tokens
+    assert E is model.decoder.embed_tokens and model.decoder.output_projection.embedding is E
+    assert n_params(model) == n_params(build(joined_bin, arch, "--output-layer", kind, "--joint-dim", 12, *extra)[1]) \
+        - E.weight.numel()  # one |V| x d table less than with separate source and target embeddings
+    model.eval()
+    src, lengths, prev = random_batch(task)
+    with torch.no_grad():
+        h, _ = model(src, lengths, prev, features_only=True)
+        logits, _ = model(src, lengths, prev)
+    expected = model.decoder.output_projection(h)
+    torch.testing.assert_close(logits, expected)
+    if kind == "tied":  # E h + b with the one shared table
+        torch.testing.assert_close(logits, h @ E.weight.t() + model.decoder.output_projection.bias)
+
+
+def test_architectures_record_the_feature_size_for_a_second_output_layer(tiny_bin):
+    """--label-embedding-input-dim defaults to dh, the size of the features the output layer reads."""
+    assert training_args(tiny_bin, "joint_lstm", *SMALL_LSTM, "--decoder-out-embed-dim", 20).label_embedding_input_dim == 20
+    assert training_args(tiny_bin, "joint_transformer_tiny").label_embedding_input_dim == 32
+    assert training_args(tiny_bin, "joint_lstm_wmt17").label_embedding_input_dim == 512
+    assert training_args(tiny_bin, "joint_lstm_tiny", "--criterion", "label_embedding_cross_entropy",
+                         "--label-embedding-input-dim", 7).label_embedding_input_dim == 7  # given: kept
 
 
 def test_dictionary_mismatch_on_load(tiny_bin):
@@ -158,7 +164,7 @@ def test_beam_search_projects_the_vocabulary_once(tiny_bin, arch, extra, monkeyp
     original = layer.project_classes
     monkeypatch.setattr(layer, "project_classes", lambda x: calls.append(x.shape) or original(x))
     gen = SequenceGenerator([model], task.tgt_dict, beam_size=3, max_len_a=0, max_len_b=6, min_len=6)
-    src, lengths, _ = batch(task)
+    src, lengths, _ = random_batch(task)
     with torch.no_grad():
         hyps = gen.generate([model], {"net_input": {"src_tokens": src, "src_lengths": lengths}})
     assert len(hyps) == 3 and all(len(h) == 3 for h in hyps)

@@ -4,7 +4,6 @@ import importlib.util
 import json
 
 import pytest
-
 from conftest import REPO, TRAIN_FAST, USER_DIR, cli, python_script
 
 V = 5000

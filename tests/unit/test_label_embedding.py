@@ -1,18 +1,16 @@
-"""The Label Embedding Network loss (Sun et al. 2017): each term of Eq. 14 by hand, the gradient isolation of
-o2, the correct-prediction mask, the identity initialisation, the warm-up, V' = V, option errors, and
-fairseq-train/generate end to end (full, compressed, sampled, resumed, pre-trained Eq. 17, export)."""
+"""The Label Embedding Network loss (Sun et al. 2017) in process: each term of Eq. 14 by hand, the gradient
+isolation of o2, the correct-prediction mask, the identity initialisation, the warm-up, V' = V, option errors
+(tests/cli trains with it: full, compressed, sampled, resumed, pre-trained Eq. 17, export)."""
 
 import math
-import re
 
 import pytest
 import torch
+from conftest import valid_batch
 
-from conftest import TRAIN_FAST, USER_DIR, cli, python_script
 from fairseq_joint.criterions.label_embedding_cross_entropy import LabelEmbeddingCrossEntropyCriterion
 from fairseq_joint.modules.label_embedding import LabelEmbedding, label_embedding_terms, soft_target_cross_entropy
 from fairseq_joint.modules.sampling import Candidates
-from test_models import SMALL_TRANSFORMER, build
 
 
 def softmax(row, t=1.0):
@@ -153,15 +151,13 @@ def test_the_embedding_learns_only_from_tokens_o2_predicts_correctly():
 
 @pytest.fixture(scope="module")
 def model_and_batch(tiny_bin):
-    task, model = build(tiny_bin, "joint_transformer", "--output-layer", "joint", "--joint-dim", 12,
-                        "--dropout", "0", *SMALL_TRANSFORMER)
-    task.load_dataset("valid")
-    ds = task.dataset("valid")
-    return task, model, ds.collater([ds[i] for i in range(8)])
+    return valid_batch(tiny_bin)
 
 
 def criterion(task, **kw):
+    """The criterion as fairseq-train builds it for the fixture's model (dh = 16, its architecture's record)."""
     eps = kw.pop("label_smoothing", 0.0)
+    kw.setdefault("label_embedding_input_dim", 16)
     return LabelEmbeddingCrossEntropyCriterion(task, False, eps, **kw)
 
 
@@ -272,131 +268,7 @@ def test_feature_size_mismatch_names_the_flag(model_and_batch):
         crit(model, sample)
 
 
-# ---------------------------------------------------------------------------------------------- CLI
-def train(data, save_dir, updates, *extra, arch="joint_lstm_tiny"):
-    return cli("fairseq-train", data, "--user-dir", USER_DIR, "--arch", arch, "--output-layer", "joint",
-               "--joint-dim", 24, "--criterion", "label_embedding_cross_entropy", "--save-dir", save_dir,
-               "--max-update", updates, *TRAIN_FAST, *extra)
+def test_without_the_feature_size_it_says_where_it_comes_from(model_and_batch):
+    with pytest.raises(ValueError, match="needs the feature size dh .* pass --label-embedding-input-dim"):
+        criterion(model_and_batch[0], label_embedding_input_dim=None)
 
-
-def checkpoint(path):
-    return torch.load(path, map_location="cpu", weights_only=True)
-
-
-@pytest.mark.slow
-def test_compressed_sampled_training_is_reproducible_across_a_resume(tiny_bin, tmp_path):
-    opts = ["--sample-rate", "0.25", "--label-embedding-dim", "16", "--max-tokens", "400"]
-    log = train(tiny_bin, tmp_path / "a", 6, *opts)
-    assert re.search(r"le_soft1=[\d.]+, le_hard2=[\d.]+, le_hinge=[\d.]+, le_emb=[\d.]+, le_o2_acc=", log.stdout)
-    train(tiny_bin, tmp_path / "b", 3, *opts)
-    resumed = train(tiny_bin, tmp_path / "b", 6, *opts)
-    assert re.search(r"Loaded checkpoint .*\(epoch \d+ @ 3 updates\)", resumed.stdout + resumed.stderr)
-    a, b = checkpoint(tmp_path / "a" / "checkpoint_last.pt"), checkpoint(tmp_path / "b" / "checkpoint_last.pt")
-    assert set(a["criterion"]) >= {"o2.weight", "o2.bias", "label_embedding.A", "label_embedding.B"}
-    for part in ("model", "criterion"):
-        for key, value in a[part].items():
-            if torch.is_tensor(value):
-                assert torch.equal(value, b[part][key]), (part, key)
-
-
-@pytest.mark.slow
-def test_full_embedding_then_generate_then_pretrained_eq17_then_export(tiny_bin, tmp_path):
-    first = tmp_path / "first"
-    train(tiny_bin, first, 4, "--label-embedding-dim", "0", arch="joint_transformer_tiny")
-    ckpt = first / "checkpoint_last.pt"
-    state = checkpoint(ckpt)["criterion"]
-    m = len((tiny_bin / "dict.de.txt").read_text().splitlines()) + 4
-    assert state["label_embedding.weight"].shape == (m, m)
-    assert not torch.equal(state["label_embedding.weight"], torch.eye(m))  # it learned
-    gen = cli("fairseq-generate", tiny_bin, "--user-dir", USER_DIR, "--path", ckpt, "--beam", 2, "--max-len-b", 8,
-              "--batch-size", 20, "--required-batch-size-multiple", 1, "--scoring", "sacrebleu")
-    assert len(re.findall(r"^H-\d+", gen.stdout, re.M)) == 40 and "BLEU" in gen.stdout
-
-    second = tmp_path / "second"
-    log = train(tiny_bin, second, 3, "--label-embedding-from", ckpt, "--sample-rate", "0.5",
-                arch="joint_transformer_tiny")
-    out = log.stdout + log.stderr
-    assert "frozen (Eq. 17)" in out and "le_soft1=" in out and "le_hard2" not in out
-    assert checkpoint(second / "checkpoint_last.pt").get("criterion") is None  # rebuilt from its source on resume
-    resumed = train(tiny_bin, second, 4, "--label-embedding-from", ckpt, arch="joint_transformer_tiny")
-    assert "frozen (Eq. 17)" in resumed.stdout + resumed.stderr
-
-    png = tmp_path / "heat.png"
-    out = python_script("scripts/export_label_embedding.py", ckpt, "--output", tmp_path / "emb.pt", "--top-k", 3,
-                        "--query", "die", "der", "--heatmap", png, "--heatmap-labels", "die", "der", "und", "Sie", "das")
-    assert re.search(r"^die\t(\S+ \([-\d.]+\)\s*){3}$", out.stdout, re.M), out.stdout
-    assert png.stat().st_size > 1000
-    saved = torch.load(tmp_path / "emb.pt", weights_only=True)
-    assert saved["embedding"].shape == (m, m) and len(saved["labels"]) == m
-    bad = python_script("scripts/export_label_embedding.py", ckpt, "--query", "nosuchword", check=False)
-    assert bad.returncode != 0 and "nosuchword" in bad.stderr.strip().splitlines()[-1]
-
-
-@pytest.mark.slow
-def test_pretrained_embedding_of_another_vocabulary_is_refused(tiny_bin, tiny_text, tmp_path):
-    other = tmp_path / "other_bin"
-    cli("fairseq-preprocess", "--source-lang", "en", "--target-lang", "de", "--trainpref", tiny_text / "valid",
-        "--destdir", other, "--workers", "1")
-    train(other, tmp_path / "small", 1, "--label-embedding-dim", "4", "--max-tokens", "400")
-    log = cli(
-        "fairseq-train", tiny_bin, "--user-dir", USER_DIR, "--arch", "joint_lstm_tiny", "--criterion",
-        "label_embedding_cross_entropy", "--label-embedding-from", tmp_path / "small" / "checkpoint_last.pt",
-        "--save-dir", tmp_path / "big", "--max-update", 1, *TRAIN_FAST, check=False)
-    assert log.returncode != 0
-    assert re.search(r"--label-embedding-from \S+checkpoint_last.pt: its embedding has \d+ labels but the target "
-                     r"dictionary has \d+", log.stderr)
-
-
-@pytest.mark.slow
-def test_gile_multiclass_classification_with_the_label_embedding_loss(tmp_path):
-    from test_gile_cli import FAST, preprocess, valid_line, write_zero_shot_data
-
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    write_zero_shot_data(raw, num_seen=6)
-    seen_texts = (raw / "train.tsv").read_text().splitlines()[:30]
-    (raw / "mixed.tsv").write_text("\n".join(seen_texts) + "\n" + (raw / "valid.tsv").read_text())
-    preprocess("--train", raw / "train.tsv", "--valid", raw / "mixed.tsv", "--labels", raw / "labels.tsv",
-               "--destdir", tmp_path / "bin")
-    common = ["--user-dir", "fairseq_joint", "--task", "gile_classification", "--arch", "gile_classifier",
-              "--head", "gile", "--joint-dim", "8", "--classification-mode", "multiclass",
-              "--criterion", "label_embedding_cross_entropy", "--max-epoch", "2", *FAST]
-    out = cli("fairseq-train", tmp_path / "bin", "--label-embedding-dim", "0", "--num-samples", "2",
-              "--save-dir", tmp_path / "ck", *common, "--batch-size", "2")
-    log = out.stdout + out.stderr
-    assert re.search(r"le_hard1=[\d.]+, le_soft1=[\d.]+, le_hard2=[\d.]+, le_hinge=[\d.]+, le_emb=[\d.]+", log)
-    candidates = [float(c) for c in re.findall(r"candidates=([\d.]+)", log)]
-    assert candidates and max(candidates) <= 4  # V' = the batch's positives (<= 2) + 2 sampled labels, of 6
-    stats = valid_line(log)
-    assert "seen_avgpr" in stats and "unseen_avgpr" in stats  # the valid label L6 is unseen: zero-shot metrics
-    state = checkpoint(tmp_path / "ck" / "checkpoint_last.pt")["criterion"]
-    assert state["label_embedding.weight"].shape == (6, 6) and state["o2.weight"].shape == (6, 16)
-    bad = cli("fairseq-train", tmp_path / "bin", *[x for x in common if x != "multiclass" and x != "--classification-mode"],
-              "--save-dir", tmp_path / "ck2", check=False)
-    assert bad.returncode != 0 and "--classification-mode multiclass" in bad.stderr.strip().splitlines()[-1]
-
-
-@pytest.mark.slow
-def test_two_process_gloo_training_with_the_criterion_parameters(tiny_bin, tmp_path):
-    import subprocess
-
-    from conftest import BIN, REPO
-    from test_cli import _free_port
-
-    port = _free_port()
-    args = [str(BIN / "fairseq-train"), str(tiny_bin), "--user-dir", USER_DIR, "--arch", "joint_lstm_tiny",
-            "--output-layer", "joint", "--joint-dim", "24", "--criterion", "label_embedding_cross_entropy",
-            "--label-embedding-dim", "8", "--sample-rate", "0.5", "--max-update", "3", *map(str, TRAIN_FAST),
-            "--max-tokens", "400", "--save-dir", str(tmp_path), "--distributed-world-size", "2",
-            "--distributed-backend", "gloo", "--distributed-no-spawn", "--ddp-backend", "legacy_ddp",
-            "--distributed-init-method", f"tcp://127.0.0.1:{port}"]
-    procs = [subprocess.Popen(args + ["--distributed-rank", str(rank)], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, cwd=str(REPO),
-                              env={"OMP_NUM_THREADS": "1", "PATH": str(BIN)}) for rank in (0, 1)]
-    outs = [p.communicate(timeout=300)[0] for p in procs]
-    assert all(p.returncode == 0 for p in procs), outs[0][-3000:] + outs[1][-3000:]
-    vocab = len((tiny_bin / "dict.de.txt").read_text().splitlines()) + 4
-    # |V'| per forward, not summed over the two workers
-    assert {int(c) for c in re.findall(r"candidates=(\d+)", outs[0])} == {round(0.5 * vocab)}
-    state = checkpoint(tmp_path / "checkpoint_last.pt")["criterion"]
-    assert {"o2.weight", "label_embedding.A", "label_embedding.B"} <= set(state)

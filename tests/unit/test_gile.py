@@ -1,7 +1,6 @@
 """Unit tests of the GILE math: heads (Eqs. 3, 5, 6a/6b, 14, 18, 19), label vectors, losses (Eqs. 15, 17,
 Kurata's), label sampling, metrics against scikit-learn and hand computations, Kurata's init."""
 
-import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -77,7 +76,7 @@ def test_parameter_count_independent_of_label_count_and_eq19():
     assert count(head("gile", num_labels=10)) == count(head("gile", num_labels=10000))
     assert count(head("linear", num_labels=10)) != count(head("linear", num_labels=10000))
     # Eq. 19: d_j = dh |Y| / (dh + d) gives the linear head's capacity
-    assert equal_capacity_joint_dim(100, 100, 423) == round(100 * 423 / 200)
+    assert equal_capacity_joint_dim(100, 100, 423) == 212  # 100·423 / 200 = 211.5, the study's d_j
     lin = count(head("linear", num_labels=423, d=100, dh=100))
     gile = count(head("gile", num_labels=423, d=100, dh=100, joint_dim="auto"))
     assert head("gile", num_labels=423, d=100, dh=100, joint_dim="auto").joint_dim == 212
@@ -255,7 +254,7 @@ def test_kurata_dedicated_units_hold_c_on_exactly_their_pattern():
     assert patterns[0] == ((0, 3), 4) and patterns[1] == ((1, 3, 4), 2)
     L, H = 6, 5
     ub = normalized_init_bound(H, L)
-    assert ub == pytest.approx(math.sqrt(6) / math.sqrt(H + L))
+    assert ub == pytest.approx(0.738549, abs=1e-6)  # sqrt(6) / sqrt(5 + 6) = 2.449490 / 3.316625
     for mode, c0 in (("ub", ub), ("f_ub", 4 * ub), ("sqrt_f_ub", 2 * ub)):
         torch.manual_seed(0)
         w = torch.randn(L, H)
@@ -309,7 +308,7 @@ def stub_task(words=("apple", "pear", "car", "truck", "bus")):
     for w in words:
         dictionary.add_symbol(w)
     return SimpleNamespace(has_label_descriptions=True, train_labels=["a", "b"], source_dictionary=dictionary,
-                           train_label_rows=lambda: [[0], [1], [0, 1]], loading_checkpoint=False)
+                           train_label_rows=lambda: [[0], [1], [0, 1]])
 
 
 def test_similarity_init_starts_at_label_text_similarity():
@@ -392,11 +391,20 @@ def test_embed_path_loads_word_vectors_and_rejects_bad_files(tmp_path):
     assert E[d.index("apple")].tolist() == [1, 2, 3, 4] and E[d.index("truck")].tolist() == [0.5, 0, 0, -1]
     assert not E[d.pad()].any() and E[d.index("pear")].abs().sum() > 0  # missing words keep a random vector
     assert not E.requires_grad and all(p.requires_grad for n, p in model.named_parameters() if n != "embed_tokens.weight")
-    # built from a checkpoint, the model does not need the file (its weights come from the checkpoint)
-    task.loading_checkpoint = True
-    GileClassifier.build_model(GileClassifierConfig(head="gile", embed_dim=4, encoder_dim=4, joint_dim="4",
-                                                    embed_path=str(tmp_path / "gone.txt")), task)
-    task.loading_checkpoint = False
+    # built by the task for a checkpoint, the model does not need the file (its weights come from the checkpoint)
+    from omegaconf import OmegaConf
+
+    from fairseq_joint.tasks.gile_classification import GileClassificationTask
+
+    real = GileClassificationTask.__new__(GileClassificationTask)  # the task's own build_model, on the stub's data
+    real.__dict__.update(cfg=SimpleNamespace(), dictionary=d, train_labels=task.train_labels, descriptions={},
+                         train_label_rows=task.train_label_rows)
+    gone = OmegaConf.structured(GileClassifierConfig(head="gile", embed_dim=4, encoder_dim=4, joint_dim="4",
+                                                     embed_path=str(tmp_path / "gone.txt"), _name="gile_classifier"))
+    built = real.build_model(gone, from_checkpoint=True)
+    assert isinstance(built, GileClassifier) and gone.embed_path.endswith("gone.txt")  # the caller's config is kept
+    with pytest.raises(ValueError, match=r"--embed-path .*gone.txt: no such file"):
+        real.build_model(gone, from_checkpoint=False)
     cases = [
         ("2 5\napple 1 2 3 4 5\n", r"v.txt: the vectors have 5 dimensions but --embed-dim is 4; set --embed-dim 5"),
         ("apple 1 2 3 4\npear 1 2 3\n", r"v.txt:2: expected a word and 4 numbers \(--embed-dim 4\), got 3"),

@@ -1,0 +1,229 @@
+"""What every fairseq-joint command shares: one error style, argument parsing, reading the inputs users give
+(JSONL/TSV examples, text files, ``NAME=PATH`` pairs), loading a checkpoint's model, and matplotlib.
+
+One error style for all commands: a refusal is one line ``error: <what>, <the fix>`` on stderr and exit status 2,
+whether it comes from the command's own checks (:class:`CommandError`) or from the package's validation
+(``ValueError``/``FileNotFoundError`` raised by ``fairseq_joint``). ``FAIRSEQ_JOINT_DEBUG=1`` shows the traceback
+instead. Errors of anything else (a bug, a library's own failure) keep their traceback.
+"""
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import sys
+import traceback
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+#: set to 1 to see the traceback of a refusal
+DEBUG_ENV = "FAIRSEQ_JOINT_DEBUG"
+
+
+class CommandError(Exception):
+    """A refusal of a command: the message names the file or option and the fix."""
+
+
+def fail(message: str) -> "CommandError":
+    """``raise fail("...")``: a refusal (see :class:`CommandError`)."""
+    return CommandError(message)
+
+
+def _from_the_package(err: BaseException) -> bool:
+    """Whether ``err`` was raised by fairseq_joint's own code (its messages are written for users)."""
+    tb = err.__traceback__
+    last = None
+    while tb is not None:
+        last = tb
+        tb = tb.tb_next
+    if last is None:
+        return False
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.abspath(last.tb_frame.f_code.co_filename).startswith(package + os.sep)
+
+
+def run(main: Callable[[Optional[Sequence[str]]], Optional[int]], argv: Optional[Sequence[str]] = None) -> int:
+    """Run a command's ``main(argv)``; a refusal becomes one ``error:`` line on stderr and exit status 2."""
+    try:
+        return int(main(argv) or 0)
+    except (CommandError, ValueError, FileNotFoundError) as err:
+        if not isinstance(err, CommandError) and not _from_the_package(err):
+            raise
+        if os.environ.get(DEBUG_ENV):
+            traceback.print_exc()
+        message = str(err).strip().replace("\n", " ")
+        print(f"error: {message}", file=sys.stderr)
+        return 2
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with the commands' error style: ``error: <message> (see --help)`` on one line, exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
+def parser(doc: str, **kwargs) -> ArgumentParser:
+    """An :class:`ArgumentParser` whose description is the command's module docstring."""
+    return ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------- reading inputs
+def read_lines(path: str, what: str) -> List[str]:
+    """The lines of a UTF-8 text file (without line ends); a missing file is a refusal naming ``what``."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return [line.rstrip("\n") for line in f]
+    except FileNotFoundError:
+        raise fail(f"{what} {path}: file not found") from None
+
+
+def read_examples(path: str, fmt: str = "auto", text_field: str = "text",
+                  labels_field: str = "labels") -> List[Tuple[int, str, List[str]]]:
+    """``[(line number, text, [labels])]`` of a JSONL (objects with a text and a list of labels) or TSV
+    (``text<TAB>label1 label2``) file; the format follows the extension unless ``fmt`` says. Bad lines are refused
+    with file:line."""
+    if not os.path.isfile(path):
+        raise fail(f"{path} does not exist: give a JSONL or TSV file of (text, labels) examples")
+    if fmt == "auto":
+        fmt = "tsv" if path.endswith(".tsv") else "jsonl" if path.endswith((".jsonl", ".json")) else None
+        if fmt is None:
+            raise fail(f"{path}: cannot tell the format from the extension; pass --format jsonl|tsv")
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            if fmt == "jsonl":
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise fail(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
+                if not isinstance(obj, dict) or text_field not in obj or labels_field not in obj:
+                    raise fail(f"{path}:{lineno}: needs the fields {text_field!r} and {labels_field!r} "
+                               "(set --text-field/--labels-field)")
+                text, labels = obj[text_field], obj[labels_field]
+                if isinstance(labels, str):
+                    labels = labels.split()
+                if not isinstance(text, str) or not isinstance(labels, list):
+                    raise fail(f"{path}:{lineno}: {text_field!r} must be a string and {labels_field!r} a list")
+            else:
+                parts = line.rstrip("\n").split("\t")
+                if len(parts) != 2:
+                    raise fail(f"{path}:{lineno}: expected 'text<TAB>labels', found {len(parts)} fields")
+                text, labels = parts[0], parts[1].split()
+            labels = [str(x).strip() for x in labels]
+            if not text.strip():
+                raise fail(f"{path}:{lineno}: empty text")
+            if not labels or any(not x or any(c.isspace() for c in x) for x in labels):
+                raise fail(f"{path}:{lineno}: needs at least one label, without whitespace in labels")
+            rows.append((lineno, text, labels))
+    if not rows:
+        raise fail(f"{path} holds no examples")
+    return rows
+
+
+def named_paths(items: Sequence[str], default_name: Callable[[str], str] = lambda path: path) -> List[Tuple[str, str]]:
+    """``NAME=PATH`` (or a bare ``PATH``, named by ``default_name(PATH)``) -> [(name, path)]; names must differ."""
+    out: Dict[str, str] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep:
+            name, path = default_name(item), item
+        if not name or not path:
+            raise fail(f"{item!r}: give NAME=PATH (or a PATH)")
+        if name in out:
+            raise fail(f"the name {name!r} is given twice ({out[name]} and {path}): give each NAME=PATH a distinct name")
+        out[name] = path
+    return list(out.items())
+
+
+# ---------------------------------------------------------------------------------------------- models
+def _dictionary(n: int):
+    from fairseq.data import Dictionary
+
+    d = Dictionary()
+    for i in range(n - len(d)):
+        d.add_symbol(f"w{i}")
+    return d
+
+
+def translation_task(src_vocab: int, tgt_vocab: int):
+    """A fairseq translation task whose dictionaries have the given sizes (symbols w0, w1, ...): enough to build
+    a model without data, e.g. to count its parameters or to benchmark it."""
+    from fairseq.tasks.translation import TranslationConfig, TranslationTask
+
+    return TranslationTask(TranslationConfig(), _dictionary(src_vocab), _dictionary(tgt_vocab))
+
+
+def model_from_flags(flags: Sequence[str], src_vocab: int, tgt_vocab: int):
+    """A fairseq-joint translation model built from fairseq-train model flags (``--arch ...``), without data."""
+    from fairseq import options
+
+    import fairseq_joint  # noqa: F401  (registers the models)
+
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, ["/nonexistent-data-dir", *flags])
+    return translation_task(src_vocab, tgt_vocab).build_model(args)
+
+
+def load_translation_model(path: str):
+    """The model of a fairseq-joint translation checkpoint, built with dictionaries of the checkpoint's sizes (the
+    data directory is not needed)."""
+    from fairseq import checkpoint_utils
+
+    import fairseq_joint  # noqa: F401  (registers the models, allowlists checkpoint classes)
+
+    if not os.path.isfile(path):
+        raise fail(f"checkpoint {path}: file not found")
+    state = checkpoint_utils.load_checkpoint_to_cpu(path)
+    cfg = state["cfg"]
+    weights = state["model"]
+    if "decoder.embed_tokens.weight" not in weights:
+        raise fail(f"{path} is not a translation checkpoint of fairseq-joint (no decoder embedding)")
+    task = translation_task(weights["encoder.embed_tokens.weight"].shape[0], weights["decoder.embed_tokens.weight"].shape[0])
+    model = task.build_model(cfg.model)
+    model.load_state_dict(weights, strict=True, model_cfg=cfg.model)
+    return model
+
+
+def load_gile_model(path: str, data: Optional[str] = None):
+    """``(model, task)`` of a ``gile_classifier`` checkpoint; ``data``: the preprocessed directory (default: the one
+    recorded in the checkpoint)."""
+    from fairseq import checkpoint_utils
+
+    import fairseq_joint  # noqa: F401  (registers the task/model, allowlists checkpoint classes)
+
+    if not os.path.isfile(path):
+        raise fail(f"checkpoint {path} does not exist")
+    overrides = {"data": data} if data else None
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
+    model = models[0].eval()
+    if not hasattr(model, "label_scores"):
+        raise fail(f"{path} is not a gile_classifier checkpoint")
+    return model, task
+
+
+# ---------------------------------------------------------------------------------------------- plots
+def pyplot():
+    """matplotlib's pyplot on the file-only Agg backend, without its font-search debug lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+@contextlib.contextmanager
+def figure(path: str, *args, **kwargs):
+    """``with figure("out.png", figsize=...) as (fig, ax):`` draws and saves a PNG (tight layout)."""
+    plt = pyplot()
+    fig, ax = plt.subplots(*args, **kwargs)
+    try:
+        yield fig, ax
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+    finally:
+        plt.close(fig)

@@ -1,0 +1,98 @@
+"""``gile_label_embedding_cross_entropy``: the label-embedding loss of Sun et al. (2017, Eq. 14) for the GILE task in
+``--classification-mode multiclass``: the labels are the training labels, o1 is the model's label-scoring head
+(``--head``), o2 a plain softmax over the training labels fed the detached document vectors.
+
+The ``gile_classification`` task builds this criterion for ``--criterion label_embedding_cross_entropy``, so that
+name works for both tasks. Texts whose label is unseen in training have no row in Eq. 14: they are left out of the
+loss and scored by the task's metrics at validation (``seen_*`` / ``unseen_*``, as ``multilabel_classification``).
+"""
+
+from dataclasses import dataclass
+
+import torch
+from fairseq.criterions import register_criterion
+
+from fairseq_joint.criterions.label_embedding_cross_entropy import (
+    LabelEmbeddingCrossEntropyConfig,
+    LabelEmbeddingCrossEntropyCriterion,
+    log_terms,
+)
+from fairseq_joint.criterions.multilabel_classification import MultilabelClassificationCriterion
+from fairseq_joint.criterions.sampled_cross_entropy import log_candidates
+from fairseq_joint.modules.sampling import CandidateSampler
+
+
+@dataclass
+class GileLabelEmbeddingConfig(LabelEmbeddingCrossEntropyConfig):
+    pass
+
+
+@register_criterion("gile_label_embedding_cross_entropy", dataclass=GileLabelEmbeddingConfig)
+class GileLabelEmbeddingCriterion(LabelEmbeddingCrossEntropyCriterion):
+    name = "label_embedding_cross_entropy"
+
+    def __init__(self, task, sentence_avg, label_smoothing, ignore_prefix_size=0, report_accuracy=False,
+                 sampler="uniform", sample_rate=None, num_samples=None, unigram_alpha=0.75,
+                 logq_correction=False, remove_accidental_hits=False, vocab_chunk_size=None,
+                 label_embedding_dim=100, label_embedding_tau=2.0, label_embedding_alpha=0.9,
+                 label_embedding_hinge_p=1, label_embedding_two_sided_hinge=False, label_embedding_beta=None,
+                 label_embedding_warmup_updates=0, label_embedding_from=None, label_embedding_input_dim=None):
+        if not hasattr(task, "train_label_rows"):
+            raise ValueError("--criterion gile_label_embedding_cross_entropy scores labels of --task gile_classification; "
+                             "for translation use --criterion label_embedding_cross_entropy")
+        if str(getattr(task.cfg, "classification_mode", "")) != "multiclass":
+            raise ValueError(f"--criterion {self.name} needs one label per text: use --classification-mode multiclass "
+                             "(for multi-label data use --criterion multilabel_classification)")
+        super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy, sampler, sample_rate,
+                         num_samples, unigram_alpha, logq_correction, remove_accidental_hits, vocab_chunk_size,
+                         label_embedding_dim, label_embedding_tau, label_embedding_alpha, label_embedding_hinge_p,
+                         label_embedding_two_sided_hinge, label_embedding_beta, label_embedding_warmup_updates,
+                         label_embedding_from, label_embedding_input_dim)
+        self.metrics = MultilabelClassificationCriterion(task)  # the task's metrics, seen and unseen
+
+    @staticmethod
+    def num_labels(task) -> int:
+        """m: the training labels."""
+        return len(task.train_labels)
+
+    @staticmethod
+    def build_sampler(task, sampler, sample_rate, num_samples, unigram_alpha, exclude_positives=True):
+        """Candidate labels: the batch's labels and negatives over the training labels (unigram: label frequency)."""
+        counts = torch.zeros(len(task.train_labels), dtype=torch.float64)
+        for row in task.train_label_rows():
+            counts[row] += 1
+        return CandidateSampler(len(counts), sampler, sample_rate=sample_rate, num_samples=num_samples, counts=counts,
+                                alpha=unigram_alpha, exclude_positives=exclude_positives)
+
+    def inputs(self, model, sample):
+        """Document vectors, those of the texts whose label was seen in training, their training-label ids, and
+        o1 = the model's head over training labels as ``score(h, ids)``."""
+        features = model(**sample["net_input"])
+        tokens, train_index = sample["label_tokens"], sample["label_train_index"]
+        position = torch.full((self.label_embedding.num_labels,), -1, dtype=torch.long, device=tokens.device)
+        seen = (train_index >= 0).nonzero().flatten()
+        position[train_index[seen]] = seen  # training label id -> its row in this batch's label set
+        y = train_index[sample["target_class"]]
+        keep = y >= 0
+        if (position < 0).any():
+            raise ValueError("the label set of this split lacks some training labels: the label file of "
+                             "--eval-label-file must contain every training label")
+
+        def score(x, ids):
+            ids = torch.arange(position.numel(), device=x.device) if ids is None else ids
+            return model.label_scores(x, tokens[position[ids]], ids)
+
+        return features, features[keep], y[keep], score
+
+    def forward(self, model, sample, reduce=True):
+        terms, num_candidates, num_rows, features = self.compute_terms(model, sample)
+        logging_output = {"nsentences": sample["nsentences"], "ntokens": sample["ntokens"]}
+        if not model.training:
+            self.metrics.evaluate(model, features, sample, logging_output)
+        return self.finish(terms, num_candidates, num_rows, max(num_rows, 1), logging_output)
+
+    @classmethod
+    def reduce_metrics(cls, logging_outputs) -> None:
+        MultilabelClassificationCriterion.reduce_metrics(logging_outputs)  # loss, seen_*/unseen_* metrics
+        log_candidates(logging_outputs)
+        log_terms(logging_outputs)

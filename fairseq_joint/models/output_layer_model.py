@@ -1,0 +1,151 @@
+"""What every fairseq-joint translation model shares: the ``--output-layer`` options, how the output layer is built
+from them, and the mixin that adds those options to a fairseq model and checks a checkpoint before loading it.
+
+The options' defaults live in :class:`OutputLayerConfig` (which takes them from
+:mod:`fairseq_joint.modules.output_layers`) and nowhere else: every architecture function calls
+:func:`output_layer_defaults`, so the builder reads ``args`` without fallbacks of its own.
+"""
+
+from dataclasses import dataclass, field
+
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.dataclass.utils import gen_parser_from_dataclass
+
+from fairseq_joint.modules.output_layers import (
+    ACTIVATION_CHOICES,
+    DEFAULT_ACTIVATION,
+    DEFAULT_INIT,
+    DEFAULT_JOINT_DIM,
+    INIT_CHOICES,
+    OUTPUT_LAYER_CHOICES,
+    PAPER_EQUATION,
+    OutputLayer,
+)
+
+
+@dataclass
+class OutputLayerConfig(FairseqDataclass):
+    output_layer: ChoiceEnum(OUTPUT_LAYER_CHOICES) = field(
+        default="joint",
+        metadata={
+            "help": "decoder output layer: "
+            + "; ".join(f"{k} ({v})" for k, v in PAPER_EQUATION.items())
+            + " of Pappas et al. 2018"
+        },
+    )
+    joint_dim: int = field(
+        default=DEFAULT_JOINT_DIM,
+        metadata={"help": "dj, the joint space dimension of --output-layer joint (Eq. 16 capacity)"},
+    )
+    joint_activation: ChoiceEnum(ACTIVATION_CHOICES) = field(
+        default=DEFAULT_ACTIVATION,
+        metadata={"help": "the non-linearity σ of Eqs. 7, 12-13 (the paper uses tanh)"},
+    )
+    joint_dropout: float = field(
+        default=0.0, metadata={"help": "dropout on the context side σ(V h + b_v) in the joint space"}
+    )
+    no_output_bias: bool = field(
+        default=False, metadata={"help": "drop the per-word bias b of Eqs. 3-14"}
+    )
+    output_layer_init: ChoiceEnum(INIT_CHOICES) = field(
+        default=DEFAULT_INIT,
+        metadata={
+            "help": "fairseq: N(0, fan_in^-1/2) weights and zero biases (fairseq's output projection); "
+            "uniform: U(-0.1, 0.1) for every output-layer parameter (the original NMT-joint code); "
+            "identity: the projections U, V, W start as (rectangular) identity matrices and their biases at 0, "
+            "so the first logits are sigma(E)·sigma(h) (weight tying for --joint-activation identity)"
+        },
+    )
+
+
+_DEFAULTS = OutputLayerConfig()
+
+
+def output_layer_defaults(args, input_dim: int) -> None:
+    """Fill the output-layer options an architecture leaves unset (for ``register_model_architecture``), and record
+    dh = ``input_dim``, the size of the features h the output layer reads, as the default of
+    ``--label-embedding-input-dim``: a criterion with a second output layer over h (``label_embedding_cross_entropy``)
+    reads it from its own configuration, built from the same arguments."""
+    for name in _DEFAULTS.__dataclass_fields__:
+        if not name.startswith("_") and not hasattr(args, name):
+            setattr(args, name, getattr(_DEFAULTS, name))
+    if getattr(args, "label_embedding_input_dim", None) is None:
+        args.label_embedding_input_dim = int(input_dim)
+
+
+def check_output_layer_args(args) -> None:
+    """Options of fairseq that would replace or duplicate the output layer: a one-line error with the fix."""
+    kind = args.output_layer
+    if getattr(args, "share_decoder_input_output_embed", False) and kind != "tied":
+        raise ValueError(
+            f"--share-decoder-input-output-embed conflicts with --output-layer {kind}: "
+            "use --output-layer tied for weight tying (and drop --share-decoder-input-output-embed)"
+        )
+    if getattr(args, "criterion", None) == "adaptive_loss":
+        raise ValueError(
+            "--criterion adaptive_loss needs fairseq's adaptive softmax, not a fairseq-joint output layer: "
+            "use --criterion cross_entropy, or sampled_cross_entropy for large vocabularies"
+        )
+
+
+def build_output_layer(args, dictionary, embed_tokens, input_dim: int) -> OutputLayer:
+    """The decoder's output layer from ``args``; E (``embed_tokens``) is shared, never copied."""
+    kind = args.output_layer
+    return OutputLayer(
+        kind,
+        num_classes=len(dictionary),
+        input_dim=input_dim,
+        embedding=None if kind == "softmax" else embed_tokens,
+        joint_dim=args.joint_dim,
+        activation=args.joint_activation,
+        bias="none" if args.no_output_bias else "per_class",
+        dropout=args.joint_dropout,
+        init=args.output_layer_init,
+    )
+
+
+class UpdateCountMixin:
+    """Keeps fairseq's update number on the model (``num_updates``), for criteria with a warm-up
+    (``label_embedding_cross_entropy --label-embedding-warmup-updates``)."""
+
+    num_updates = 0
+
+    def set_num_updates(self, num_updates):
+        super().set_num_updates(num_updates)
+        self.num_updates = num_updates
+
+
+class OutputLayerModelMixin(UpdateCountMixin):
+    """Mixed into a fairseq translation model whose decoder has an :class:`OutputLayer` (``decoder.output_projection``):
+
+    * ``add_args``: the model's own options plus :class:`OutputLayerConfig`'s;
+    * ``load_state_dict``: a checkpoint trained with other dictionaries than the data's fails with a one-line fix
+      (the output layer checks its own configuration, see ``OutputLayer.set_extra_state``);
+    * ``num_updates`` (:class:`UpdateCountMixin`).
+    """
+
+    @classmethod
+    def add_args(cls, parser):
+        super().add_args(parser)
+        gen_parser_from_dataclass(parser, OutputLayerConfig(), delete_default=True)
+
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        check_dictionaries_match(self, state_dict)
+        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
+
+
+def check_dictionaries_match(model, state_dict) -> None:
+    """Fail with a one-line fix when a checkpoint was trained with other dictionaries than the data's."""
+    for side, key, flag in (
+        ("source", "encoder.embed_tokens.weight", "--srcdict"),
+        ("target", "decoder.embed_tokens.weight", "--tgtdict"),
+    ):
+        if key not in state_dict:
+            continue
+        own = model.state_dict().get(key)
+        if own is not None and own.shape[0] != state_dict[key].shape[0]:
+            raise ValueError(
+                f"the checkpoint's {side} dictionary has {state_dict[key].shape[0]} entries but the data's "
+                f"has {own.shape[0]}: binarize the data with the checkpoint's dictionary "
+                f"(fairseq-preprocess {flag} <checkpoint data dir>/dict.*.txt)"
+            )

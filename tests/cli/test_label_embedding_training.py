@@ -1,0 +1,154 @@
+"""label_embedding_cross_entropy through fairseq-train/generate: compressed and sampled training reproducible
+across a resume, the full embedding then generate then the pre-trained embedding (Eq. 17) then the export
+(full and compressed), an embedding of another vocabulary, GILE multi-class, 2-process gloo training."""
+
+import re
+
+import torch
+from conftest import (
+    BIN,
+    GILE_FAST,
+    REPO,
+    TRAIN_FAST,
+    USER_DIR,
+    assert_same_tensors,
+    cli,
+    free_port,
+    preprocess_gile,
+    python_script,
+    state,
+    valid_line,
+    write_zero_shot_data,
+)
+
+
+def train(data, save_dir, updates, *extra, arch="joint_lstm_tiny"):
+    return cli("fairseq-train", data, "--user-dir", USER_DIR, "--arch", arch, "--output-layer", "joint",
+               "--joint-dim", 24, "--criterion", "label_embedding_cross_entropy", "--save-dir", save_dir,
+               "--max-update", updates, *TRAIN_FAST, *extra)
+
+
+def checkpoint(path):
+    return state(path)
+
+
+def test_compressed_sampled_training_is_reproducible_across_a_resume(tiny_bin, tmp_path):
+    opts = ["--sample-rate", "0.25", "--label-embedding-dim", "16", "--max-tokens", "400"]
+    log = train(tiny_bin, tmp_path / "a", 6, *opts)
+    assert re.search(r"le_soft1=[\d.]+, le_hard2=[\d.]+, le_hinge=[\d.]+, le_emb=[\d.]+, le_o2_acc=", log.stdout)
+    train(tiny_bin, tmp_path / "b", 3, *opts)
+    resumed = train(tiny_bin, tmp_path / "b", 6, *opts)
+    assert re.search(r"Loaded checkpoint .*\(epoch \d+ @ 3 updates\)", resumed.stdout + resumed.stderr)
+    a, b = checkpoint(tmp_path / "a" / "checkpoint_last.pt"), checkpoint(tmp_path / "b" / "checkpoint_last.pt")
+    assert set(a["criterion"]) >= {"o2.weight", "o2.bias", "label_embedding.A", "label_embedding.B"}
+    for part in ("model", "criterion"):
+        assert_same_tensors(a[part], b[part], part)
+    # the compressed export: the factors A, B of e = ReLU(A_y B) (Eq. 16), and the most similar labels of a query
+    out = python_script("scripts/export_label_embedding.py", tmp_path / "a" / "checkpoint_last.pt", "--output",
+                        tmp_path / "emb.pt", "--query", "die", "--top-k", 2)
+    assert "compressed (h=16)" in out.stdout
+    saved = torch.load(tmp_path / "emb.pt", weights_only=True)
+    m = len((tiny_bin / "dict.de.txt").read_text().splitlines()) + 4
+    assert set(saved) == {"labels", "A", "B"} and len(saved["labels"]) == m
+    assert torch.equal(saved["A"], a["criterion"]["label_embedding.A"]) and saved["B"].shape == (16, m)
+    die = saved["labels"].index("die")
+    e = torch.softmax(torch.relu(saved["A"][die] @ saved["B"]), -1)  # e'_die by hand from the exported factors
+    e[:4] = -1.0  # fairseq's special symbols and the query itself are left out
+    e[die] = -1.0
+    top = e.topk(2)
+    expected = "die\t" + "  ".join(f"{saved['labels'][j]} ({v:.4f})" for v, j in zip(top.values.tolist(), top.indices.tolist()))
+    assert expected in out.stdout
+
+
+def test_full_embedding_then_generate_then_pretrained_eq17_then_export(tiny_bin, tmp_path):
+    first = tmp_path / "first"
+    train(tiny_bin, first, 4, "--label-embedding-dim", "0", arch="joint_transformer_tiny")
+    ckpt = first / "checkpoint_last.pt"
+    state = checkpoint(ckpt)["criterion"]
+    m = len((tiny_bin / "dict.de.txt").read_text().splitlines()) + 4
+    assert state["label_embedding.weight"].shape == (m, m)
+    assert not torch.equal(state["label_embedding.weight"], torch.eye(m))  # it learned
+    gen = cli("fairseq-generate", tiny_bin, "--user-dir", USER_DIR, "--path", ckpt, "--beam", 2, "--max-len-b", 8,
+              "--batch-size", 20, "--required-batch-size-multiple", 1, "--scoring", "sacrebleu")
+    assert len(re.findall(r"^H-\d+", gen.stdout, re.M)) == 40 and "BLEU" in gen.stdout
+
+    second = tmp_path / "second"
+    log = train(tiny_bin, second, 3, "--label-embedding-from", ckpt, "--sample-rate", "0.5",
+                arch="joint_transformer_tiny")
+    out = log.stdout + log.stderr
+    assert "frozen (Eq. 17)" in out and "le_soft1=" in out and "le_hard2" not in out
+    assert checkpoint(second / "checkpoint_last.pt").get("criterion") is None  # rebuilt from its source on resume
+    resumed = train(tiny_bin, second, 4, "--label-embedding-from", ckpt, arch="joint_transformer_tiny")
+    assert "frozen (Eq. 17)" in resumed.stdout + resumed.stderr
+
+    png = tmp_path / "heat.png"
+    out = python_script("scripts/export_label_embedding.py", ckpt, "--output", tmp_path / "emb.pt", "--top-k", 3,
+                        "--query", "die", "der", "--heatmap", png, "--heatmap-labels", "die", "der", "und", "Sie", "das")
+    assert re.search(r"^die\t(\S+ \([-\d.]+\)\s*){3}$", out.stdout, re.M), out.stdout
+    assert png.stat().st_size > 1000
+    saved = torch.load(tmp_path / "emb.pt", weights_only=True)
+    assert saved["embedding"].shape == (m, m) and len(saved["labels"]) == m
+    bad = python_script("scripts/export_label_embedding.py", ckpt, "--query", "nosuchword", check=False)
+    assert bad.returncode != 0 and "nosuchword" in bad.stderr.strip().splitlines()[-1]
+
+
+def test_pretrained_embedding_of_another_vocabulary_is_refused(tiny_bin, tiny_text, tmp_path):
+    other = tmp_path / "other_bin"
+    cli("fairseq-preprocess", "--source-lang", "en", "--target-lang", "de", "--trainpref", tiny_text / "valid",
+        "--destdir", other, "--workers", "1")
+    train(other, tmp_path / "small", 1, "--label-embedding-dim", "4", "--max-tokens", "400")
+    log = cli(
+        "fairseq-train", tiny_bin, "--user-dir", USER_DIR, "--arch", "joint_lstm_tiny", "--criterion",
+        "label_embedding_cross_entropy", "--label-embedding-from", tmp_path / "small" / "checkpoint_last.pt",
+        "--save-dir", tmp_path / "big", "--max-update", 1, *TRAIN_FAST, check=False)
+    assert log.returncode != 0
+    assert re.search(r"--label-embedding-from \S+checkpoint_last.pt: its embedding has \d+ labels but the target "
+                     r"dictionary has \d+", log.stderr)
+
+
+def test_gile_multiclass_classification_with_the_label_embedding_loss(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    write_zero_shot_data(raw, num_seen=6)
+    seen_texts = (raw / "train.tsv").read_text().splitlines()[:30]
+    (raw / "mixed.tsv").write_text("\n".join(seen_texts) + "\n" + (raw / "valid.tsv").read_text())
+    preprocess_gile("--train", raw / "train.tsv", "--valid", raw / "mixed.tsv", "--labels", raw / "labels.tsv",
+               "--destdir", tmp_path / "bin")
+    common = ["--user-dir", "fairseq_joint", "--task", "gile_classification", "--arch", "gile_classifier",
+              "--head", "gile", "--joint-dim", "8", "--classification-mode", "multiclass",
+              "--criterion", "label_embedding_cross_entropy", "--max-epoch", "2", *GILE_FAST]
+    out = cli("fairseq-train", tmp_path / "bin", "--label-embedding-dim", "0", "--num-samples", "2",
+              "--save-dir", tmp_path / "ck", *common, "--batch-size", "2")
+    log = out.stdout + out.stderr
+    assert re.search(r"le_hard1=[\d.]+, le_soft1=[\d.]+, le_hard2=[\d.]+, le_hinge=[\d.]+, le_emb=[\d.]+", log)
+    candidates = [float(c) for c in re.findall(r"candidates=([\d.]+)", log)]
+    assert candidates and max(candidates) <= 4  # V' = the batch's positives (<= 2) + 2 sampled labels, of 6
+    stats = valid_line(log)
+    assert "seen_avgpr" in stats and "unseen_avgpr" in stats  # the valid label L6 is unseen: zero-shot metrics
+    state = checkpoint(tmp_path / "ck" / "checkpoint_last.pt")["criterion"]
+    assert state["label_embedding.weight"].shape == (6, 6) and state["o2.weight"].shape == (6, 16)
+    bad = cli("fairseq-train", tmp_path / "bin", *[x for x in common if x != "multiclass" and x != "--classification-mode"],
+              "--save-dir", tmp_path / "ck2", check=False)
+    assert bad.returncode != 0 and "--classification-mode multiclass" in bad.stderr.strip().splitlines()[-1]
+
+
+def test_two_process_gloo_training_with_the_criterion_parameters(tiny_bin, tmp_path):
+    import subprocess
+
+    port = free_port()
+    args = [str(BIN / "fairseq-train"), str(tiny_bin), "--user-dir", USER_DIR, "--arch", "joint_lstm_tiny",
+            "--output-layer", "joint", "--joint-dim", "24", "--criterion", "label_embedding_cross_entropy",
+            "--label-embedding-dim", "8", "--sample-rate", "0.5", "--max-update", "3", *map(str, TRAIN_FAST),
+            "--max-tokens", "400", "--save-dir", str(tmp_path), "--distributed-world-size", "2",
+            "--distributed-backend", "gloo", "--distributed-no-spawn", "--ddp-backend", "legacy_ddp",
+            "--distributed-init-method", f"tcp://127.0.0.1:{port}"]
+    procs = [subprocess.Popen(args + ["--distributed-rank", str(rank)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, cwd=str(REPO),
+                              env={"OMP_NUM_THREADS": "1", "PATH": str(BIN)}) for rank in (0, 1)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs[0][-3000:] + outs[1][-3000:]
+    vocab = len((tiny_bin / "dict.de.txt").read_text().splitlines()) + 4
+    # |V'| per forward, not summed over the two workers
+    assert {int(c) for c in re.findall(r"candidates=(\d+)", outs[0])} == {round(0.5 * vocab)}
+    state = checkpoint(tmp_path / "checkpoint_last.pt")["criterion"]
+    assert {"o2.weight", "label_embedding.A", "label_embedding.B"} <= set(state)

@@ -1,0 +1,56 @@
+"""The recipes' helpers by hand: frequency bins (Fig. 3), cleaning as clean-corpus-n.perl, hypotheses in order,
+SGM/IWSLT extraction, significance marks."""
+
+import frequency_bins
+import make_mirror
+import prepare_text
+import pytest
+import score_translations
+
+
+def test_frequency_bins_cut_the_vocabulary_in_thirds_and_clip_matches():
+    train = ["a a a a b b b c c d", "e f"]  # counts a4 b3 c2 d1 e1 f1 -> ranked a b c d e f
+    word_bin = frequency_bins.frequency_bins(train)
+    assert word_bin == {"a": "high", "b": "high", "c": "medium", "d": "medium", "e": "low", "f": "low"}
+    s = frequency_bins.bin_scores(word_bin, hyps=["a a a c x"], refs=["a c c e y"])
+    # high: hyp a x3, ref a x1 -> 1 match, P 1/3, R 1/1
+    assert s["high"]["matches"] == 1 and s["high"]["precision"] == pytest.approx(100 / 3)
+    assert s["high"]["recall"] == pytest.approx(100.0) and s["high"]["f1"] == pytest.approx(50.0)
+    # medium: hyp c x1, ref c x2 -> 1 match, P 1, R 1/2, F1 2/3
+    assert s["medium"]["f1"] == pytest.approx(200 / 3)
+    # low: hyp none, ref e -> 0; unseen tokens x (hyp) and y (ref) counted, not dropped
+    assert s["low"]["f1"] == 0 and s["low"]["ref_tokens"] == 1
+    assert s["unseen"]["hyp_tokens"] == 1 and s["unseen"]["ref_tokens"] == 1 and s["unseen"]["matches"] == 0
+
+
+def test_clean_pairs_length_and_ratio_like_clean_corpus_n():
+    src = ["a b", "a b c d", "a", " ".join("w" * 1 for _ in range(51)), "x y z"]
+    tgt = ["c d e", "a", "b", "w", "x y"]
+    ks, kt, dropped = prepare_text.clean_pairs(src, tgt, 1, 50, 1.5)
+    assert ks == ["a b", "a", "x y z"] and kt == ["c d e", "b", "x y"]  # 3/2 = 1.5 is kept
+    assert dropped == {"length ratio > 1.5": 1, "longer than 50": 1}
+
+
+def test_generated_hypotheses_in_order_and_missing_ids_are_an_error(tmp_path):
+    gen = tmp_path / "gen.out"
+    gen.write_text("S-1\tsrc\nH-1\t-0.5\tb c\nH-0\t-0.1\ta\nD-0\t-0.1\ta\nH-2\t-0.3\t\n", encoding="utf-8")
+    assert prepare_text.generated_hypotheses(str(gen), 3) == ["a", "b c", ""]
+    with pytest.raises(prepare_text.RecipeError, match="no hypothesis for 1 of 4 test sentences"):
+        prepare_text.generated_hypotheses(str(gen), 4)
+
+
+def test_sgm_and_iwslt_extraction(tmp_path):
+    sgm = tmp_path / "t.sgm"
+    sgm.write_text(make_mirror.sgm("newstest2015", "en", ["A & B <c>", "d"], "srcset"), encoding="utf-8")
+    assert prepare_text.extract_segments(str(sgm)) == ["A & B <c>", "d"]
+    tags = tmp_path / "train.tags.de-en.en"
+    tags.write_text(make_mirror.train_tags(["T1", "D1", "s1", "T2", "D2", "s2"], "en"), encoding="utf-8")
+    assert prepare_text.extract_iwslt_train(str(tags)) == [
+        "T1", "TED Talk Subtitles and Transcript: D1", "s1", "T2", "TED Talk Subtitles and Transcript: D2", "s2"]
+
+
+def test_significance_marks_and_identical_systems():
+    assert [score_translations.significance_mark(p) for p in (0.0005, 0.005, 0.03, 0.2)] == ["‡", "†", "*", ""]
+    refs = ["the cat sat on the mat", "a dog barks loudly today"]
+    same = score_translations.paired_bootstrap(refs, refs, refs, False, n_samples=50)
+    assert same["delta"] == 0 and same["p_value"] == 1.0 and same["mark"] == ""

@@ -1,0 +1,90 @@
+"""The sampled_cross_entropy criterion in process: validation on the exact full softmax, training on V', the
+loss's normalizer (sentence_avg), ignore_prefix_size, and the options it refuses (tests/cli trains with it)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import valid_batch
+
+from fairseq_joint.criterions.sampled_cross_entropy import SampledCrossEntropyCriterion
+
+
+@pytest.fixture(scope="module")
+def model_and_batch(tiny_bin):
+    return valid_batch(tiny_bin)
+
+
+def full_softmax_loss(model, sample, pad):
+    logits, _ = model(**sample["net_input"])
+    return F.cross_entropy(logits.view(-1, logits.size(-1)).float(), sample["target"].view(-1), ignore_index=pad,
+                           reduction="sum")
+
+
+def test_validation_is_the_exact_full_softmax_and_training_samples(model_and_batch):
+    task, model, sample = model_and_batch
+    pad = task.tgt_dict.pad()
+    crit = SampledCrossEntropyCriterion(task, False, 0.0, sample_rate=0.3)
+    chunked = SampledCrossEntropyCriterion(task, False, 0.0, sample_rate=0.3, vocab_chunk_size=100)
+    model.eval()
+    with torch.no_grad():
+        expected = full_softmax_loss(model, sample, pad)
+        loss, _, log = crit(model, sample)
+        torch.testing.assert_close(loss, expected)
+        assert log["candidates"] == len(task.tgt_dict)
+        torch.testing.assert_close(chunked(model, sample)[0], expected, rtol=1e-5, atol=1e-4)
+    model.train()
+    torch.manual_seed(0)
+    loss, _, log = crit(model, sample)
+    assert log["candidates"] == round(0.3 * len(task.tgt_dict))
+    loss.backward()
+    scored_rows = (model.decoder.output_projection.bias.grad != 0).sum().item()
+    assert 0 < scored_rows <= log["candidates"]
+    model.zero_grad()
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(sample_rate=1.5), r"--sample-rate must be in \(0, 1\]"),
+        (dict(sample_rate=0.0), r"--sample-rate must be in \(0, 1\]"),
+        (dict(num_samples=10**6), r"--num-samples 1000000 is larger than the \d+ samplable ids"),
+        (dict(num_samples=-3), r"--num-samples must be a number of negatives >= 0, got -3"),
+        (dict(vocab_chunk_size=0), "--vocab-chunk-size must be a positive"),
+        (dict(logq_correction=True), "--logq-correction needs sampling"),
+        (dict(sample_rate=0.5, num_samples=3), "either --sample-rate or --num-samples"),
+        (dict(num_samples=5, remove_accidental_hits=True, label_smoothing=0.1), "cannot be combined with --label-smoothing"),
+    ],
+)
+def test_options_it_cannot_serve_are_refused(model_and_batch, kwargs, message):
+    task = model_and_batch[0]
+    eps = kwargs.pop("label_smoothing", 0.0)
+    with pytest.raises(ValueError, match=message):
+        SampledCrossEntropyCriterion(task, False, eps, **kwargs)
+
+
+def test_sentence_avg_normalizes_by_sentences(model_and_batch):
+    task, model, sample = model_and_batch
+    model.eval()
+    with torch.no_grad():
+        loss_tok, size_tok, _ = SampledCrossEntropyCriterion(task, False, 0.0)(model, sample)
+        loss_sent, size_sent, log = SampledCrossEntropyCriterion(task, True, 0.0)(model, sample)
+    assert size_sent == 8 == log["nsentences"] and size_tok == sample["ntokens"] > 8
+    torch.testing.assert_close(loss_sent, loss_tok)  # the summed loss is the same; only its normalizer changes
+
+
+@pytest.mark.parametrize("chunk", [None, 50])
+def test_ignore_prefix_size_drops_the_first_target_positions(model_and_batch, chunk):
+    task, model, sample = model_and_batch
+    pad = task.tgt_dict.pad()
+    model.eval()
+    with torch.no_grad():
+        logits, _ = model(**sample["net_input"])
+        target = sample["target"]
+        expected = F.cross_entropy(logits[:, 2:].reshape(-1, logits.size(-1)).float(), target[:, 2:].reshape(-1),
+                                   ignore_index=pad, reduction="sum")
+        loss, _, _ = SampledCrossEntropyCriterion(task, False, 0.0, ignore_prefix_size=2, vocab_chunk_size=chunk)(
+            model, sample)
+        full, _, _ = SampledCrossEntropyCriterion(task, False, 0.0, vocab_chunk_size=chunk)(model, sample)
+    torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-4)
+    assert loss < full  # the first two tokens of every sentence are not scored
+
