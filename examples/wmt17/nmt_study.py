@@ -1,0 +1,389 @@
+#!/usr/bin/env python
+"""The NMT study of Pappas et al. (2018) at a fixed budget: NMT vs NMT-tied vs NMT-joint over seeds and models.
+
+Trains every (model, system, seed) run with ``train.sh`` on a data-bin made by a prepare script, to the same number of
+updates, validating every ``--validate-every`` updates (the learning curves), then scores the last checkpoint with
+``evaluate.sh`` (beam search on the test set, sacreBLEU, chrF, tokenized BLEU, |Θ|, frequency bins) and writes into
+``--workdir``:
+
+* ``study.md`` / ``study.json``: Table 2's layout per model (|Θ|, validation perplexity, BLEU with Δ and paired-
+  bootstrap marks vs NMT and vs NMT-tied, chrF, tokenized BLEU; mean ± std over seeds), the updates each system
+  needed to reach NMT-tied's final validation perplexity, and Fig. 3's frequency-bin table;
+* ``learning_curves.png``: validation perplexity against updates and against training time, one line per run
+  ("more sample efficient");
+* ``bleu_vs_dj.png``: Fig. 2 (BLEU against dj), when there are NMT-joint runs.
+
+It is resumable: a re-run reuses finished runs and evaluations, continues unfinished runs from their last checkpoint
+(``--save-interval-updates`` = ``--validate-every``), and adds runs of other models, systems or seeds to the same
+work directory; a larger ``--max-update`` continues finished runs to the new budget (each budget is evaluated
+separately, ``eval-u<N>``). Example (the CPU study of examples/wmt17/README.md)::
+
+    DATA=$(bash examples/wmt17/prepare-parallel.sh --train $CORPUS/train --valid $CORPUS/valid --test $CORPUS/test \\
+           --src de --tgt en --bpe-ops 8000 --work /tmp/study/data | tail -1)
+    python examples/wmt17/nmt_study.py --data-bin $DATA --workdir /tmp/study/runs --model lstm256 \\
+        --systems nmt,nmt-tied,nmt-joint-512 --seeds 1 --max-update 1500
+"""
+
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional
+
+from fairseq_joint.cli.common import fail, parser, pyplot, read_lines, run
+
+RECIPE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+#: model presets: fairseq-train flags (after train.sh's defaults: Adam 1e-3, clip-norm 5, 4,000 tokens per batch)
+MODELS: Dict[str, List[str]] = {
+    # the issue's CPU model: 2+2-layer LSTM with attention, 256-d embeddings and states, dropout 0.2
+    "lstm256": ["--arch", "joint_lstm", "--encoder-layers", "2", "--decoder-layers", "2",
+                "--encoder-embed-dim", "256", "--decoder-embed-dim", "256", "--encoder-hidden-size", "256",
+                "--decoder-hidden-size", "256", "--decoder-out-embed-dim", "256", "--dropout", "0.2"],
+    # the paper's model (Sec. 4.2): joint_lstm_wmt17, 2+2 x 512, dropout 0.3
+    "lstm512": ["--arch", "joint_lstm_wmt17"],
+    # a small Transformer: 2+2 layers, 256-d, 4 heads, FFN 1024, dropout 0.2, inverse-sqrt warm-up
+    "transformer256": ["--arch", "joint_transformer", "--encoder-layers", "2", "--decoder-layers", "2",
+                       "--encoder-embed-dim", "256", "--decoder-embed-dim", "256", "--encoder-ffn-embed-dim", "1024",
+                       "--decoder-ffn-embed-dim", "1024", "--encoder-attention-heads", "4",
+                       "--decoder-attention-heads", "4", "--dropout", "0.2", "--adam-betas", "(0.9, 0.98)",
+                       "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "400", "--warmup-init-lr", "1e-07"],
+}
+BASELINES = ("nmt", "nmt-tied")
+
+
+def parse_args(argv):
+    p = parser(__doc__)
+    p.add_argument("--data-bin", required=True, help="a data-bin made by examples/wmt17/prepare-*.sh (has recipe.env)")
+    p.add_argument("--workdir", required=True, help="where the runs, logs, evaluations, tables and plots go")
+    p.add_argument("--model", default="lstm256",
+                   help=f"model preset ({', '.join(MODELS)}) or a name for --model-flags")
+    p.add_argument("--model-flags", help="fairseq-train model flags for a new --model name (one string)")
+    p.add_argument("--systems", default="nmt,nmt-tied,nmt-joint-512",
+                   help="comma-separated train.sh systems (nmt, nmt-tied, nmt-joint-DJ, eq6-bilinear, ...)")
+    p.add_argument("--seeds", default="1", help="comma-separated seeds")
+    p.add_argument("--max-update", type=int, required=True, help="the budget: updates per run, the same for all")
+    p.add_argument("--validate-every", type=int, default=100, help="updates between validations (and checkpoints)")
+    p.add_argument("--beam", type=int, default=5, help="beam size of the test-set translation")
+    p.add_argument("--threads", type=int, default=2, help="torch threads per run (OMP_NUM_THREADS)")
+    p.add_argument("--train-flags", default="", help="more fairseq-train flags for every run of this call (one string)")
+    p.add_argument("--no-train", action="store_true", help="only evaluate and report the runs that have finished")
+    p.add_argument("--no-eval", action="store_true", help="only train (evaluate later with another call)")
+    a = p.parse_args(argv)
+    a.systems = [s for s in a.systems.split(",") if s]
+    try:
+        a.seeds = [int(s) for s in a.seeds.split(",") if s]
+    except ValueError:
+        raise fail(f"--seeds {a.seeds!r}: give comma-separated integers, e.g. 1,2") from None
+    if a.max_update <= 0 or a.validate_every <= 0 or a.threads <= 0:
+        raise fail("--max-update, --validate-every and --threads must be positive")
+    if not os.path.isfile(os.path.join(a.data_bin, "recipe.env")):
+        raise fail(f"--data-bin {a.data_bin}: no recipe.env; give a data-bin made by examples/wmt17/prepare-*.sh")
+    a.data_bin = os.path.abspath(a.data_bin)
+    a.workdir = os.path.abspath(a.workdir)
+    return a
+
+
+# ---------------------------------------------------------------------------------------------- the study's runs
+def model_flags(workdir: str, name: str, flags: Optional[str]) -> List[str]:
+    """The flags of model ``name``: a preset, or ``--model-flags`` recorded the first time (later calls must agree)."""
+    record = os.path.join(workdir, name, "model.json")
+    if flags is not None:
+        chosen = flags.split()
+    elif name in MODELS:
+        chosen = MODELS[name]
+    elif os.path.isfile(record):
+        with open(record) as f:
+            chosen = json.load(f)
+    else:
+        raise fail(f"--model {name}: not a preset ({', '.join(MODELS)}); give its fairseq-train flags with --model-flags")
+    if os.path.isfile(record):
+        with open(record) as f:
+            before = json.load(f)
+        if before != chosen:
+            raise fail(f"--model {name} was trained in {workdir} with other flags ({' '.join(before)}); "
+                       "use another --model name or --workdir")
+    else:
+        os.makedirs(os.path.dirname(record), exist_ok=True)
+        with open(record, "w") as f:
+            json.dump(chosen, f)
+    return chosen
+
+
+def run_dir(workdir: str, model: str, system: str, seed: int) -> str:
+    return os.path.join(workdir, model, f"{system}-seed{seed}")
+
+
+def trained_updates(log_path: str) -> int:
+    """The last update number a run's training log reached (0 when there is none)."""
+    if not os.path.isfile(log_path):
+        return 0
+    found = re.findall(r"num_updates[ =](\d+)", open(log_path, encoding="utf-8", errors="replace").read())
+    return max((int(n) for n in found), default=0)
+
+
+def train(a, model: str, flags: List[str], system: str, seed: int) -> None:
+    """Train one run to ``--max-update`` updates with train.sh, continuing from its last checkpoint if any."""
+    out = run_dir(a.workdir, model, system, seed)
+    budget_ckpt = os.path.join(out, f"checkpoint_u{a.max_update}.pt")
+    if os.path.isfile(budget_ckpt):
+        print(f"  {model}/{system}/seed {seed}: trained to {a.max_update} updates (reused)", flush=True)
+        return
+    os.makedirs(out, exist_ok=True)
+    log = os.path.join(out, "train.log")
+    cmd = ["bash", os.path.join(RECIPE_DIR, "train.sh"), a.data_bin, system, out, *flags,
+           "--seed", str(seed), "--max-update", str(a.max_update), "--max-epoch", "0",
+           "--validate-interval-updates", str(a.validate_every), "--save-interval-updates", str(a.validate_every),
+           "--keep-interval-updates", "1", "--log-interval", str(max(1, a.validate_every // 2)),
+           "--num-workers", "0", *a.train_flags.split()]
+    done = trained_updates(log)
+    print(f"  {model}/{system}/seed {seed}: training {'from update %d' % done if done else 'from scratch'} "
+          f"to {a.max_update} ({a.threads} threads); log {log}", flush=True)
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), MKL_NUM_THREADS=str(a.threads))
+    start = time.time()
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(f"# nmt_study: {' '.join(cmd)}\n")
+        f.flush()
+        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
+    if proc.returncode != 0:
+        raise fail(f"training {out} failed (exit {proc.returncode}); see {log}, fix it and run the study again "
+                   "(it continues from the last checkpoint)")
+    if trained_updates(log) < a.max_update:
+        raise fail(f"{out} stopped at update {trained_updates(log)} of {a.max_update} (see {log}); run the study again")
+    shutil.copyfile(os.path.join(out, "checkpoint_last.pt"), budget_ckpt)
+    with open(os.path.join(out, "segments.tsv"), "a") as f:
+        f.write(f"{done}\t{a.max_update}\t{time.time() - start:.1f}\n")
+
+
+def evaluate(a, model: str, system: str, seed: int) -> Optional[str]:
+    """evaluate.sh on the budget's checkpoint into ``eval-u<N>/`` (reused when there); None if not trained yet."""
+    out = run_dir(a.workdir, model, system, seed)
+    ckpt = f"checkpoint_u{a.max_update}.pt"
+    if not os.path.isfile(os.path.join(out, ckpt)):
+        return None
+    dest = os.path.join(out, f"eval-u{a.max_update}")
+    if os.path.isfile(os.path.join(dest, "scores.json")):
+        return dest
+    print(f"  {model}/{system}/seed {seed}: translating the test set (beam {a.beam})", flush=True)
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), PYTHON=sys.executable)
+    with open(os.path.join(out, f"eval-u{a.max_update}.log"), "w") as f:
+        proc = subprocess.run(["bash", os.path.join(RECIPE_DIR, "evaluate.sh"), a.data_bin, out, "--beam", str(a.beam),
+                               "--checkpoint", ckpt, "--out", dest], stdout=f, stderr=subprocess.STDOUT, env=env)
+    if proc.returncode != 0:
+        raise fail(f"evaluating {out} failed (exit {proc.returncode}); see {out}/eval-u{a.max_update}.log")
+    return dest
+
+
+# ---------------------------------------------------------------------------------------------- what the runs show
+def learning_curve(out: str) -> List[Dict[str, float]]:
+    """[{updates, ppl, train_minutes}] of a run's validations; train_minutes sums fairseq's ``train_wall`` of the
+    training steps up to that update (validation and checkpointing not counted)."""
+    log = os.path.join(out, "train.log")
+    if not os.path.isfile(log):
+        return []
+    wall: Dict[int, float] = {}
+    points: Dict[int, float] = {}
+    for line in open(log, encoding="utf-8", errors="replace"):
+        if "| train_inner |" in line:
+            n, w = re.search(r"num_updates[ =](\d+)", line), re.search(r"train_wall[ =](\d+)", line)
+            if n and w:
+                wall[int(n.group(1))] = float(w.group(1))
+        elif "valid on 'valid' subset" in line:
+            n, ppl = re.search(r"num_updates (\d+)", line), re.search(r"\| ppl ([\d.]+)", line)
+            if n and ppl:
+                points[int(n.group(1))] = float(ppl.group(1))
+    curve, total, seen = [], 0.0, sorted(wall)
+    for u in sorted(points):
+        total = sum(wall[k] for k in seen if k <= u)
+        curve.append({"updates": u, "ppl": points[u], "train_minutes": total / 60})
+    return curve
+
+
+def updates_to_reach(curve: List[Dict[str, float]], ppl: float) -> Optional[int]:
+    return next((p["updates"] for p in curve if p["ppl"] <= ppl), None)
+
+
+def bootstrap(a, hyp: str, base_hyp: str, ref: str, names) -> Dict[str, object]:
+    """Paired bootstrap of sacreBLEU (fairseq-joint-score) between two systems' detokenized test translations."""
+    from fairseq_joint.cli.score import paired_bootstrap
+
+    refs = read_lines(ref, "reference")
+    return paired_bootstrap(read_lines(base_hyp, "hypotheses"), read_lines(hyp, "hypotheses"), refs,
+                            lowercase=False, names=names)
+
+
+def mean_std(values: List[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
+def collect(a) -> Dict[str, object]:
+    """Every finished run of the work directory at this budget, with its scores and learning curve."""
+    recipe = dict(line.rstrip("\n").split("=", 1) for line in open(os.path.join(a.data_bin, "recipe.env")) if "=" in line)
+    runs = []
+    for model in sorted(os.listdir(a.workdir)):
+        if not os.path.isdir(os.path.join(a.workdir, model)):
+            continue
+        for name in sorted(os.listdir(os.path.join(a.workdir, model))):
+            m = re.fullmatch(r"(.+)-seed(\d+)", name)
+            if not m:
+                continue
+            out = os.path.join(a.workdir, model, name)
+            ev = os.path.join(out, f"eval-u{a.max_update}")
+            if not os.path.isfile(os.path.join(ev, "scores.json")):
+                continue
+            with open(os.path.join(ev, "scores.json")) as f:
+                scores = json.load(f)
+            with open(os.path.join(ev, "params.json")) as f:
+                params = json.load(f)
+            curve = [p for p in learning_curve(out) if p["updates"] <= a.max_update]
+            runs.append({"model": model, "system": m.group(1), "seed": int(m.group(2)), "dir": out, "eval": ev,
+                         "scores": scores, "params": params, "curve": curve,
+                         "valid_ppl": curve[-1]["ppl"] if curve else None})
+    # paired bootstrap against each baseline of the same model and seed
+    for r in runs:
+        r["vs"] = {}
+        for base in BASELINES:
+            b = next((x for x in runs if (x["model"], x["system"], x["seed"]) == (r["model"], base, r["seed"])), None)
+            if b is None or b is r:
+                continue
+            cache = os.path.join(r["eval"], f"bootstrap-vs-{base}.json")
+            if not os.path.isfile(cache):
+                sig = bootstrap(a, os.path.join(r["eval"], "hyp.detok"), os.path.join(b["eval"], "hyp.detok"),
+                                recipe["RECIPE_REF_RAW"], (base, r["system"]))
+                with open(cache, "w") as f:
+                    json.dump(sig, f, indent=1)
+            with open(cache) as f:
+                r["vs"][base] = json.load(f)
+    return {"recipe": recipe, "runs": runs}
+
+
+def report(a, study) -> str:
+    from results_table import human
+
+    runs, recipe = study["runs"], study["recipe"]
+    lines = [f"# NMT study: {recipe['RECIPE_SRC']}→{recipe['RECIPE_TGT']}, {recipe['RECIPE_BPE']} BPE "
+             f"{recipe['RECIPE_BPE_OPS']}, {a.max_update} updates per run", ""]
+    for model in sorted({r["model"] for r in runs}):
+        group = [r for r in runs if r["model"] == model]
+        systems = list(dict.fromkeys(r["system"] for r in sorted(group, key=lambda r: _order(r["system"]))))
+        tied_final = [r["valid_ppl"] for r in group if r["system"] == "nmt-tied" and r["valid_ppl"]]
+        lines += [f"## {model}", "",
+                  "| system | \\|Θ\\| | output layer | seeds | valid ppl | sacreBLEU | Δ vs NMT | Δ vs NMT-tied | chrF | "
+                  "tok. BLEU | updates to NMT-tied's final ppl |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for system in systems:
+            rs = sorted((r for r in group if r["system"] == system), key=lambda r: r["seed"])
+            cells = [system, human(rs[0]["params"]["total"]), human(rs[0]["params"]["output_layer"]),
+                     ",".join(str(r["seed"]) for r in rs), mean_std([r["valid_ppl"] for r in rs]),
+                     mean_std([r["scores"]["bleu"] for r in rs])]
+            for base in BASELINES:
+                deltas = [r["vs"][base] for r in rs if base in r["vs"]]
+                cells.append(" / ".join(f"{d['delta']:+.2f}{d['mark']}" for d in deltas) if deltas else "–")
+            cells += [mean_std([r["scores"]["chrf"] for r in rs]), mean_std([r["scores"]["tok_bleu"] for r in rs])]
+            if tied_final:
+                target = statistics.mean(tied_final)
+                reach = [updates_to_reach(r["curve"], target) for r in rs]
+                cells.append(" / ".join("not reached" if u is None else str(u) for u in reach))
+            else:
+                cells.append("–")
+            lines.append("| " + " | ".join(cells) + " |")
+        lines += ["", "Δ: per seed, sacreBLEU difference with the paired bootstrap (1,000 resamples) against the "
+                  "baseline of the same seed; * p < .05, † p < .01, ‡ p < .001. Mean ± std over seeds.", ""]
+        bins = frequency_table(group, recipe)
+        if bins:
+            lines += ["Word F1 (%) by the training frequency of the reference words (Fig. 3; high / medium / low "
+                      "thirds of the training vocabulary), seed-averaged:", "", bins, ""]
+    sig = next((r["scores"]["bleu_signature"] for r in runs), "")
+    lines += [f"sacreBLEU signature: `{sig}`.", ""]
+    return "\n".join(lines)
+
+
+def _order(system: str):
+    order = {"nmt": 0, "nmt-tied": 1}
+    m = re.search(r"(\d+)$", system)
+    return (order.get(system, 2), int(m.group(1)) if m else 0, system)
+
+
+def frequency_table(group, recipe) -> str:
+    from frequency_bins import bin_scores, frequency_bins
+
+    train = read_lines(recipe["RECIPE_TRAIN_TGT_TOK"], "training target")
+    refs = read_lines(recipe["RECIPE_REF_TOK"], "tokenized reference")
+    word_bin = frequency_bins(train)
+    rows = ["| system | high | medium | low | unseen |", "|---|---|---|---|---|"]
+    for system in dict.fromkeys(r["system"] for r in sorted(group, key=lambda r: _order(r["system"]))):
+        scores = [bin_scores(word_bin, read_lines(os.path.join(r["eval"], "hyp.tok"), "hypotheses"), refs)
+                  for r in group if r["system"] == system]
+        rows.append(f"| {system} | " + " | ".join(mean_std([s[b]["f1"] for s in scores])
+                                                 for b in ("high", "medium", "low", "unseen")) + " |")
+    return "\n".join(rows)
+
+
+def plot_learning_curves(a, runs, path: str) -> None:
+    plt = pyplot()
+    models = sorted({r["model"] for r in runs})
+    fig, axes = plt.subplots(len(models), 2, figsize=(11, 4 * len(models)), squeeze=False)
+    for row, model in enumerate(models):
+        group = sorted((r for r in runs if r["model"] == model), key=lambda r: (_order(r["system"]), r["seed"]))
+        colors = {s: f"C{i}" for i, s in enumerate(dict.fromkeys(r["system"] for r in group))}
+        for col, x in enumerate(("updates", "train_minutes")):
+            ax = axes[row][col]
+            for r in group:
+                curve = r["curve"]
+                ax.plot([p[x] for p in curve], [p["ppl"] for p in curve], color=colors[r["system"]],
+                        ls="-" if r["seed"] == min(s["seed"] for s in group) else "--",
+                        label=f"{r['system']} (seed {r['seed']})")
+            ax.set_yscale("log")
+            ax.set_xlabel("updates" if x == "updates" else "training minutes (2-core CPU, train_wall)")
+            ax.set_ylabel("validation perplexity")
+            ax.set_title(f"{model}: validation perplexity vs {'updates' if x == 'updates' else 'training time'}")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    a = parse_args(argv)
+    os.makedirs(a.workdir, exist_ok=True)
+    flags = model_flags(a.workdir, a.model, a.model_flags)
+    if not a.no_train:
+        print(f"training {len(a.systems) * len(a.seeds)} run(s) of {a.model} to {a.max_update} updates", flush=True)
+        for seed in a.seeds:
+            for system in a.systems:
+                train(a, a.model, flags, system, seed)
+    if a.no_eval:
+        return 0
+    for model in sorted(os.listdir(a.workdir)):
+        for name in sorted(os.listdir(os.path.join(a.workdir, model))) if os.path.isdir(os.path.join(a.workdir, model)) else []:
+            m = re.fullmatch(r"(.+)-seed(\d+)", name)
+            if m:
+                evaluate(a, model, m.group(1), int(m.group(2)))
+    study = collect(a)
+    if not study["runs"]:
+        raise fail(f"no run of {a.workdir} has been trained to {a.max_update} updates yet")
+    md = report(a, study)
+    with open(os.path.join(a.workdir, "study.md"), "w", encoding="utf-8") as f:
+        f.write(md)
+    with open(os.path.join(a.workdir, "study.json"), "w", encoding="utf-8") as f:
+        json.dump({"max_update": a.max_update, **study}, f, indent=1)
+    plot_learning_curves(a, study["runs"], os.path.join(a.workdir, "learning_curves.png"))
+    joint = [r for r in study["runs"] if r["system"].startswith("nmt-joint-")]
+    if joint:
+        dirs = [r["dir"] for r in study["runs"] if r["seed"] == joint[0]["seed"] and r["model"] == joint[0]["model"]]
+        subprocess.run([sys.executable, os.path.join(RECIPE_DIR, "plot_bleu_vs_dj.py"), *dirs, "--eval-dir",
+                        f"eval-u{a.max_update}", "--output", os.path.join(a.workdir, "bleu_vs_dj.png")], check=False)
+    print(md)
+    print(f"wrote {a.workdir}/study.md, study.json, learning_curves.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run(main))
