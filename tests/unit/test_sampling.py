@@ -155,7 +155,8 @@ def test_sampler_errors():
 @pytest.mark.parametrize("kind", OUTPUT_LAYER_CHOICES)
 @pytest.mark.parametrize("eps", [0.0, 0.1])
 @pytest.mark.parametrize("chunk", [64, 200, 37])
-def test_chunked_loss_and_every_gradient_equal_the_plain_path(kind, eps, chunk):
+@pytest.mark.parametrize("path", ["tokens", "vocabulary"])
+def test_chunked_loss_and_every_gradient_equal_the_plain_path(kind, eps, chunk, path):
     layer, E = layer_for(kind)
     torch.manual_seed(7)
     h = torch.randn(13, 8, dtype=torch.float64, requires_grad=True)
@@ -164,7 +165,7 @@ def test_chunked_loss_and_every_gradient_equal_the_plain_path(kind, eps, chunk):
     keep = t != -100
     ps = [h] + params_of(layer, E)
     ref, ref_nll = label_smoothed_nll_loss(F.log_softmax(layer(h), -1)[keep], t[keep], eps)
-    out, nll = chunked_cross_entropy(layer, h, t, chunk, label_smoothing=eps)
+    out, nll = chunked_cross_entropy(layer, h, t, chunk, label_smoothing=eps, path=path)
     torch.testing.assert_close(out, ref, rtol=0, atol=1e-10)
     torch.testing.assert_close(nll, ref_nll, rtol=0, atol=1e-10)
     for _p, a, b in zip(ps, torch.autograd.grad(out, ps), torch.autograd.grad(ref, ps)):
@@ -172,13 +173,14 @@ def test_chunked_loss_and_every_gradient_equal_the_plain_path(kind, eps, chunk):
 
 
 @pytest.mark.parametrize("kind", ["tied", "joint"])
-def test_chunked_fp32_within_tolerance_and_fp32_combined_gradient(kind):
+@pytest.mark.parametrize("path", ["tokens", "vocabulary"])
+def test_chunked_fp32_within_tolerance_and_fp32_combined_gradient(kind, path):
     layer, E = layer_for(kind, dtype=torch.float32)
     h = torch.randn(32, 8, requires_grad=True)
     t = torch.randint(0, V, (32,))
     ps = [h] + params_of(layer, E)
     ref = F.cross_entropy(layer(h), t, reduction="sum")
-    out, _ = chunked_cross_entropy(layer, h, t, 50)
+    out, _ = chunked_cross_entropy(layer, h, t, 50, path=path)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-4)
     for a, b in zip(torch.autograd.grad(out, ps), torch.autograd.grad(ref, ps)):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
