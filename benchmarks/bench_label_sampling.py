@@ -5,33 +5,28 @@
 A step is the ``multilabel_classification`` criterion's forward (label vectors from descriptions, the
 joint projections of the candidate labels, BCE) + backward + an Adam update, on synthetic data: random
 texts and label descriptions over a shared vocabulary, each text with a few positive labels. Weights keep
-the model's realistic initialization (N(0, d^-0.5), no denormals). Reports the median of ``--repeats``
-timed steps after ``--warmup`` steps per rate, and the speed-up of every rate over 100 %.
+the model's realistic initialization (N(0, d^-0.5), no denormals). Every rate has its own model; the harness
+runs one step of each per round in rotating order (``--warmup`` untimed rounds, then ``--repeats`` timed ones)
+and reports the median step and its spread, and the speed-up of every rate over 100 %.
 Target: 10 % sampling at least 3x faster than 100 %.
 
-    python scripts/benchmark_label_sampling.py [--quick] [--json results.json]
+    python benchmarks/bench_label_sampling.py [--json results.json] [--plot results.png]
+    python benchmarks/bench_label_sampling.py --quick
 """
 
-import argparse
-import json
-import logging
-import os
-import statistics
-import sys
-import time
 from types import SimpleNamespace
+from typing import Dict, List
 
 import torch
+from bench_harness import Timing, add_rounds, bars_with_spread, parse_args, parser, round_robin, rounds_note, target
+from bench_harness import main as run_benchmark
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from fairseq_joint.criterions.multilabel_classification import MultilabelClassificationCriterion
+from fairseq_joint.models.gile_classifier import GileClassifier, GileClassifierConfig
+from fairseq_joint.modules.text_encoders import WordAttentionEncoder
 
-from fairseq_joint.criterions.multilabel_classification import MultilabelClassificationCriterion  # noqa: E402
-from fairseq_joint.models.gile_classifier import GileClassifier, GileClassifierConfig  # noqa: E402
-from fairseq_joint.modules.text_encoders import WordAttentionEncoder  # noqa: E402
-
-logging.basicConfig(format="%(asctime)s | %(message)s", level=logging.INFO)
-logger = logging.getLogger("benchmark_label_sampling")
 PAD = 1
+TARGET_SPEEDUP = 3.0  # the smallest rate (10 %) vs 100 %
 
 
 def build(num_labels, vocab, dim, joint_dim, seed):
@@ -56,29 +51,71 @@ def make_batch(num_labels, vocab, batch, length, desc_len, positives, gen):
     }
 
 
-def time_rate(rate, args):
+def step_fn(rate, args):
+    """One training step (criterion forward, backward, Adam) of a fresh model scoring ``rate`` of the labels."""
     model = build(args.labels, args.vocab, args.dim, args.joint_dim, args.seed).train()
     task = SimpleNamespace(cfg=SimpleNamespace(classification_mode="multilabel"))
     criterion = MultilabelClassificationCriterion(task, "bce", rate, 0.5)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(args.seed)
     sample = make_batch(args.labels, args.vocab, args.batch, args.length, args.desc_len, args.positives, gen)
-    times = []
-    for step in range(args.warmup + args.repeats):
-        t0 = time.perf_counter()
+
+    def step() -> None:
         opt.zero_grad(set_to_none=True)
         loss, size, _ = criterion(model, sample)
         (loss / size).backward()
         opt.step()
-        if step >= args.warmup:
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+
+    return step
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def rate_rows(times: Dict[float, Timing]) -> List[Dict[str, object]]:
+    """Rows by rate: the median step in ms and the speed-up over 100 % (None without a 100 % rate)."""
+    full = times.get(1.0)
+    return [{"rate": rate, **t.fields(), "step_ms": 1000 * t.median,
+             "speedup_vs_100": full.median / t.median if full else None} for rate, t in times.items()]
+
+
+def run(args) -> Dict[str, object]:
+    cases = {f"rate {rate:g}": step_fn(rate, args) for rate in args.rates}
+    times = round_robin(cases, args.repeats, args.warmup, "label sampling")
+    rows = rate_rows({rate: times[f"rate {rate:g}"] for rate in args.rates})
+    targets = []
+    low = min(rows, key=lambda r: r["rate"])
+    if low["speedup_vs_100"] is not None and low["rate"] <= 0.1:
+        targets.append(target(f"{low['rate']:.0%} sampling speed-up vs 100%", low["speedup_vs_100"], TARGET_SPEEDUP))
+    return {"results": rows, "targets": targets}
+
+
+def report(result: Dict[str, object]) -> None:
+    cfg = result["config"]
+    print(f"\nGILE label sampling, |Y|={cfg['labels']}, d=dh={cfg['dim']}, d_j={cfg['joint_dim']}, batch "
+          f"{cfg['batch']}x{cfg['length']} words, {cfg['threads']} threads, "
+          f"{rounds_note(cfg)}")
+    for r in result["results"]:
+        speedup = f"  speed-up vs 100%: {r['speedup_vs_100']:.2f}x" if r["speedup_vs_100"] else ""
+        print(f"rate {100 * r['rate']:5.1f}%  step {Timing.of(r).show(1000, '.2f'):>26} ms{speedup}")
+
+
+def plot(result: Dict[str, object], path: str) -> None:
+    from fairseq_joint.cli.common import figure
+
+    rows = result["results"]
+    cfg = result["config"]
+    with figure(path, figsize=(7, 3.5)) as (fig, ax):
+        bars_with_spread(ax, [f"{r['rate']:.0%}" for r in rows], [Timing.of(r) for r in rows], lambda s: 1000 * s)
+        ax.set_xlabel("ms per training step (median, min-max)")
+        ax.set_ylabel("labels scored")
+        ax.set_title(f"GILE label sampling, |Y|={cfg['labels']}")
+
+
+QUICK = dict(labels=500, vocab=2000, joint_dim=64, warmup=1, repeats=3)
+
+
+def parse(argv=None):
+    p = parser(__doc__)
     p.add_argument("--labels", type=int, default=10000, help="|Y|")
-    p.add_argument("--rates", default="0.1,0.25,0.5,1.0", help="label sample rates")
+    p.add_argument("--rates", type=float, nargs="+", default=[0.1, 0.25, 0.5, 1.0], help="label sample rates")
     p.add_argument("--vocab", type=int, default=20000, help="shared vocabulary size")
     p.add_argument("--dim", type=int, default=100, help="d = dh (the paper: 100)")
     p.add_argument("--joint-dim", type=int, default=512, help="d_j")
@@ -86,40 +123,12 @@ def main():
     p.add_argument("--length", type=int, default=64, help="words per text")
     p.add_argument("--desc-len", type=int, default=8, help="words per label description")
     p.add_argument("--positives", type=int, default=4, help="positive labels per text")
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--quick", action="store_true", help="tiny configuration (|Y| = 500) for tests")
-    p.add_argument("--json", help="write the figures to this JSON file")
-    args = p.parse_args()
-    if args.quick:
-        args.labels, args.vocab, args.joint_dim, args.warmup, args.repeats = 500, 2000, 64, 1, 3
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    rates = [float(r) for r in args.rates.split(",")]
-    if any(not 0 < r <= 1 for r in rates):
-        raise SystemExit("error: --rates must lie in (0, 1]")
-    logger.info(f"|Y|={args.labels}, d=dh={args.dim}, d_j={args.joint_dim}, batch {args.batch}x{args.length} words, "
-                f"{torch.get_num_threads()} threads")
-    results = {}
-    for rate in rates:
-        results[rate] = time_rate(rate, args)
-        logger.info(f"rate {rate:.2f}: median step {1000 * results[rate]:.1f} ms")
-    full = results.get(1.0)
-    rows = []
-    for rate, t in results.items():
-        speedup = full / t if full else None
-        rows.append({"rate": rate, "step_ms": 1000 * t, "speedup_vs_100": speedup})
-        print(f"rate {100 * rate:5.1f}%  step {1000 * t:8.2f} ms" + (f"  speed-up vs 100%: {speedup:.2f}x" if speedup else ""))
-    out = {"config": {k: v for k, v in vars(args).items() if k != "json"}, "threads": torch.get_num_threads(), "results": rows}
-    if full and min(rates) <= 0.1:
-        out["target_10pct_at_least_3x"] = bool(full / results[min(rates)] >= 3.0)
-        print(f"target (10% >= 3x faster than 100%): {'met' if out['target_10pct_at_least_3x'] else 'NOT met'}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
+    add_rounds(p, repeats=7, warmup=2)
+    p.add_argument("--seed", type=int, default=1, help="random seed of weights and data")
+    return parse_args(p, argv, QUICK, positive=("labels", "rates", "vocab", "dim", "joint_dim", "batch", "length",
+                                                 "desc_len", "positives", "repeats"),
+                      check=lambda a: "--rates must lie in (0, 1]" if max(a.rates) > 1 else None)
 
 
 if __name__ == "__main__":
-    main()
+    run_benchmark(parse(), run, report, plot)
