@@ -1,17 +1,20 @@
 """fairseq-joint: structure-aware output layers for fairseq (``--user-dir`` or ``import fairseq_joint``).
 
-Importing registers every model, criterion and task of the plugin, and allowlists the classes that
-fairseq checkpoints pickle, so torch's ``weights_only`` loading keeps its safety check on.
+Importing registers every model, criterion and task of the plugin, allowlists the classes that fairseq checkpoints
+pickle, so torch's ``weights_only`` loading keeps its safety check on, and installs the plugin's configuration checks
+(``fairseq_joint.checks``), which run before fairseq's commands start any work.
 """
 
 import importlib
 import os
 
+from fairseq_joint import checks
 from fairseq_joint.checkpoint_allowlist import allowlist_fairseq_checkpoint_classes
 
 __version__ = "0.1.0"
 
 allowlist_fairseq_checkpoint_classes()
+checks.install()
 
 for _package in ("models", "criterions", "tasks"):
     _folder = os.path.join(os.path.dirname(__file__), _package)

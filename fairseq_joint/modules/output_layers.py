@@ -378,7 +378,11 @@ class OutputLayer(nn.Module):
         return [p for p in deps if p is not None]
 
     def _current_cache_key(self):
-        return tuple((p.data_ptr(), p._version, p.dtype, p.device, tuple(p.shape)) for p in self._class_dependencies())
+        deps = self._class_dependencies()
+        device = deps[0].device.type
+        # autocast changes the dtype g_out(X) is computed in: a cache filled under autocast is not the fp32 one
+        amp = (torch.is_autocast_enabled(device), torch.get_autocast_dtype(device)) if device in ("cpu", "cuda") else None
+        return tuple((p.data_ptr(), p._version, p.dtype, p.device, tuple(p.shape)) for p in deps) + (amp,)
 
     def _cache_usable(self) -> bool:
         return self.use_eval_cache and not self.training and not torch.is_grad_enabled()

@@ -22,7 +22,7 @@ negatives drawn), subtracted from the logits by the logQ correction (Jean et al.
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -36,7 +36,7 @@ ACCIDENTAL_HIT_LOGIT = -1e9
 class Candidates:
     ids: Tensor  # (C,) class ids of V': all positives first, then negatives
     targets: Tensor  # input targets remapped to positions in ids (same shape); ignored positions -> -100
-    num_positives: int
+    num_positives: Union[int, Tensor]  # an int, or a 0-d tensor on the device when V' was drawn without a host sync
     log_q: Optional[Tensor]  # (C,) log expected count of each id under the sampler
 
 
@@ -105,6 +105,7 @@ class CandidateSampler:
             raise ValueError(f"the {sampler} sampler has no id to draw from (all counts are zero)")
         self.q = q / q.sum()  # the sampler's distribution over the vocabulary
         self.log_q_full = self.q.log()
+        self._samplable = int((self.q > 0).sum())
 
     @staticmethod
     def _distribution(sampler: str, n: int, counts: Optional[Tensor], alpha: float) -> Tensor:
@@ -125,7 +126,47 @@ class CandidateSampler:
         available = int((self.q > 0).sum()) - (num_positives if self.exclude_positives else 0)
         return max(0, min(n, available))
 
+    def fixed_size(self, num_targets: int) -> Optional[int]:
+        """|V'| when it can be fixed in advance: a sample rate, negatives never duplicating positives, and room for
+        every target token of the batch (so that no positive can be left out); None otherwise."""
+        if self.sample_rate is None or not self.exclude_positives:
+            return None
+        size = min(round(self.sample_rate * self.num_classes), self._samplable)
+        return size if size >= num_targets else None
+
     def sample(self, targets: Tensor, generator: Optional[torch.Generator] = None) -> Candidates:
+        """V' for ``targets`` (any shape), on their device.
+
+        With a sample rate whose |V'| = round(rate·|V|) can hold every target token, V' has that fixed size and is
+        drawn without a host synchronisation: each id gets the key log q(v) + Gumbel noise, positives +inf, and the
+        top |V'| keys are taken (Gumbel-top-k: sampling without replacement proportional to q, as
+        ``torch.multinomial(q, n, replacement=False)``). Otherwise (a count of negatives, accidental hits, or fewer
+        rows than target tokens) the positives are found with ``torch.unique`` (one synchronisation) and the
+        negatives drawn with ``torch.multinomial``.
+        """
+        size = self.fixed_size(targets.numel())
+        if size is not None:
+            return self._sample_fixed(targets, size, generator)
+        return self._sample_exact(targets, generator)
+
+    def _sample_fixed(self, targets: Tensor, size: int, generator: Optional[torch.Generator]) -> Candidates:
+        device = targets.device
+        flat = targets.reshape(-1)
+        valid = ~torch.isin(flat, self.ignore_ids.to(device))
+        hits = torch.zeros(self.num_classes, device=device).scatter_add_(0, flat.clamp(min=0), valid.float())
+        positive = hits > 0
+        log_q = self.log_q_full.to(device=device, dtype=torch.float32)
+        uniform = torch.rand(self.num_classes, device=device, generator=generator).clamp_(min=1e-20)
+        keys = (log_q - torch.log(-torch.log(uniform))).masked_fill(positive, float("inf"))
+        ids = torch.topk(keys, size, sorted=True).indices  # positives (+inf) first
+        lookup = torch.full((self.num_classes,), IGNORED, dtype=torch.long, device=device)
+        lookup[ids] = torch.arange(size, device=device)
+        remapped = torch.where(valid, lookup[flat.clamp(min=0)], torch.full_like(flat, IGNORED)).view_as(targets)
+        num_positives = positive.sum()
+        n = (size - num_positives).clamp(min=1).float()
+        return Candidates(ids=ids, targets=remapped, num_positives=num_positives, log_q=log_q[ids] + torch.log(n))
+
+    def _sample_exact(self, targets: Tensor, generator: Optional[torch.Generator]) -> Candidates:
         device = targets.device
         flat = targets.reshape(-1)
         valid = ~torch.isin(flat, self.ignore_ids.to(device))

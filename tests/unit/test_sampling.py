@@ -84,6 +84,27 @@ def test_sampler_distributions_match_their_definitions(sampler):
     assert chisquare(observed.numpy(), (expected[2:] * 6000).numpy()).pvalue > 1e-3
 
 
+@pytest.mark.parametrize("sampler", ["uniform", "unigram", "log_uniform"])
+def test_fixed_size_draws_follow_the_sampler_without_replacement(sampler):
+    """The host-sync-free path (Gumbel-top-k): one target id, |V'| = 2, so one negative per draw, whose frequency
+    must be q restricted to the other ids, renormalized (multinomial without replacement draws the same)."""
+    v = 12
+    counts = torch.tensor([0, 0, 50, 30, 20, 10, 8, 6, 5, 4, 3, 2], dtype=torch.float64)
+    s = CandidateSampler(v, sampler, sample_rate=2 / v, counts=counts, alpha=0.75, never_sample=[0, 1])
+    target = torch.tensor([4])
+    assert s.fixed_size(target.numel()) == 2
+    q = s.q.clone()
+    q[4] = 0.0
+    expected = q / q.sum()
+    g = torch.Generator().manual_seed(99)
+    draws = torch.stack([s.sample(target, generator=g).ids for _ in range(6000)])
+    assert (draws[:, 0] == 4).all()  # the positive first
+    observed = torch.bincount(draws[:, 1], minlength=v).double()
+    assert observed[[0, 1, 4]].sum() == 0
+    keep = expected > 0
+    assert chisquare(observed[keep].numpy(), (expected[keep] * 6000).numpy()).pvalue > 1e-3
+
+
 def test_logq_corrected_loss_matches_hand_computation():
     layer, _ = layer_for("joint")
     counts = torch.arange(1, V + 1).double()

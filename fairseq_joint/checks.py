@@ -1,0 +1,35 @@
+"""The plugin's checks of a whole fairseq configuration, run before fairseq starts any work.
+
+fairseq-train, fairseq-validate and fairseq-interactive parse their arguments (importing the plugin through
+``--user-dir``), then hand the configuration to ``fairseq.distributed.utils.call_main``. :func:`install` wraps that
+function so that :func:`check_configuration` runs first: a refusal comes before any data is loaded or model built.
+(fairseq-generate calls its main directly; the models' own checks cover it.)
+"""
+
+import functools
+
+from fairseq_joint.precision import check_precision
+
+
+def check_configuration(cfg) -> None:
+    """Everything the plugin can check from fairseq's configuration alone."""
+    common = getattr(cfg, "common", None)
+    if common is not None:
+        check_precision(common)
+
+
+def install() -> None:
+    """Run :func:`check_configuration` before fairseq's ``call_main`` (once, however often the plugin is imported)."""
+    from fairseq.distributed import utils as distributed_utils
+
+    original = distributed_utils.call_main
+    if getattr(original, "fairseq_joint_checks", False):
+        return
+
+    @functools.wraps(original)
+    def call_main(cfg, main, **kwargs):
+        check_configuration(cfg)
+        return original(cfg, main, **kwargs)
+
+    call_main.fairseq_joint_checks = True
+    distributed_utils.call_main = call_main
