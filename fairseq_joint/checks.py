@@ -11,10 +11,11 @@ import functools
 from fairseq_joint.precision import check_precision
 
 
-def check_configuration(cfg) -> None:
-    """Everything the plugin can check from fairseq's configuration alone."""
+def check_configuration(cfg, training: bool = True) -> None:
+    """Everything the plugin can check from fairseq's configuration alone; ``training``: for fairseq-train (whose
+    trainer needs the hardware of a precision flag; validate/interactive/generate run a half model on the CPU)."""
     common = getattr(cfg, "common", None)
-    if common is not None:
+    if common is not None and training:
         check_precision(common)
 
 
@@ -28,7 +29,7 @@ def install() -> None:
 
     @functools.wraps(original)
     def call_main(cfg, main, **kwargs):
-        check_configuration(cfg)
+        check_configuration(cfg, training=getattr(main, "__module__", "") == "fairseq_cli.train")
         return original(cfg, main, **kwargs)
 
     call_main.fairseq_joint_checks = True

@@ -190,5 +190,10 @@ def test_precision_flags_without_cuda_are_refused_before_any_work(flag):
     # fairseq's commands hand their configuration to call_main: the check runs there first
     assert distributed_utils.call_main.fairseq_joint_checks
     cfg = SimpleNamespace(common=SimpleNamespace(**{flag: True}))
+
+    def main(*args, **kwargs):  # stands in for fairseq_cli.train.main
+        pytest.fail("fairseq's main ran")
+
+    main.__module__ = "fairseq_cli.train"
     with pytest.raises(ValueError, match=name):
-        distributed_utils.call_main(cfg, lambda *a, **k: pytest.fail("fairseq's main ran"))
+        distributed_utils.call_main(cfg, main)
