@@ -150,7 +150,9 @@ def valid_batch(tiny_bin, n=8, *extra):
 
 
 def state(path):
-    """A checkpoint as torch loads it with weights_only=True."""
+    """A checkpoint as torch loads it with weights_only=True (the plugin allowlists what fairseq pickles)."""
+    import fairseq_joint  # noqa: F401
+
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
