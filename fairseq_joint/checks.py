@@ -8,6 +8,7 @@ function so that :func:`check_configuration` runs first: a refusal comes before 
 
 import functools
 
+from fairseq_joint import errors
 from fairseq_joint.precision import check_precision
 
 
@@ -29,7 +30,11 @@ def install() -> None:
 
     @functools.wraps(original)
     def call_main(cfg, main, **kwargs):
-        check_configuration(cfg, training=getattr(main, "__module__", "") == "fairseq_cli.train")
+        training = getattr(main, "__module__", "") == "fairseq_cli.train"
+        check_configuration(cfg, training=training)
+        if training:
+            checkpoint = getattr(cfg, "checkpoint", None)
+            errors.training_started(None if checkpoint is None or checkpoint.no_save else checkpoint.save_dir)
         return original(cfg, main, **kwargs)
 
     call_main.fairseq_joint_checks = True
