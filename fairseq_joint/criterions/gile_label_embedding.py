@@ -56,6 +56,11 @@ class GileLabelEmbeddingCriterion(LabelEmbeddingCrossEntropyCriterion):
         return len(task.train_labels)
 
     @staticmethod
+    def label_names(task):
+        """The training labels in order."""
+        return task.train_labels
+
+    @staticmethod
     def build_sampler(task, sampler, sample_rate, num_samples, unigram_alpha, exclude_positives=True):
         """Candidate labels: the batch's labels and negatives over the training labels (unigram: label frequency)."""
         counts = torch.zeros(len(task.train_labels), dtype=torch.float64)

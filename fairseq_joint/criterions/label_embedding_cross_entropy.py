@@ -38,11 +38,12 @@ import logging
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Sequence
 
 from fairseq import checkpoint_utils, metrics
 from fairseq.criterions import register_criterion
 
+from fairseq_joint.checkpoints import dictionary_fingerprint
 from fairseq_joint.criterions.decoder_features import decoder_features
 from fairseq_joint.criterions.sampled_cross_entropy import SampledCrossEntropyConfig, SampledCrossEntropyCriterion
 from fairseq_joint.modules.label_embedding import (
@@ -98,8 +99,11 @@ class LabelEmbeddingCrossEntropyConfig(SampledCrossEntropyConfig):
     )
 
 
-def load_label_embedding(path: str, num_labels: Optional[int] = None) -> LabelEmbedding:
-    """The label embedding saved in the criterion state of checkpoint ``path`` (fairseq format)."""
+def load_label_embedding(path: str, num_labels: Optional[int] = None,
+                         labels: Optional[Sequence[str]] = None) -> LabelEmbedding:
+    """The label embedding saved in the criterion state of checkpoint ``path`` (fairseq format); ``num_labels`` /
+    ``labels``: the labels it must be for (compared with the checkpoint's model's record of its labels: the target
+    dictionary, or GILE's training labels)."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"--label-embedding-from {path}: no such checkpoint file; give the checkpoint_*.pt "
                                 "of a run trained with --criterion label_embedding_cross_entropy")
@@ -116,6 +120,11 @@ def load_label_embedding(path: str, num_labels: Optional[int] = None) -> LabelEm
     if num_labels is not None and emb.num_labels != num_labels:
         raise ValueError(f"--label-embedding-from {path}: its embedding has {emb.num_labels} labels but the target "
                          f"dictionary has {num_labels}; use a checkpoint trained on the same binarized data")
+    recorded = (state.get("model") or {}).get("data_fingerprints")
+    if labels is not None and recorded is not None and int(recorded[-1]) != dictionary_fingerprint(labels):
+        raise ValueError(f"--label-embedding-from {path}: its embedding is for other labels than this data's (the same "
+                         f"number, {emb.num_labels}, with other entries); use a checkpoint trained on the same binarized "
+                         "data")
     emb.load_state_dict(weights)
     return emb
 
@@ -152,7 +161,8 @@ class LabelEmbeddingCrossEntropyCriterion(SampledCrossEntropyCriterion):
 
         if label_embedding_from:
             # Appendix B: a learned embedding, fixed; no o2 (Eq. 17)
-            self.label_embedding = load_label_embedding(label_embedding_from, num_labels).freeze_()
+            self.label_embedding = load_label_embedding(label_embedding_from, num_labels,
+                                                        self.label_names(task)).freeze_()
             self.o2 = None
             logger.info(f"label embedding ({self.label_embedding.extra_repr()}) from {label_embedding_from}, frozen (Eq. 17)")
             return
@@ -169,6 +179,11 @@ class LabelEmbeddingCrossEntropyCriterion(SampledCrossEntropyCriterion):
     def num_labels(task) -> int:
         """m, the labels of Eq. 14: the target words."""
         return len(task.target_dictionary)
+
+    @staticmethod
+    def label_names(task) -> Sequence[str]:
+        """The labels of Eq. 14 in order (the target dictionary's entries)."""
+        return task.target_dictionary.symbols
 
     # ------------------------------------------------------------------ loss
     def soft_term_on(self, model) -> bool:

@@ -79,6 +79,9 @@ class MultilabelClassificationCriterion(FairseqCriterion):
         super().__init__(task)
         if not 0.0 < label_sample_rate <= 1.0:
             raise ValueError(f"--label-sample-rate must be in (0, 1], got {label_sample_rate}")
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"--threshold is a probability (micro-F1 counts labels scored at least that likely): give "
+                             f"a value in [0, 1], got {threshold}")
         multiclass = getattr(getattr(task, "cfg", None), "classification_mode", "multilabel") == "multiclass"
         if multiclass and multilabel_loss != "bce":
             raise ValueError(f"--multilabel-loss {multilabel_loss} is for --classification-mode multilabel; "

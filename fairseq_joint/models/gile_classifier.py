@@ -28,7 +28,7 @@ import torch.nn as nn
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import ARCH_CONFIG_REGISTRY, BaseFairseqModel, register_model
 
-from fairseq_joint.models.output_layer_model import UpdateCountMixin
+from fairseq_joint.models.output_layer_model import DataFingerprintMixin, UpdateCountMixin
 from fairseq_joint.modules.cooccurrence_init import COOCCURRENCE_INIT_CHOICES, cooccurrence_init_, label_patterns
 from fairseq_joint.modules.output_layers import ACTIVATION_CHOICES, OutputLayer
 from fairseq_joint.modules.pretrained_embedding import load_word_vectors_
@@ -106,8 +106,13 @@ class GileClassifierConfig(FairseqDataclass):
 
 
 @register_model("gile_classifier", dataclass=GileClassifierConfig)
-class GileClassifier(UpdateCountMixin, BaseFairseqModel):
+class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
     """Document encoder + head; ``forward`` gives h, :meth:`label_scores` the logits over a label set."""
+
+    data_names = (
+        ("dictionary", "use the data directory the model was trained on (its dict.txt), or binarize with it"),
+        ("training label list", "use the data directory the model was trained on (its labels.train.txt)"),
+    )
 
     def __init__(self, cfg: GileClassifierConfig, embed_tokens: nn.Embedding, encoder: nn.Module, head: OutputLayer):
         super().__init__()
@@ -169,7 +174,9 @@ class GileClassifier(UpdateCountMixin, BaseFairseqModel):
             used = cooccurrence_init_(head.weight, patterns, str(cfg.cooccurrence_init))
             logger.info(f"Kurata init ({cfg.cooccurrence_init}): {used} of {cfg.encoder_dim} hidden units dedicated "
                         f"to the most frequent of {len(patterns)} label co-occurrence patterns")
-        return cls(cfg, embed, encoder, head)
+        model = cls(cfg, embed, encoder, head)
+        model.record_data(dictionary.symbols, task.train_labels)
+        return model
 
     @staticmethod
     def build_head(cfg: GileClassifierConfig, num_labels: int) -> OutputLayer:
@@ -191,6 +198,9 @@ class GileClassifier(UpdateCountMixin, BaseFairseqModel):
             activation=str(cfg.joint_activation), dropout=cfg.joint_dropout, class_dim=class_dim,
             init="identity" if getattr(cfg, "similarity_init", False) else "fairseq", **spec,
         )
+
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        return super().load_state_dict(self.check_data(state_dict), strict=strict, model_cfg=model_cfg, args=args)
 
     @property
     def scores_unseen_labels(self) -> bool:

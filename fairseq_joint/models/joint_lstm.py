@@ -112,7 +112,9 @@ class JointLSTMModel(OutputLayerModelMixin, LSTMModel):
             max_target_positions=getattr(args, "max_target_positions", DEFAULT_MAX_TARGET_POSITIONS),
             residuals=False,
         )
-        return cls(encoder, decoder)
+        model = cls(encoder, decoder)
+        model.record_dictionaries(task)
+        return model
 
     def forward(self, src_tokens, src_lengths, prev_output_tokens, incremental_state=None,
                 features_only: bool = False, **kwargs):

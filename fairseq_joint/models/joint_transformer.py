@@ -52,7 +52,9 @@ class JointTransformerModel(OutputLayerModelMixin, TransformerModel):
                 "--adaptive-softmax-cutoff replaces the output layer with fairseq's adaptive softmax; "
                 "drop it to use --output-layer (or use --arch transformer)"
             )
-        return super().build_model(args, task)
+        model = super().build_model(args, task)
+        model.record_dictionaries(task)
+        return model
 
     @classmethod
     def build_decoder(cls, args, tgt_dict, embed_tokens):

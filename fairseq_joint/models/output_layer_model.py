@@ -8,9 +8,11 @@ The options' defaults live in :class:`OutputLayerConfig` (which takes them from
 
 from dataclasses import dataclass, field
 
+import torch
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 
+from fairseq_joint.checkpoints import dictionary_fingerprint
 from fairseq_joint.modules.output_layers import (
     ACTIVATION_CHOICES,
     DEFAULT_ACTIVATION,
@@ -115,12 +117,42 @@ class UpdateCountMixin:
         self.num_updates = num_updates
 
 
-class OutputLayerModelMixin(UpdateCountMixin):
+class DataFingerprintMixin:
+    """The model keeps a fingerprint of the data it was built for (dictionaries, label lists: their entries in order),
+    saved with its weights (the buffer ``data_fingerprints``) and compared when a checkpoint is loaded into a model
+    built for other data: same sizes but other entries are refused, not loaded into garbage. A checkpoint saved before
+    the fingerprints existed loads as before."""
+
+    #: (what, the fix) of each fingerprinted list, in order
+    data_names = ()
+
+    def record_data(self, *entries) -> None:
+        """Fingerprint each list of entries (e.g. ``dictionary.symbols``), in the order of :attr:`data_names`."""
+        values = [dictionary_fingerprint(e) for e in entries]
+        self.register_buffer("data_fingerprints", torch.tensor(values, dtype=torch.long), persistent=True)
+
+    def check_data(self, state_dict):
+        """``state_dict`` with the data fingerprints checked (or, from an older checkpoint, filled in)."""
+        own = getattr(self, "data_fingerprints", None)
+        if own is None:
+            return state_dict
+        saved = state_dict.get("data_fingerprints")
+        if saved is None:
+            return {**state_dict, "data_fingerprints": own}
+        for (what, fix), a, b in zip(self.data_names, saved.tolist(), own.tolist()):
+            if a != b:
+                raise ValueError(f"the checkpoint's {what} has other entries than the data's (the same number of them, "
+                                 f"in another order or other words): {fix}")
+        return state_dict
+
+
+class OutputLayerModelMixin(UpdateCountMixin, DataFingerprintMixin):
     """Mixed into a fairseq translation model whose decoder has an :class:`OutputLayer` (``decoder.output_projection``):
 
     * ``add_args``: the model's own options plus :class:`OutputLayerConfig`'s;
-    * ``load_state_dict``: a checkpoint trained with other dictionaries than the data's fails with a one-line fix
-      (the output layer checks its own configuration, see ``OutputLayer.set_extra_state``);
+    * ``load_state_dict``: a checkpoint trained with other dictionaries than the data's (another size, or the same
+      size and other entries: :class:`DataFingerprintMixin`) fails with a one-line fix (the output layer checks its
+      own configuration, see ``OutputLayer.set_extra_state``);
     * ``num_updates`` (:class:`UpdateCountMixin`).
     """
 
@@ -129,8 +161,19 @@ class OutputLayerModelMixin(UpdateCountMixin):
         super().add_args(parser)
         gen_parser_from_dataclass(parser, OutputLayerConfig(), delete_default=True)
 
+    data_names = (
+        ("source dictionary", "binarize the data with the checkpoint's dictionary (fairseq-preprocess --srcdict "
+                              "<checkpoint data dir>/dict.SRC.txt)"),
+        ("target dictionary", "binarize the data with the checkpoint's dictionary (fairseq-preprocess --tgtdict "
+                              "<checkpoint data dir>/dict.TGT.txt)"),
+    )
+
+    def record_dictionaries(self, task) -> None:
+        self.record_data(task.source_dictionary.symbols, task.target_dictionary.symbols)
+
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
         check_dictionaries_match(self, state_dict)
+        state_dict = self.check_data(state_dict)
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
 
 

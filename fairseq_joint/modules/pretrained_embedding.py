@@ -12,6 +12,8 @@ from typing import Tuple
 import torch
 import torch.nn as nn
 
+from fairseq_joint.text_files import text_lines
+
 
 def load_word_vectors_(embedding: nn.Embedding, dictionary, path: str, option: str = "--embed-path") -> Tuple[int, int]:
     """Copy the vectors of ``path`` into the rows of ``embedding`` of the words of ``dictionary``.
@@ -24,8 +26,8 @@ def load_word_vectors_(embedding: nn.Embedding, dictionary, path: str, option: s
         raise ValueError(f"{option} {path}: no such file; give a word2vec text file (word v1 ... vd per line)")
     dim = embedding.embedding_dim
     found, total = set(), 0
-    with open(path, encoding="utf-8") as f, torch.no_grad():
-        for lineno, line in enumerate(f, 1):
+    with torch.no_grad():
+        for lineno, line in text_lines(path, option):
             parts = line.rstrip().split(" ")
             if lineno == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
                 if int(parts[1]) != dim:

@@ -33,6 +33,8 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import MISSING, OmegaConf, open_dict
 
+from fairseq_joint.text_files import read_text, text_lines
+
 logger = logging.getLogger(__name__)
 
 MODE_CHOICES = ("multilabel", "multiclass")
@@ -57,22 +59,20 @@ def read_label_file(path: str) -> Dict[str, str]:
     if not os.path.isfile(path):
         raise FileNotFoundError(f"label file {path} does not exist: give a label<TAB>description file")
     labels: Dict[str, str] = {}
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.rstrip("\n").rstrip("\r")
-            if not line.strip():
-                continue
-            if "\t" not in line:
-                raise ValueError(f"{path}:{lineno}: expected 'label<TAB>description', found no tab")
-            label, desc = line.split("\t", 1)
-            label = label.strip()
-            if not label or any(c.isspace() for c in label):
-                raise ValueError(f"{path}:{lineno}: label {label!r} is empty or contains whitespace")
-            if not desc.strip():
-                raise ValueError(f"{path}:{lineno}: label {label!r} has an empty description: describe it")
-            if label in labels:
-                raise ValueError(f"{path}:{lineno}: duplicate label {label!r}: each label must appear once")
-            labels[label] = desc.strip()
+    for lineno, line in text_lines(path, "label file"):
+        if not line.strip():
+            continue
+        if "\t" not in line:
+            raise ValueError(f"{path}:{lineno}: expected 'label<TAB>description', found no tab")
+        label, desc = line.split("\t", 1)
+        label = label.strip()
+        if not label or any(c.isspace() for c in label):
+            raise ValueError(f"{path}:{lineno}: label {label!r} is empty or contains whitespace")
+        if not desc.strip():
+            raise ValueError(f"{path}:{lineno}: label {label!r} has an empty description: describe it")
+        if label in labels:
+            raise ValueError(f"{path}:{lineno}: duplicate label {label!r}: each label must appear once")
+        labels[label] = desc.strip()
     if not labels:
         raise ValueError(f"label file {path} holds no labels")
     return labels
@@ -81,12 +81,11 @@ def read_label_file(path: str) -> Dict[str, str]:
 def read_label_lines(path: str) -> List[List[str]]:
     """The ``{split}.labels`` file: whitespace-separated labels per example (at least one each)."""
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            names = line.split()
-            if not names:
-                raise ValueError(f"{path}:{lineno}: example without labels: every example needs one")
-            rows.append(names)
+    for lineno, line in text_lines(path):
+        names = line.split()
+        if not names:
+            raise ValueError(f"{path}:{lineno}: example without labels: every example needs one")
+        rows.append(names)
     return rows
 
 
@@ -105,10 +104,18 @@ class LabelSet(NamedTuple):
 def encode_label_set(names, descriptions: Optional[Dict[str, str]], dictionary: Dictionary, train_labels) -> LabelSet:
     """Binarize the descriptions of ``names`` with the shared dictionary (no EOS)."""
     train_pos = {n: i for i, n in enumerate(train_labels)}
-    rows = []
+    rows, unknown = [], []
     for name in names:
         words = tokenize(descriptions[name]) if descriptions is not None else []
-        rows.append(torch.LongTensor([dictionary.index(w) for w in words] or [dictionary.unk()]))
+        ids = [dictionary.index(w) for w in words]
+        if words and all(i == dictionary.unk() for i in ids):
+            unknown.append(name)
+        rows.append(torch.LongTensor(ids or [dictionary.unk()]))
+    if unknown:
+        shown = ", ".join(repr(n) for n in unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
+        raise ValueError(f"label(s) {shown}: no word of the description is in the dictionary ({len(dictionary)} "
+                         "entries), so every such label would get the same score: describe them with words of the "
+                         "training texts (or binarize again with these descriptions in --labels)")
     tokens = data_utils.collate_tokens(rows, dictionary.pad(), left_pad=False)
     index = torch.LongTensor([train_pos.get(n, -1) for n in names])
     return LabelSet(list(names), tokens, index)
@@ -199,8 +206,7 @@ class GileClassificationTask(FairseqTask):
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"{path} is missing: binarize the data with scripts/preprocess_gile.py")
         dictionary = Dictionary.load(dict_path)
-        with open(labels_path, encoding="utf-8") as f:
-            train_labels = [line.strip() for line in f if line.strip()]
+        train_labels = [line.strip() for line in read_text(labels_path) if line.strip()]
         label_file = cfg.label_file
         if label_file is None and os.path.isfile(os.path.join(cfg.data, LABEL_FILE)):
             label_file = os.path.join(cfg.data, LABEL_FILE)

@@ -417,3 +417,25 @@ def test_embed_path_loads_word_vectors_and_rejects_bad_files(tmp_path):
             GileClassifier.build_model(cfg, task)
     with pytest.raises(ValueError, match=r"--embed-path .*missing.txt: no such file"):
         GileClassifier.build_model(GileClassifierConfig(head="gile", embed_dim=4, embed_path=str(tmp_path / "missing.txt")), task)
+
+
+def test_a_label_described_by_unknown_words_only_is_refused():
+    """Every such label would get the unknown word's vector, hence the same score as every other such label."""
+    from fairseq.data import Dictionary
+
+    from fairseq_joint.tasks.gile_classification import encode_label_set
+
+    d = Dictionary()
+    for w in ("apple", "pear"):
+        d.add_symbol(w)
+    descriptions = {"A": "apple pear", "B": "kiwi mango", "C": "pear and plum", "D": "durian"}
+    with pytest.raises(ValueError, match=r"label\(s\) 'B', 'D': no word of the description is in the dictionary"):
+        encode_label_set(list(descriptions), descriptions, d, ["A"])
+    ok = encode_label_set(["A", "C"], descriptions, d, ["A"])  # one known word is enough
+    assert ok.tokens.shape[0] == 2 and ok.train_index.tolist() == [0, -1]
+
+
+@pytest.mark.parametrize("bad", [-1.0, 1.5])
+def test_threshold_is_a_probability(bad):
+    with pytest.raises(ValueError, match=rf"--threshold is a probability .* in \[0, 1\], got {bad}"):
+        criterion(threshold=bad)

@@ -1,0 +1,30 @@
+"""The one reader of the text files users give (examples, label files, texts to predict, corpora, word vectors).
+
+UTF-8, with or without a byte-order mark (Windows editors write one: it must not become part of the first label
+or word); a byte sequence that is not UTF-8 is refused with the file, the line and the fix, instead of a
+``UnicodeDecodeError`` traceback that names neither.
+"""
+
+import codecs
+from typing import Iterator, List, Tuple
+
+
+def text_lines(path: str, what: str = "") -> Iterator[Tuple[int, str]]:
+    """``(line number, line without its line end)`` of a UTF-8 text file; ``what`` names the file's role in errors
+    (e.g. ``"--labels"``)."""
+    name = f"{what} {path}".strip()
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            if lineno == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8):]
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ValueError(f"{name}:{lineno}: not UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1}): "
+                                 "save the file as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8)") from None
+            yield lineno, line.rstrip("\n").rstrip("\r")
+
+
+def read_text(path: str, what: str = "") -> List[str]:
+    """Every line of a UTF-8 text file (see :func:`text_lines`)."""
+    return [line for _, line in text_lines(path, what)]

@@ -1,0 +1,131 @@
+"""Checkpoints that cannot load wrong and runs that lose nothing (fairseq_joint/checkpoints.py, errors.py): a truncated
+checkpoint_last.pt and a checkpoint with flipped bytes are refused in one line that says what to do; a dictionary of
+the same size and other entries is refused; a run stopped by SIGINT or SIGTERM ends with the resume note, and resuming
+it with the same command ends bit for bit where the uninterrupted run does."""
+
+import os
+import re
+import signal
+import subprocess
+import time
+import zipfile
+
+import pytest
+from conftest import BIN, REPO, USER_DIR, assert_same_tensors, binarize, cli, state
+
+TRAIN = ["--user-dir", USER_DIR, "--arch", "joint_lstm_tiny", "--criterion", "sampled_cross_entropy", "--sample-rate",
+         "0.25", "--save-interval-updates", "5", "--max-update", "40", "--seed", "7", "--max-tokens", "300",
+         "--optimizer", "adam", "--lr", "1e-3", "--num-workers", "0", "--disable-validation", "--no-progress-bar",
+         "--log-format", "simple", "--log-interval", "1"]
+
+
+def one_line_error(proc) -> str:
+    """The refusal: stderr's only line, starting with 'error: '."""
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-3000:]
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_bin, tmp_path_factory):
+    save = tmp_path_factory.mktemp("trained")
+    cli("fairseq-train", tiny_bin, *TRAIN, "--max-update", "12", "--save-dir", save)
+    return save
+
+
+def test_truncated_checkpoint_last_names_the_intact_one(tiny_bin, trained, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("checkpoint_1_5.pt", "checkpoint_2_10.pt"):
+        (run / name).write_bytes((trained / name).read_bytes())
+    data = (trained / "checkpoint_last.pt").read_bytes()
+    (run / "checkpoint_last.pt").write_bytes(data[: len(data) // 3])  # a copy interrupted a third of the way
+    os.utime(run / "checkpoint_1_5.pt", (1, 1))  # older than checkpoint_2_10.pt
+    line = one_line_error(cli("fairseq-train", tiny_bin, *TRAIN, "--save-dir", run, check=False))
+    assert f"{run}/checkpoint_last.pt is truncated" in line
+    assert f"cp {run}/checkpoint_2_10.pt {run}/checkpoint_last.pt" in line
+
+
+def test_flipped_bytes_inside_a_tensor_are_detected(tiny_bin, trained, tmp_path):
+    path = tmp_path / "flipped.pt"
+    raw = bytearray((trained / "checkpoint_last.pt").read_bytes())
+    with zipfile.ZipFile(trained / "checkpoint_last.pt") as z:
+        record = max((i for i in z.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
+    start = record.header_offset + 30 + len(record.filename) + len(record.extra)  # the tensor's bytes
+    raw[start + record.file_size // 2] ^= 0x40
+    path.write_bytes(raw)
+    line = one_line_error(cli("fairseq-generate", tiny_bin, "--user-dir", USER_DIR, "--path", path, "--beam", 2,
+                              check=False))
+    assert re.search(r"flipped.pt: the model tensor \S+ is damaged .*use another checkpoint", line), line
+    # the intact file still translates
+    cli("fairseq-generate", tiny_bin, "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt", "--beam", 2,
+        "--max-len-b", 5)
+
+
+def test_copies_to_a_checkpoint_name_are_atomic(tmp_path, monkeypatch):
+    import shutil
+
+    from fairseq.file_io import PathManager
+
+    import fairseq_joint  # noqa: F401  (installs the atomic copy)
+
+    src, dst = tmp_path / "new.pt", tmp_path / "checkpoint_last.pt"
+    src.write_bytes(b"new" * 1000)
+    dst.write_bytes(b"old")
+
+    def interrupted(a, b):
+        with open(b, "wb") as f:
+            f.write(b"ne")  # a part of the new file, then the copy dies
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(shutil, "copyfile", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        PathManager.copy(str(src), str(dst), overwrite=True)
+    assert dst.read_bytes() == b"old"  # the old checkpoint, whole
+    monkeypatch.undo()
+    assert PathManager.copy(str(src), str(dst), overwrite=True) and dst.read_bytes() == src.read_bytes()
+
+
+def test_a_dictionary_of_the_same_size_and_other_entries_is_refused(tiny_bin, tiny_text, trained, tmp_path):
+    other = tmp_path / "dicts"
+    other.mkdir()
+    for lang in ("en", "de"):
+        lines = (tiny_bin / f"dict.{lang}.txt").read_text(encoding="utf-8").splitlines()
+        if lang == "de":
+            lines[10], lines[11] = lines[11], lines[10]  # same size, two words exchanged
+        (other / f"dict.{lang}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rebinarized = binarize(tiny_text, tmp_path / "bin", "--srcdict", other / "dict.en.txt", "--tgtdict",
+                           other / "dict.de.txt")
+    line = one_line_error(cli("fairseq-generate", rebinarized, "--user-dir", USER_DIR, "--path",
+                              trained / "checkpoint_last.pt", "--beam", 2, check=False))
+    assert "the checkpoint's target dictionary has other entries than the data's" in line and "--tgtdict" in line
+
+
+def run_until(cmd, log, pattern, signum):
+    """Start ``cmd``, send ``signum`` once its stdout (``log``) matches ``pattern``; the finished process."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True, cwd=str(REPO), env=env)
+        deadline = time.time() + 300
+        while not re.search(pattern, log.read_text()):
+            assert proc.poll() is None and time.time() < deadline, log.read_text()[-2000:]
+            time.sleep(0.05)
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=120)
+    return proc.returncode, err
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stopped_run_says_how_to_resume_and_resumes_exactly(tiny_bin, tmp_path, signum):
+    cli("fairseq-train", tiny_bin, *TRAIN, "--save-dir", tmp_path / "full")
+    cmd = [str(BIN / "fairseq-train"), str(tiny_bin), *TRAIN, "--save-dir", str(tmp_path / "stopped")]
+    # stopped in epoch 2, after its checkpoint at update 15 (an epoch holds about 10 updates)
+    code, err = run_until(cmd, tmp_path / "stopped.log", r"checkpoint_2_15\.pt", signum)
+    lines = [line for line in err.splitlines() if line.strip()]
+    name = "SIGTERM" if signum == signal.SIGTERM else "SIGINT"
+    assert code == 128 + signum and "Traceback" not in err
+    assert lines[-1] == (f"error: fairseq-train stopped by {name}: run the same command to resume from "
+                         f"{tmp_path / 'stopped' / 'checkpoint_last.pt'} (exactly as if it had not stopped)")
+    cli(*cmd)  # the same command again
+    assert_same_tensors(state(tmp_path / "full" / "checkpoint_last.pt")["model"],
+                        state(tmp_path / "stopped" / "checkpoint_last.pt")["model"])

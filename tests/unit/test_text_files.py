@@ -1,0 +1,55 @@
+"""The one text reader (fairseq_joint/text_files.py) and the package's readers built on it: a UTF-8 byte-order mark is
+not part of the first line; bytes that are not UTF-8 are refused with the file, the line and the fix."""
+
+import pytest
+import torch
+
+from fairseq_joint.modules.pretrained_embedding import load_word_vectors_
+from fairseq_joint.tasks.gile_classification import read_label_file, read_label_lines
+from fairseq_joint.text_files import read_text, text_lines
+
+BOM = b"\xef\xbb\xbf"
+LATIN1 = "Straße café".encode("latin-1")  # 0xdf is not UTF-8 here
+
+
+def test_byte_order_mark_and_line_ends(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_bytes(BOM + b"first\r\nsecond\n\nfourth")
+    assert list(text_lines(str(path))) == [(1, "first"), (2, "second"), (3, ""), (4, "fourth")]
+    path.write_bytes(b"a\n" + BOM + b"b\n")  # only a leading mark is one
+    assert read_text(str(path)) == ["a", "\ufeffb"]
+
+
+def test_non_utf8_is_refused_with_file_line_and_fix(tmp_path):
+    path = tmp_path / "latin.txt"
+    path.write_bytes(b"fine\n" + LATIN1 + b"\n")
+    with pytest.raises(ValueError, match=rf"--text {path}:2: not UTF-8 \(byte 0xdf at column 5\): save the file as "
+                                         r"UTF-8 \(e\.g\. iconv -f LATIN1 -t UTF-8\)"):
+        read_text(str(path), "--text")
+
+
+def test_label_files_with_a_byte_order_mark_and_latin1(tmp_path):
+    labels = tmp_path / "labels.tsv"
+    labels.write_bytes(BOM + b"A\tapples\nB\tpears\n")
+    assert list(read_label_file(str(labels))) == ["A", "B"]  # "A", not "\ufeffA": the label is found
+    labels.write_bytes(b"A\tapples\nB\t" + LATIN1 + b"\n")
+    with pytest.raises(ValueError, match=r"labels.tsv:2: not UTF-8"):
+        read_label_file(str(labels))
+    rows = tmp_path / "train.labels"
+    rows.write_bytes(BOM + b"A B\nB\n")
+    assert read_label_lines(str(rows)) == [["A", "B"], ["B"]]
+
+
+def test_word_vectors_with_a_byte_order_mark_and_latin1(tmp_path):
+    from fairseq.data import Dictionary
+
+    d = Dictionary()
+    d.add_symbol("apple")
+    emb = torch.nn.Embedding(len(d), 2)
+    path = tmp_path / "v.txt"
+    path.write_bytes(BOM + b"1 2\napple 1 2\n")
+    assert load_word_vectors_(emb, d, str(path)) == (1, 1)
+    assert emb.weight[d.index("apple")].tolist() == [1, 2]
+    path.write_bytes(b"1 2\n" + LATIN1[:6] + b" 1 2\n")
+    with pytest.raises(ValueError, match=r"--embed-path .*v.txt:2: not UTF-8"):
+        load_word_vectors_(emb, d, str(path))
