@@ -183,6 +183,8 @@ def model_from_flags(flags: Sequence[str], src_vocab: int, tgt_vocab: int):
     import fairseq_joint  # noqa: F401  (registers the models)
 
     parser = options.get_training_parser()
+    # a mistake in the model flags: one line in the commands' style, not fairseq's page of usage
+    parser.error = lambda message: parser.exit(2, f"error: {message} (model flags are fairseq-train's)\n")
     args = options.parse_args_and_arch(parser, ["/nonexistent-data-dir", *flags])
     return translation_task(src_vocab, tgt_vocab).build_model(args)
 
