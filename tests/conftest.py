@@ -151,7 +151,10 @@ def valid_batch(tiny_bin, n=8, *extra):
 
 
 def state(path):
-    """A checkpoint as torch loads it with weights_only=True."""
+    """A checkpoint as torch loads it with weights_only=True (the classes fairseq pickles allowlisted by
+    ``import fairseq_joint``, also when no test module of this run imported it)."""
+    import fairseq_joint  # noqa: F401
+
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
