@@ -1,3 +1,4 @@
+#!/usr/bin/env python
 """Seen / unseen label study on a debtags-style corpus (GILE Table 2 pattern): WAN encoder with the
 ``linear``, ``bil_n16`` and ``gile`` heads, trained by fairseq-train, scored on the validation split.
 
@@ -72,7 +73,8 @@ def run_logged(cmd, log_path, env):
         log.flush()
         proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     if proc.returncode != 0:
-        raise fail(f"{' '.join(cmd[:3])} failed with exit status {proc.returncode}; see {log_path}")
+        name = cmd[2] if cmd[1] == "-m" else os.path.basename(cmd[0])
+        raise fail(f"{name} failed with exit status {proc.returncode}; see its output in {log_path}")
 
 
 def valid_stats(log_path, select="last"):

@@ -1,3 +1,4 @@
+#!/usr/bin/env python
 """Per-label average precision of trained ``gile_classifier`` models, by the labels' training frequency.
 
 Document-ranking AvgPr (the study's metric) is dominated by frequent labels. This script asks the other
@@ -90,7 +91,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         scores, targets, names = seen_label_scores(path, args.data, args.subset, args.batch_size)
         if label_names is not None and names != label_names:
             raise fail(f"{path} was trained on other labels than the first checkpoint: compare models "
-                             "trained on the same data")
+                       "trained on the same data")
         label_names = names
         per_label = {}
         for j, label in enumerate(names):
