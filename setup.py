@@ -28,4 +28,16 @@ setup(
         "gensim",
     ],
     extras_require={"test": ["pytest", "pytest-xdist"]},
+    # the user commands (fairseq_joint/cli/); each is also `python -m fairseq_joint.cli.<module>`
+    entry_points={
+        "console_scripts": [
+            "fairseq-joint-count-params = fairseq_joint.cli.count_params:command",
+            "fairseq-joint-preprocess-gile = fairseq_joint.cli.preprocess_gile:command",
+            "fairseq-joint-predict-labels = fairseq_joint.cli.predict_labels:command",
+            "fairseq-joint-export-label-embedding = fairseq_joint.cli.export_label_embedding:command",
+            "fairseq-joint-score = fairseq_joint.cli.score:command",
+            "fairseq-joint-word-vectors = fairseq_joint.cli.word_vectors:command",
+            "fairseq-joint-label-text = fairseq_joint.cli.label_text:command",
+        ]
+    },
 )

@@ -14,14 +14,14 @@ from fairseq_joint.checkpoint_allowlist import allowlist_fairseq_checkpoint_clas
 
 __version__ = "0.1.0"
 
-allowlist_fairseq_checkpoint_classes()
-errors.install()
-checks.install()
-checkpoints.install()
-resume.install()
-
-for _package in ("models", "criterions", "tasks"):
-    _folder = os.path.join(os.path.dirname(__file__), _package)
-    for _file in sorted(os.listdir(_folder)):
-        if _file.endswith(".py") and not _file.startswith("_"):
-            importlib.import_module(f"fairseq_joint.{_package}.{_file[:-3]}")
+with errors.quiet_fairseq_import():
+    allowlist_fairseq_checkpoint_classes()
+    errors.install()
+    checks.install()
+    checkpoints.install()
+    resume.install()
+    for _package in ("models", "criterions", "tasks"):
+        _folder = os.path.join(os.path.dirname(__file__), _package)
+        for _file in sorted(os.listdir(_folder)):
+            if _file.endswith(".py") and not _file.startswith("_"):
+                importlib.import_module(f"fairseq_joint.{_package}.{_file[:-3]}")

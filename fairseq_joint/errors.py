@@ -11,6 +11,8 @@ A training run stopped by SIGINT (Ctrl-C) or SIGTERM ends with one line: the run
 and from which checkpoint (resumes are exact: fairseq_joint/resume.py).
 """
 
+import contextlib
+import logging
 import os
 import signal
 import sys
@@ -38,6 +40,29 @@ FAIRSEQ_NOTICES = (
 
 class Interrupted(KeyboardInterrupt):
     """SIGTERM, raised like Ctrl-C's KeyboardInterrupt so that fairseq stops as it does for Ctrl-C."""
+
+
+@contextlib.contextmanager
+def quiet_fairseq_import():
+    """Importing fairseq calls ``logging.basicConfig`` in some of its modules (a DEBUG root handler) and logs an
+    INFO line about tensorboardX on stderr. When fairseq is imported here first (our commands, ``import
+    fairseq_joint``), that line is dropped and an unconfigured root logger is left unconfigured, so that a
+    command's stderr holds its own messages and its own logging setup applies. Under fairseq's CLIs (``--user-dir``)
+    fairseq is already imported and nothing changes here (see :func:`install`)."""
+    if "fairseq" in sys.modules:
+        yield
+        return
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    logging.disable(logging.INFO)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
+        if not handlers:
+            for handler in [h for h in root.handlers if h not in handlers]:
+                root.removeHandler(handler)
+            root.setLevel(level)
 
 
 def raised_by_package(err: BaseException) -> bool:

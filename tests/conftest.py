@@ -49,7 +49,8 @@ def cli(tool: str, *args, check: bool = True, env=None, timeout: int = 600, cwd=
 
 
 def python_script(script: str, *args, **kw) -> subprocess.CompletedProcess:
-    """Run a Python file of the repository (a benchmark, an example's tool) with this interpreter."""
+    """Run a Python file of the repository (a benchmark, an example's tool) with this interpreter (``script``
+    relative to the repository, whatever ``cwd`` is)."""
     return cli(sys.executable, str(REPO / script), *args, **kw)
 
 
@@ -169,14 +170,14 @@ GILE_FAST = ["--optimizer", "adam", "--lr", "2e-3", "--batch-size", "32", "--no-
 GILE_TRAIN = ["--user-dir", USER_DIR, "--task", "gile_classification", "--arch", "gile_classifier"]
 
 
-def preprocess_gile(*args):
+def preprocess_gile(*args, **kw):
     """Binarize GILE data with the preprocessing command (in a subprocess, as a user runs it)."""
-    return python_script("scripts/preprocess_gile.py", *args)
+    return cli("fairseq-joint-preprocess-gile", *args, **kw)
 
 
-def valid_line(output: str) -> dict:
-    """The figures of the last ``valid on 'valid' subset`` line of a fairseq log."""
-    lines = [line for line in output.splitlines() if "valid on 'valid' subset" in line]
+def valid_line(output: str, subset: str = "valid") -> dict:
+    """The figures of the last ``valid on '<subset>' subset`` line of a fairseq log."""
+    lines = [line for line in output.splitlines() if f"valid on '{subset}' subset" in line]
     assert lines, output[-3000:]
     return {k: float(v) for k, v in re.findall(r"\| (\w+) ([-\d.]+)", lines[-1])}
 

@@ -6,8 +6,9 @@
 #
 # Writes SAVE_DIR/eval/: gen.out (fairseq-generate), hyp.tok (BPE removed), hyp.detok (detokenized),
 # scores.json/scores.txt (sacreBLEU + signature, chrF, tokenized BLEU, paired bootstrap vs --baseline),
-# params.json (|Θ|, scripts/count_params.py), freq_bins.md/json (high/medium/low-frequency target words,
-# Fig. 3, vs the baseline too), nn.md (Table 1 neighbours in E and in the output layer).
+# params.json (|Θ|, fairseq-joint-count-params), freq_bins.md/json (high/medium/low-frequency target words,
+# Fig. 3, vs the baseline too; frequency_bins.py), nn.md (Table 1 neighbours in E and in the output layer;
+# nearest_neighbours.py). The fairseq-joint-* commands are found on PATH, as fairseq-generate is.
 set -euo pipefail
 RECIPE_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$RECIPE_DIR/../.." && pwd)"
@@ -52,9 +53,12 @@ LC=(); [[ "$RECIPE_LOWERCASE" == 1 ]] && LC=(--lowercase)
 N_TEST=$(wc -l < "$RECIPE_REF_RAW")
 
 log "fairseq-generate $CKPT on $DATA_BIN test ($N_TEST sentences, beam $BEAM)"
+# --required-batch-size-multiple 1: with fairseq's default of 8 the last partial batch is dropped (fairseq #5036),
+# and a test set whose size is no multiple of 8 loses sentences
 fairseq-generate "$DATA_BIN" --user-dir "$REPO_ROOT/fairseq_joint" --task translation \
     --source-lang "$RECIPE_SRC" --target-lang "$RECIPE_TGT" --path "$CKPT" --gen-subset test \
-    --beam "$BEAM" --remove-bpe "$REMOVE_BPE" --max-tokens 8000 --max-len-a 1.5 --max-len-b 10 \
+    --beam "$BEAM" --remove-bpe "$REMOVE_BPE" --max-tokens 8000 --required-batch-size-multiple 1 \
+    --max-len-a 1.5 --max-len-b 10 \
     --no-progress-bar "${GEN_EXTRA[@]+"${GEN_EXTRA[@]}"}" > "$OUT/gen.out.tmp"
 mv "$OUT/gen.out.tmp" "$OUT/gen.out"
 $TEXT hypotheses --expect "$N_TEST" "$OUT/gen.out" "$OUT/hyp.tok"
@@ -70,10 +74,10 @@ if [[ -n "$BASELINE" ]]; then
     SCORE_ARGS+=(--baseline-hyp "$BASELINE/eval/hyp.detok" --baseline-name "${BASE_NAME:-baseline}")
     BINS_ARGS=(--hyp "${BASE_NAME:-baseline}=$BASELINE/eval/hyp.tok" "${BINS_ARGS[@]}")
 fi
-$PYTHON "$REPO_ROOT/scripts/score_translations.py" "${SCORE_ARGS[@]}" | tee "$OUT/scores.txt"
-$PYTHON "$REPO_ROOT/scripts/count_params.py" "$CKPT" --json > "$OUT/params.json"
-$PYTHON "$REPO_ROOT/scripts/frequency_bins.py" --train-tgt "$RECIPE_TRAIN_TGT_TOK" --ref "$RECIPE_REF_TOK" \
+fairseq-joint-score "${SCORE_ARGS[@]}" | tee "$OUT/scores.txt"
+fairseq-joint-count-params "$CKPT" --json > "$OUT/params.json"
+$PYTHON "$RECIPE_DIR/frequency_bins.py" --train-tgt "$RECIPE_TRAIN_TGT_TOK" --ref "$RECIPE_REF_TOK" \
     "${BINS_ARGS[@]}" --markdown "$OUT/freq_bins.md" --json "$OUT/freq_bins.json"
-$PYTHON "$REPO_ROOT/scripts/nearest_neighbours.py" "$CKPT" --dict "$DATA_BIN/dict.$RECIPE_TGT.txt" \
+$PYTHON "$RECIPE_DIR/nearest_neighbours.py" "$CKPT" --dict "$DATA_BIN/dict.$RECIPE_TGT.txt" \
     "${QUERIES[@]+"${QUERIES[@]}"}" --markdown "$OUT/nn.md" --json "$OUT/nn.json" > /dev/null
 log "done: $OUT (scores.txt, params.json, freq_bins.md, nn.md)"

@@ -9,7 +9,7 @@
 # because two threads per process are slower than one on a shared 2-core machine.
 set -euo pipefail
 RECIPE_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO_ROOT="$(cd "$RECIPE_DIR/../.." && pwd)"
+PYTHON="${PYTHON:-python}"
 [[ $# -ge 2 ]] || { echo "usage: $0 CORPUS_DIR WORK_DIR [UPDATES]" >&2; exit 2; }
 CORPUS="$1" WORK="$2" UPDATES="${3:-200}"
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -31,5 +31,5 @@ for s in "${SYSTEMS[@]}"; do
     bash "$RECIPE_DIR/evaluate.sh" "$DATA_BIN" "$WORK/$s" --beam 5 "${base[@]+"${base[@]}"}" > "$WORK/$s.eval.log" 2>&1
     echo "$(date -u '+%F %T') | study | evaluated $s in $(( $(date +%s) - start )) s" >&2
 done
-python "$REPO_ROOT/scripts/results_table.py" --baseline "$WORK/nmt" "${SYSTEMS[@]/#/$WORK/}" --markdown "$WORK/table2.md"
-python "$REPO_ROOT/scripts/plot_bleu_vs_dj.py" "${SYSTEMS[@]/#/$WORK/}" --output "$WORK/bleu_vs_dj.png"
+$PYTHON "$RECIPE_DIR/results_table.py" --baseline "$WORK/nmt" "${SYSTEMS[@]/#/$WORK/}" --markdown "$WORK/table2.md"
+$PYTHON "$RECIPE_DIR/plot_bleu_vs_dj.py" "${SYSTEMS[@]/#/$WORK/}" --output "$WORK/bleu_vs_dj.png"

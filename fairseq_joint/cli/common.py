@@ -68,6 +68,12 @@ def parser(doc: str, **kwargs) -> ArgumentParser:
     return ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
 
 
+def setup_logging(levels: bool = False) -> None:
+    """Progress lines on stderr: ``time | message`` (``levels``: ``time | LEVEL | message``), INFO and up."""
+    fmt = "%(asctime)s | %(levelname)s | %(message)s" if levels else "%(asctime)s | %(message)s"
+    logging.basicConfig(format=fmt, level=logging.INFO)
+
+
 # ---------------------------------------------------------------------------------------------- reading inputs
 def read_lines(path: str, what: str) -> List[str]:
     """The lines of a UTF-8 text file (without line ends); a missing file is a refusal naming ``what``."""
@@ -138,6 +144,20 @@ def named_paths(items: Sequence[str], default_name: Callable[[str], str] = lambd
     return list(out.items())
 
 
+# ---------------------------------------------------------------------------------------------- writing outputs
+def write_report(table: str, markdown: Optional[str] = None, json_path: Optional[str] = None, data=None,
+                 ensure_ascii: bool = True) -> None:
+    """Print a (Markdown) table; write it to ``markdown`` and the figures behind it (``data``) to ``json_path``
+    when those are given (the tools' ``--markdown`` / ``--json``)."""
+    print(table)
+    if markdown:
+        with open(markdown, "w", encoding="utf-8") as f:
+            f.write(table + "\n")
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1, ensure_ascii=ensure_ascii)
+
+
 # ---------------------------------------------------------------------------------------------- models
 def _dictionary(n: int):
     from fairseq.data import Dictionary
@@ -163,6 +183,8 @@ def model_from_flags(flags: Sequence[str], src_vocab: int, tgt_vocab: int):
     import fairseq_joint  # noqa: F401  (registers the models)
 
     parser = options.get_training_parser()
+    # a mistake in the model flags: one line in the commands' style, not fairseq's page of usage
+    parser.error = lambda message: parser.exit(2, f"error: {message} (model flags are fairseq-train's)\n")
     args = options.parse_args_and_arch(parser, ["/nonexistent-data-dir", *flags])
     return translation_task(src_vocab, tgt_vocab).build_model(args)
 
@@ -217,13 +239,14 @@ def pyplot():
 
 
 @contextlib.contextmanager
-def figure(path: str, *args, **kwargs):
-    """``with figure("out.png", figsize=...) as (fig, ax):`` draws and saves a PNG (tight layout)."""
+def figure(path: str, *args, dpi: int = 110, **kwargs):
+    """``with figure("out.png", figsize=...) as (fig, ax):`` draws and saves a PNG (tight layout); ``args`` and
+    ``kwargs`` go to ``plt.subplots``."""
     plt = pyplot()
     fig, ax = plt.subplots(*args, **kwargs)
     try:
         yield fig, ax
         fig.tight_layout()
-        fig.savefig(path, dpi=110)
+        fig.savefig(path, dpi=dpi)
     finally:
         plt.close(fig)

@@ -70,7 +70,7 @@ class GileClassifierConfig(FairseqDataclass):
     embed_dim: int = field(default=100, metadata={"help": "d, the size of the shared word/label embedding E"})
     embed_path: str = field(
         default="", metadata={"help": "pre-trained word vectors for E (word2vec text format, e.g. from "
-                              "scripts/train_word_vectors.py); words the file lacks keep the random init"}
+                              "fairseq-joint-word-vectors); words the file lacks keep the random init"}
     )
     freeze_embed: bool = field(default=False, metadata={"help": "do not train E (words and label descriptions)"})
     encoder_dim: int = field(default=100, metadata={"help": "dh, the size of the encoders and of h"})

@@ -78,7 +78,9 @@ def output_layer_defaults(args, input_dim: int) -> None:
 def check_output_layer_args(args) -> None:
     """Options of fairseq that would replace or duplicate the output layer: a one-line error with the fix."""
     kind = args.output_layer
-    if getattr(args, "share_decoder_input_output_embed", False) and kind != "tied":
+    # with --share-all-embeddings fairseq's Transformer turns the flag on itself, in the arguments a checkpoint saves
+    derived = getattr(args, "share_all_embeddings", False)
+    if getattr(args, "share_decoder_input_output_embed", False) and kind != "tied" and not derived:
         raise ValueError(
             f"--share-decoder-input-output-embed conflicts with --output-layer {kind}: "
             "use --output-layer tied for weight tying (and drop --share-decoder-input-output-embed)"

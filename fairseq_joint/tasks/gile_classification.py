@@ -1,7 +1,7 @@
 """Task ``gile_classification``: texts with one or more labels, every label described by a text
 (Pappas & Henderson 2019, "GILE", Secs. 2-3).
 
-Data directory (written by ``scripts/preprocess_gile.py``):
+Data directory (written by ``fairseq-joint-preprocess-gile``):
 
 * ``dict.txt`` — one fairseq Dictionary shared by the input words and the label-description words
   (the paper shares E between both, Sec. 2.2);
@@ -169,7 +169,7 @@ class GileDataset(FairseqDataset):
 
 @dataclass
 class GileClassificationConfig(FairseqDataclass):
-    data: str = field(default=MISSING, metadata={"help": "data directory written by scripts/preprocess_gile.py"})
+    data: str = field(default=MISSING, metadata={"help": "data directory written by fairseq-joint-preprocess-gile"})
     label_file: Optional[str] = field(
         default=None,
         metadata={"help": "label<TAB>description file of the training labels (default: DATA/labels.tsv if present)"},
@@ -204,7 +204,7 @@ class GileClassificationTask(FairseqTask):
         labels_path = os.path.join(cfg.data, TRAIN_LABELS)
         for path in (dict_path, labels_path):
             if not os.path.isfile(path):
-                raise FileNotFoundError(f"{path} is missing: binarize the data with scripts/preprocess_gile.py")
+                raise FileNotFoundError(f"{path} is missing: binarize the data with fairseq-joint-preprocess-gile")
         dictionary = Dictionary.load(dict_path)
         train_labels = [line.strip() for line in read_text(labels_path) if line.strip()]
         label_file = cfg.label_file
@@ -256,7 +256,7 @@ class GileClassificationTask(FairseqTask):
         prefix = os.path.join(self.cfg.data, f"{split}.input")
         texts = make_dataset(prefix, impl="mmap")
         if texts is None:
-            raise FileNotFoundError(f"{prefix}.bin/.idx not found: binarize split {split!r} with scripts/preprocess_gile.py")
+            raise FileNotFoundError(f"{prefix}.bin/.idx not found: binarize split {split!r} with fairseq-joint-preprocess-gile")
         labels_path = os.path.join(self.cfg.data, f"{split}.labels")
         rows = read_label_lines(labels_path)
         if len(rows) != len(texts):

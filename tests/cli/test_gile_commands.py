@@ -1,7 +1,7 @@
 """End-to-end tests of GILE through the real CLIs: preprocessing, fairseq-train + validation for every
-head, checkpoint round trips (fairseq-validate), zero-shot prediction, bad input, the benchmark's --quick."""
+head, checkpoint round trips (fairseq-validate), --eval-label-file, zero-shot prediction, bad input, the study
+and the per-label tools of examples/gile, relative paths from the user's directory."""
 
-import importlib.util
 import json
 import random
 import re
@@ -9,7 +9,6 @@ import re
 import pytest
 from conftest import (
     GILE_FAST,
-    REPO,
     SAMPLE,
     cli,
     preprocess_gile,
@@ -18,16 +17,12 @@ from conftest import (
     write_zero_shot_data,
 )
 
+from fairseq_joint.cli import preprocess_gile as preprocess_command
+from fairseq_joint.cli.common import CommandError, run
+
 HEADS = ["linear", "bil_yh15", "bil_n16", "gile", "gile_label_only", "gile_input_only"]
 FAST = GILE_FAST
 preprocess = preprocess_gile
-
-
-def load_preprocess():
-    spec = importlib.util.spec_from_file_location("preprocess_gile", REPO / "scripts" / "preprocess_gile.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("head,extra", [(h, []) for h in HEADS] + [("gile", ["--encoder", "han", "--word-encoder", "bigru"])])
@@ -54,8 +49,8 @@ def test_train_validate_and_checkpoint_round_trip(gile_bin, tmp_path, head, extr
             assert again[key] == pytest.approx(stats[key], abs=0.011), key
     if head == "linear":
         (tmp_path / "t.txt").write_text("a text\n")
-        out = python_script("scripts/predict_labels.py", "--checkpoint", save / "checkpoint_last.pt",
-                            "--labels", SAMPLE / "labels.tsv", "--input", tmp_path / "t.txt", check=False)
+        out = cli("fairseq-joint-predict-labels", "--checkpoint", save / "checkpoint_last.pt",
+                  "--labels", SAMPLE / "labels.tsv", "--input", tmp_path / "t.txt", check=False)
         assert out.returncode != 0 and "--head linear cannot score" in out.stderr and "--head gile" in out.stderr
 
 
@@ -72,8 +67,8 @@ def test_zero_shot_ranks_unseen_label_first(tmp_path):
         "--max-epoch", "10", "--seed", "1", "--num-workers", "0", "--no-progress-bar", "--disable-validation",
         "--save-dir", tmp_path / "ckpt", "--no-epoch-checkpoints")
     (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
-    out = python_script("scripts/predict_labels.py", "--checkpoint", tmp_path / "ckpt" / "checkpoint_last.pt",
-                        "--labels", raw / "labels.tsv", "--input", tmp_path / "texts.txt", "--topk", "3", "--json")
+    out = cli("fairseq-joint-predict-labels", "--checkpoint", tmp_path / "ckpt" / "checkpoint_last.pt",
+              "--labels", raw / "labels.tsv", "--input", tmp_path / "texts.txt", "--topk", "3", "--json")
     ranked = [json.loads(line)["labels"] for line in out.stdout.splitlines()]
     assert len(ranked) == len(texts)
     first = [r[0][0] for r in ranked]
@@ -101,8 +96,8 @@ def write_two_label_data(raw, seed=0, words_per_label=4):
 
 def predict_first(tmp_path, checkpoint, label_file, texts):
     (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
-    out = python_script("scripts/predict_labels.py", "--checkpoint", checkpoint, "--labels", label_file,
-                        "--input", tmp_path / "texts.txt", "--topk", "5", "--json")
+    out = cli("fairseq-joint-predict-labels", "--checkpoint", checkpoint, "--labels", label_file,
+              "--input", tmp_path / "texts.txt", "--topk", "5", "--json")
     ranked = [json.loads(line)["labels"] for line in out.stdout.splitlines()]
     assert len(ranked) == len(texts)
     for r in ranked:  # real rankings, not ties resolved by label order
@@ -137,8 +132,8 @@ def test_zero_shot_after_training_on_two_labels(tmp_path):
 def test_word_vectors_embed_path_and_checkpoint_without_the_file(gile_bin, tmp_path):
     vectors = tmp_path / "vectors.txt"
     for out in (vectors, tmp_path / "again.txt"):
-        python_script("scripts/train_word_vectors.py", "--data", SAMPLE / "train.jsonl", "--labels", SAMPLE / "labels.tsv",
-                      "--dim", "16", "--epochs", "1", "--output", out)
+        cli("fairseq-joint-word-vectors", "--data", SAMPLE / "train.jsonl", "--labels", SAMPLE / "labels.tsv",
+            "--dim", "16", "--epochs", "1", "--output", out)
     lines = vectors.read_text(encoding="utf-8").splitlines()
     count, dim = map(int, lines[0].split())
     assert dim == 16 and count == len(lines) - 1 > 1000
@@ -163,6 +158,41 @@ def test_word_vectors_embed_path_and_checkpoint_without_the_file(gile_bin, tmp_p
     assert bad.returncode != 0 and "the vectors have 16 dimensions but --embed-dim is 32; set --embed-dim 16" in bad.stderr
 
 
+def test_eval_label_file_adds_unseen_labels_without_changing_the_seen_figures(tmp_path):
+    """--eval-label-file: validating a checkpoint with the training labels only scores no unseen label; with the
+    full label file the unseen label is scored (unseen_* figures) and the seen_* figures stay the same."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    write_zero_shot_data(raw, num_seen=6)  # L0..L5 in training, L6 never seen
+    full = raw / "labels.tsv"
+    (raw / "seen.tsv").write_text("".join(line + "\n" for line in full.read_text().splitlines()[:6]))
+    seen_docs = (raw / "train.tsv").read_text().splitlines()[:30]
+    (raw / "seen_docs.tsv").write_text("\n".join(seen_docs) + "\n")
+    (raw / "mixed.tsv").write_text("\n".join(seen_docs) + "\n" + (raw / "valid.tsv").read_text())
+    preprocess("--train", raw / "train.tsv", "--valid", raw / "seen_docs.tsv", "--test", raw / "mixed.tsv",
+               "--labels", full, "--destdir", tmp_path / "bin")
+    cli("fairseq-train", tmp_path / "bin", "--user-dir", "fairseq_joint", "--task", "gile_classification",
+        "--arch", "gile_classifier", "--head", "gile", "--joint-dim", "8", "--criterion", "multilabel_classification",
+        "--max-epoch", "2", "--disable-validation", "--save-dir", tmp_path / "ckpt", *FAST)
+    validate = ["fairseq-validate", tmp_path / "bin", "--user-dir", "fairseq_joint", "--task", "gile_classification",
+                "--path", tmp_path / "ckpt" / "checkpoint_last.pt", "--batch-size", "8", "--num-workers", "0"]
+    only_seen = cli(*validate, "--eval-label-file", raw / "seen.tsv", "--valid-subset", "valid")
+    log = only_seen.stdout + only_seen.stderr
+    assert "valid: 30 texts, 6 labels (6 seen, 0 unseen)" in log
+    seen = valid_line(log)
+    assert seen["docs"] == 30 and "seen_avgpr" in seen and not any(k.startswith("unseen_") for k in seen)
+    with_unseen = cli(*validate, "--eval-label-file", full, "--valid-subset", "valid,test")
+    log = with_unseen.stdout + with_unseen.stderr
+    assert "valid: 30 texts, 7 labels (6 seen, 1 unseen)" in log and "test: 50 texts, 7 labels (6 seen, 1 unseen)" in log
+    assert valid_line(log) == seen  # scoring one more label changes no seen figure (and no document holds it)
+    test = valid_line(log, "test")
+    assert test["docs"] == 50 and test["unseen_avgpr"] > 0 and "unseen_rl" in test
+    for key in ("seen_rl", "seen_avgpr", "seen_oneerr", "seen_r5", "seen_fullacc"):
+        assert test[key] == seen[key], key  # the same 30 documents hold seen labels, ranked the same
+    refused = cli(*validate, "--eval-label-file", raw / "seen.tsv", "--valid-subset", "test", check=False)
+    assert refused.returncode != 0 and "label 'L6' is not in" in refused.stderr and "seen.tsv" in refused.stderr
+
+
 def test_multiclass_kurata_init_and_copy_loss(tmp_path):
     raw = tmp_path / "raw"
     raw.mkdir()
@@ -180,8 +210,7 @@ def test_multiclass_kurata_init_and_copy_loss(tmp_path):
     assert "seen_avgpr" in valid_line(out.stdout + out.stderr)
 
 
-def test_bad_input_errors(tmp_path):
-    pre = load_preprocess()
+def test_bad_input_errors(tmp_path, capsys):
     labels, data = tmp_path / "labels.tsv", tmp_path / "train.jsonl"
     good_labels, good_data = "A\tapples and pears\nB\tcars and trucks\n", '{"text": "an apple", "labels": ["A"]}\n'
     cases = [
@@ -193,24 +222,17 @@ def test_bad_input_errors(tmp_path):
     for label_text, data_text, message in cases:
         labels.write_text(label_text)
         data.write_text(data_text)
-        with pytest.raises(SystemExit, match=message):
-            pre.main(["--train", str(data), "--labels", str(labels), "--destdir", str(tmp_path / "out")])
+        status = run(preprocess_command.main, ["--train", str(data), "--labels", str(labels), "--destdir", str(tmp_path / "out")])
+        err = capsys.readouterr().err
+        assert status == 2 and re.search(message, err), err
     # a joint head without any label descriptions
     tsv = tmp_path / "train.tsv"
     tsv.write_text("an apple\tA\na truck\tB\n")
-    pre.main(["--train", str(tsv), "--valid", str(tsv), "--destdir", str(tmp_path / "nolabels")])
+    preprocess_command.main(["--train", str(tsv), "--valid", str(tsv), "--destdir", str(tmp_path / "nolabels")])
     out = cli("fairseq-train", tmp_path / "nolabels", "--user-dir", "fairseq_joint", "--task", "gile_classification",
               "--arch", "gile_classifier", "--head", "gile", "--criterion", "multilabel_classification",
               "--max-epoch", "1", "--save-dir", tmp_path / "ck", *FAST, check=False)
     assert out.returncode != 0 and "--head gile scores label descriptions but none were given" in out.stderr
-
-
-def test_benchmark_label_sampling_quick(tmp_path):
-    out = python_script("scripts/benchmark_label_sampling.py", "--quick", "--json", tmp_path / "b.json")
-    result = json.loads((tmp_path / "b.json").read_text())
-    assert [r["rate"] for r in result["results"]] == [0.1, 0.25, 0.5, 1.0]
-    assert all(r["step_ms"] > 0 for r in result["results"])
-    assert "speed-up vs 100%" in out.stdout
 
 
 def test_gile_study_table_plot_and_reuse(tmp_path):
@@ -223,14 +245,14 @@ def test_gile_study_table_plot_and_reuse(tmp_path):
     small = "+embed-dim=16+encoder-dim=16+attention-dim=16"
     args = ["--data", data, "--workdir", tmp_path / "work", "--max-epoch", "1", "--batch-size", "32",
             "--heads", f"linear{small},gile{small}+similarity-init+joint-dim=8"]
-    first = python_script("scripts/gile_study.py", *args)
+    first = python_script("examples/gile/gile_study.py", *args)
     table = (tmp_path / "work" / "results.md").read_text()
     assert "| WAN + linear + --embed-dim 16" in table and "+ --similarity-init + --joint-dim 8 |" in table
     assert "| random scores (chance) |" in table and (tmp_path / "work" / "results.png").stat().st_size > 0
     result = json.loads((tmp_path / "work" / "results.json").read_text())
     gile = result["heads"][f"gile{small}+similarity-init+joint-dim=8"]
     assert "unseen_avgpr" in gile and "unseen_avgpr" not in result["heads"][f"linear{small}"]
-    again = python_script("scripts/gile_study.py", *args)  # finished runs of the same command are reused
+    again = python_script("examples/gile/gile_study.py", *args)  # finished runs of the same command are reused
     assert (again.stdout + again.stderr).count("reusing the finished run") == 2
     reused = json.loads((tmp_path / "work" / "results.json").read_text())["heads"]
     for system, stats in result["heads"].items():
@@ -241,24 +263,48 @@ def test_gile_study_table_plot_and_reuse(tmp_path):
     # several seeds: mean ± std and per-seed runs; the seed-1 run is not confused with the one above
     seeds = ["--data", data, "--workdir", tmp_path / "work", "--max-epoch", "1", "--batch-size", "32",
              "--heads", f"linear{small}", "--seeds", "1,2", "--select", "best"]
-    python_script("scripts/gile_study.py", *seeds)
+    python_script("examples/gile/gile_study.py", *seeds)
     linear = json.loads((tmp_path / "work" / "results.json").read_text())["heads"][f"linear{small}"]
     assert [r["seed"] for r in linear["runs"]] == [1, 2] and linear["seen_avgpr_std"] >= 0
     assert linear["seen_avgpr"] == pytest.approx(sum(r["seen_avgpr"] for r in linear["runs"]) / 2)
     assert " ± " in (tmp_path / "work" / "results.md").read_text()
     other = tmp_path / "named.tsv"
-    python_script("scripts/label_text.py", "--labels", data / "labels.tsv", "--output", other)
-    mismatch = python_script("scripts/gile_study.py", *args, "--labels", other, check=False)
+    cli("fairseq-joint-label-text", "--labels", data / "labels.tsv", "--output", other)
+    mismatch = python_script("examples/gile/gile_study.py", *args, "--labels", other, check=False)
     assert mismatch.returncode != 0 and "preprocessed with other label texts" in mismatch.stderr
-    missing = python_script("scripts/gile_study.py", *args, "--labels", tmp_path / "none.tsv", check=False)
+    missing = python_script("examples/gile/gile_study.py", *args, "--labels", tmp_path / "none.tsv", check=False)
     assert missing.returncode != 0 and "none.tsv does not exist" in missing.stderr
+
+
+def test_paths_are_relative_to_the_users_directory(tmp_path):
+    """Run from another directory with relative paths, the commands read and write there, and so do the study's
+    children (preprocessing, fairseq-train): --labels labels.tsv, --data data, +embed-path=vectors.txt."""
+    user = tmp_path / "user"
+    (user / "data").mkdir(parents=True)
+    for name, n in (("train.jsonl", 80), ("valid.jsonl", 20)):
+        lines = (SAMPLE / name).read_text(encoding="utf-8").splitlines()[:n]
+        (user / "data" / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (user / "labels.tsv").write_text((SAMPLE / "labels.tsv").read_text(encoding="utf-8"), encoding="utf-8")
+    cli("fairseq-joint-label-text", "--labels", "labels.tsv", "--output", "named.tsv", cwd=user)
+    preprocess("--train", "data/train.jsonl", "--valid", "data/valid.jsonl", "--labels", "named.tsv",
+               "--destdir", "bin", cwd=user)
+    assert (user / "bin" / "labels.tsv").read_text(encoding="utf-8") == (user / "named.tsv").read_text(encoding="utf-8")
+    cli("fairseq-joint-word-vectors", "--data", "data/train.jsonl", "--labels", "named.tsv", "--dim", "16",
+        "--epochs", "1", "--output", "vectors.txt", cwd=user)
+    assert (user / "vectors.txt").stat().st_size > 0
+    system = "gile+embed-dim=16+encoder-dim=16+attention-dim=16+joint-dim=8+embed-path=vectors.txt"
+    python_script("examples/gile/gile_study.py", "--data", "data", "--labels", "labels.tsv", "--workdir", "work",
+                  "--max-epoch", "1", "--batch-size", "32", "--heads", system, cwd=user)
+    result = json.loads((user / "work" / "results.json").read_text())
+    assert result["heads"][system]["docs"] == 20 and "unseen_avgpr" in result["heads"][system]
+    assert (user / "work" / "bin" / "labels.tsv").read_text(encoding="utf-8") == (user / "labels.tsv").read_text(encoding="utf-8")
+    log = (user / "work" / f"train_{system}.log").read_text()
+    assert re.search(r"--embed-path vectors.txt: \d+ of \d+ dictionary words have a pre-trained vector", log), log[-2000:]
 
 
 def test_gile_study_select_best_epoch(tmp_path):
     """--select best reports the epoch with the best validation seen AvgPr, --select last the last one."""
-    spec = importlib.util.spec_from_file_location("gile_study", REPO / "scripts" / "gile_study.py")
-    study = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(study)
+    import gile_study as study  # examples/gile (pytest.ini's pythonpath)
     log = tmp_path / "train.log"
     line = "2026-11-23 | INFO | valid | epoch {:03d} | valid on 'valid' subset | loss 0.04 | seen_avgpr {} | unseen_avgpr {}\n"
     log.write_text("# command: x\n" + line.format(1, 60.5, 20.0) + "train stuff | loss 0.03\n"
@@ -268,15 +314,15 @@ def test_gile_study_select_best_epoch(tmp_path):
     last = study.valid_stats(log, "last")
     assert (last["epoch"], last["seen_avgpr"]) == (3, 61.0)
     (tmp_path / "empty.log").write_text("# command: x\n")
-    with pytest.raises(SystemExit, match="no validation line in .*empty.log"):
+    with pytest.raises(CommandError, match="no validation line in .*empty.log"):
         study.valid_stats(tmp_path / "empty.log")
 
 
 def test_label_text_prefixes_name_words(tmp_path):
-    """scripts/label_text.py: name words + description, every label text distinct, usable by preprocessing."""
+    """fairseq-joint-label-text: name words + description, every label text distinct, usable by preprocessing."""
     out = tmp_path / "labels.named.tsv"
-    run = python_script("scripts/label_text.py", "--labels", SAMPLE / "labels.tsv", "--output", out)
-    assert "21 before, 0 after" in run.stdout  # 21 descriptions shared by two labels in debtags
+    done = cli("fairseq-joint-label-text", "--labels", SAMPLE / "labels.tsv", "--output", out)
+    assert "21 before, 0 after" in done.stdout  # 21 descriptions shared by two labels in debtags
     texts = dict(line.split("\t") for line in out.read_text(encoding="utf-8").splitlines())
     assert texts["implemented-in::python"] == "implemented in python Python"
     assert texts["devel::lang:python"] == "devel lang python Python Development"
@@ -286,18 +332,47 @@ def test_label_text_prefixes_name_words(tmp_path):
     assert (tmp_path / "bin" / "labels.tsv").read_text(encoding="utf-8") == out.read_text(encoding="utf-8")
     bad = tmp_path / "bad.tsv"
     bad.write_text("a::b\tfine\nc::d\t \n")
-    fail = python_script("scripts/label_text.py", "--labels", bad, "--output", tmp_path / "x.tsv", check=False)
+    fail = cli("fairseq-joint-label-text", "--labels", bad, "--output", tmp_path / "x.tsv", check=False)
     assert fail.returncode != 0 and f"{bad}:2: label 'c::d' has an empty description" in fail.stderr
-    same = python_script("scripts/label_text.py", "--labels", out, "--output", out, check=False)
+    same = cli("fairseq-joint-label-text", "--labels", out, "--output", out, check=False)
     assert same.returncode != 0 and "is the input label file" in same.stderr
 
 
-def test_label_frequency_bins_compares_checkpoints(gile_bin, tmp_path):
-    """Per-label AP by training frequency: bins hold the right labels, figures are sklearn's, errors are clear."""
-    from collections import Counter
+def seen_label_scores_by_hand(checkpoint, data):
+    """(scores, targets, seen label names) of every valid document (in id order, one batch) on the seen labels,
+    from the checkpoint loaded here with fairseq."""
+    import torch
+    from fairseq import checkpoint_utils
 
-    import numpy as np
-    from sklearn.metrics import average_precision_score
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], arg_overrides={"data": str(data)})
+    model = models[0].eval()
+    task.load_dataset("valid")
+    ds = task.dataset("valid")
+    batch = ds.collater([ds[i] for i in range(len(ds))])
+    seen = batch["label_train_index"] >= 0
+    with torch.no_grad():
+        scores = model.label_scores(model(**batch["net_input"]), batch["label_tokens"][seen],
+                                    batch["label_train_index"][seen])
+    order = batch["id"].argsort()
+    label_set = task.label_set("valid")
+    names = [n for n, i in zip(label_set.names, label_set.train_index.tolist()) if i >= 0]
+    return scores[order].float().tolist(), (batch["target"][:, seen][order] > 0).tolist(), names
+
+
+def average_precision_by_hand(scores, positive):
+    """The mean over the positive documents of the precision among the documents scored at least as high."""
+    precisions = []
+    for s, p in zip(scores, positive):
+        if p:
+            above = [q for t, q in zip(scores, positive) if t >= s]
+            precisions.append(sum(above) / len(above))
+    return sum(precisions) / len(precisions)
+
+
+def test_label_frequency_bins_compares_checkpoints(gile_bin, tmp_path):
+    """Per-label AP by training frequency: bins hold the right labels, the macro figures are those of an
+    independent computation (each checkpoint scored here, AP by hand), errors are clear."""
+    from collections import Counter
 
     ckpts = {}
     for head in ("linear", "gile"):
@@ -305,29 +380,37 @@ def test_label_frequency_bins_compares_checkpoints(gile_bin, tmp_path):
             "--arch", "gile_classifier", "--head", head, "--joint-dim", "8", "--criterion", "multilabel_classification",
             "--max-epoch", "1", "--save-dir", tmp_path / head, *FAST)
         ckpts[head] = tmp_path / head / "checkpoint_last.pt"
-    out = python_script("scripts/label_frequency_bins.py", "--data", gile_bin, "--bins", "2,10",
+    out = python_script("examples/gile/label_frequency_bins.py", "--data", gile_bin, "--bins", "2,10",
                         "--checkpoint", f"linear={ckpts['linear']}", "--checkpoint", f"gile={ckpts['gile']}",
                         "--json", tmp_path / "bins.json", "--plot", tmp_path / "bins.png")
     table = json.loads((tmp_path / "bins.json").read_text())
     assert table["bins"] == ["1-2", "3-10", ">10"] and "1-2" in out.stdout and "linear" in out.stdout
     freq = Counter(n for line in (gile_bin / "train.labels").read_text().splitlines() for n in line.split())
     valid = {n for line in (gile_bin / "valid.labels").read_text().splitlines() for n in line.split() if n in freq}
-    expected = [sum(1 for n in valid if lo <= freq[n] <= hi) for lo, hi in ((1, 2), (3, 10), (11, 10 ** 9))]
+    bounds = ((1, 2), (3, 10), (11, 10 ** 9))
+    expected = [sum(1 for n in valid if lo <= freq[n] <= hi) for lo, hi in bounds]
     assert table["labels"] == expected and sum(expected) == len(valid) > 0
-    for name in ("linear", "gile"):
-        assert all(v is None or 0 <= v <= 100 for v in table["models"][name]["macro_ap"])
     assert (tmp_path / "bins.png").stat().st_size > 0
-    # the figures are scikit-learn's per-label AP: one label with a single positive, checked by hand
-    spec = importlib.util.spec_from_file_location("label_frequency_bins", REPO / "scripts" / "label_frequency_bins.py")
-    bins = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bins)
-    scores, targets, names = bins.seen_label_scores(str(ckpts["gile"]), str(gile_bin), "valid", 64)
-    assert targets.shape == (45, len(names)) and set(names) == set(freq)
-    j = int(np.flatnonzero(targets.sum(0) == 1)[0])
-    rank = int((scores[:, j] >= scores[targets[:, j], j][0]).sum())
-    assert average_precision_score(targets[:, j], scores[:, j]) == pytest.approx(1.0 / rank)
+    # the figures, computed independently: every checkpoint scored here, every label's AP by hand, macro per bin
+    for name, checkpoint in ckpts.items():
+        scores, targets, names = seen_label_scores_by_hand(checkpoint, gile_bin)
+        assert len(targets) == 45 and set(names) == set(freq)
+        ap = {}
+        for j, label in enumerate(names):
+            positive = [row[j] for row in targets]
+            if any(positive):
+                ap[label] = average_precision_by_hand([row[j] for row in scores], positive)
+        assert set(ap) == valid
+        for b, (lo, hi) in enumerate(bounds):
+            members = [ap[n] for n in ap if lo <= freq[n] <= hi]
+            got = table["models"][name]["macro_ap"][b]
+            if not members:
+                assert got is None
+            else:
+                assert got == pytest.approx(100.0 * sum(members) / len(members), abs=1e-6), (name, b)
+        assert table["models"][name]["all"] == pytest.approx(100.0 * sum(ap.values()) / len(ap), abs=1e-6)
     for bad, message in ((["--bins", "10,5"], "must be increasing"),
                          (["--checkpoint", tmp_path / "none.pt"], "does not exist")):
         args = ["--data", gile_bin, "--checkpoint", ckpts["gile"], *bad]
-        fail = python_script("scripts/label_frequency_bins.py", *args, check=False)
+        fail = python_script("examples/gile/label_frequency_bins.py", *args, check=False)
         assert fail.returncode != 0 and message in fail.stderr

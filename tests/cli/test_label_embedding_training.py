@@ -15,7 +15,6 @@ from conftest import (
     cli,
     free_port,
     preprocess_gile,
-    python_script,
     state,
     valid_line,
     write_zero_shot_data,
@@ -44,8 +43,8 @@ def test_compressed_sampled_training_is_reproducible_across_a_resume(tiny_bin, t
     for part in ("model", "criterion"):
         assert_same_tensors(a[part], b[part], part)
     # the compressed export: the factors A, B of e = ReLU(A_y B) (Eq. 16), and the most similar labels of a query
-    out = python_script("scripts/export_label_embedding.py", tmp_path / "a" / "checkpoint_last.pt", "--output",
-                        tmp_path / "emb.pt", "--query", "die", "--top-k", 2)
+    out = cli("fairseq-joint-export-label-embedding", tmp_path / "a" / "checkpoint_last.pt", "--output",
+              tmp_path / "emb.pt", "--query", "die", "--top-k", 2)
     assert "compressed (h=16)" in out.stdout
     saved = torch.load(tmp_path / "emb.pt", weights_only=True)
     m = len((tiny_bin / "dict.de.txt").read_text().splitlines()) + 4
@@ -82,13 +81,13 @@ def test_full_embedding_then_generate_then_pretrained_eq17_then_export(tiny_bin,
     assert "frozen (Eq. 17)" in resumed.stdout + resumed.stderr
 
     png = tmp_path / "heat.png"
-    out = python_script("scripts/export_label_embedding.py", ckpt, "--output", tmp_path / "emb.pt", "--top-k", 3,
-                        "--query", "die", "der", "--heatmap", png, "--heatmap-labels", "die", "der", "und", "Sie", "das")
+    out = cli("fairseq-joint-export-label-embedding", ckpt, "--output", tmp_path / "emb.pt", "--top-k", 3,
+              "--query", "die", "der", "--heatmap", png, "--heatmap-labels", "die", "der", "und", "Sie", "das")
     assert re.search(r"^die\t(\S+ \([-\d.]+\)\s*){3}$", out.stdout, re.M), out.stdout
     assert png.stat().st_size > 1000
     saved = torch.load(tmp_path / "emb.pt", weights_only=True)
     assert saved["embedding"].shape == (m, m) and len(saved["labels"]) == m
-    bad = python_script("scripts/export_label_embedding.py", ckpt, "--query", "nosuchword", check=False)
+    bad = cli("fairseq-joint-export-label-embedding", ckpt, "--query", "nosuchword", check=False)
     assert bad.returncode != 0 and "nosuchword" in bad.stderr.strip().splitlines()[-1]
 
 

@@ -141,7 +141,7 @@ def test_train_and_evaluate_produce_scores_bins_neighbours(trained):
 def test_results_table_and_plot(trained, tmp_path):
     _, runs = trained
     md, png = tmp_path / "t.md", tmp_path / "fig2.png"
-    proc = cli(sys.executable, REPO / "scripts" / "results_table.py", "--baseline", runs / "nmt", runs / "nmt",
+    proc = cli(sys.executable, RECIPE / "results_table.py", "--baseline", runs / "nmt", runs / "nmt",
                runs / "nmt-joint-48", "--markdown", md)
     table = md.read_text()
     assert table == proc.stdout
@@ -149,7 +149,7 @@ def test_results_table_and_plot(trained, tmp_path):
     assert rows[0].startswith("| nmt | ") and "(–)" in rows[0] and rows[1].startswith("| nmt-joint-48 | ")
     joint = json.loads((runs / "nmt-joint-48" / "eval" / "scores.json").read_text())
     assert f"{joint['bleu']:.2f} ({joint['significance']['delta']:+.2f}" in rows[1]
-    cli(sys.executable, REPO / "scripts" / "plot_bleu_vs_dj.py", runs / "nmt", runs / "nmt-joint-48", "--output", png)
+    cli(sys.executable, RECIPE / "plot_bleu_vs_dj.py", runs / "nmt", runs / "nmt-joint-48", "--output", png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

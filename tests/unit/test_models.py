@@ -169,3 +169,17 @@ def test_beam_search_projects_the_vocabulary_once(tiny_bin, arch, extra, monkeyp
         hyps = gen.generate([model], {"net_input": {"src_tokens": src, "src_lengths": lengths}})
     assert len(hyps) == 3 and all(len(h) == 3 for h in hyps)
     assert len(calls) == 1 and calls[0][0] == len(task.tgt_dict)
+
+
+@pytest.mark.parametrize("arch, extra", [("joint_lstm", SMALL_LSTM), ("joint_transformer", SMALL_TRANSFORMER)])
+def test_share_all_embeddings_model_builds_again_from_the_arguments_it_saves(joined_bin, arch, extra):
+    """fairseq turns --share-decoder-input-output-embed on in the arguments of a --share-all-embeddings model,
+    which the checkpoint saves: fairseq-generate rebuilds the joint model from them (scripts/demo.sh does)."""
+    from fairseq import tasks
+
+    args = training_args(joined_bin, arch, "--share-all-embeddings", "--output-layer", "joint", "--joint-dim", 12, *extra)
+    task = tasks.setup_task(args)
+    first = task.build_model(args)
+    again = task.build_model(args)  # what loading the checkpoint does with the saved arguments
+    assert again.decoder.output_projection.output_layer == "joint"
+    assert n_params(again) == n_params(first)

@@ -5,7 +5,8 @@ import frequency_bins
 import make_mirror
 import prepare_text
 import pytest
-import score_translations
+
+from fairseq_joint.cli import score as score_translations
 
 
 def test_frequency_bins_cut_the_vocabulary_in_thirds_and_clip_matches():

@@ -1,8 +1,7 @@
-#!/usr/bin/env python
 """Export the label embedding of a ``label_embedding_cross_entropy`` checkpoint (Sun et al. 2017), print the
 labels most similar to given labels (the paper's Table 5) and draw a heatmap of a chosen set (Figure 3).
 
-    python scripts/export_label_embedding.py CHECKPOINT [--dict DATA_BIN/dict.de.txt] [--output emb.pt]
+    fairseq-joint-export-label-embedding CHECKPOINT [--dict DATA_BIN/dict.de.txt] [--output emb.pt]
         [--query Haus rot ...] [--top-k 5] [--heatmap heat.png --heatmap-labels Haus rot blau ...]
 
 The similarity of label y to label i is the i-th value of y's embedding e_y (Sec. 2.1), shown as the
@@ -12,16 +11,15 @@ e = ReLU(A_y B), Eq. 16). Without ``--dict`` the target dictionary is read from 
 in the checkpoint. An unknown label is an error naming it, not skipped.
 """
 
-import argparse
 import os
 import sys
+from typing import Optional, Sequence
 
 import torch
 
+from fairseq_joint.cli.common import fail, figure, parser, run
 
-def fail(message: str) -> int:
-    print(f"export_label_embedding.py: error: {message}", file=sys.stderr)
-    return 2
+PROG = "fairseq-joint-export-label-embedding"
 
 
 def target_dictionary_path(state, checkpoint: str) -> str:
@@ -30,18 +28,18 @@ def target_dictionary_path(state, checkpoint: str) -> str:
     task = (state.get("cfg") or {}).get("task") or {}
     data, lang = task.get("data"), task.get("target_lang")
     if not data:
-        raise ValueError(f"{checkpoint} records no data directory: pass --dict dict.TGT.txt")
+        raise fail(f"{checkpoint} records no data directory: pass --dict dict.TGT.txt")
     data = str(data).split(os.pathsep)[0]
     if not lang and os.path.isdir(data):
         lang = data_utils.infer_language_pair(data)[1]  # as fairseq's translation task does
     path = os.path.join(data, f"dict.{lang}.txt")
     if not lang or not os.path.isfile(path):
-        raise ValueError(f"the checkpoint's target dictionary ({path}) is not here: pass --dict dict.TGT.txt")
+        raise fail(f"the checkpoint's target dictionary ({path}) is not here: pass --dict dict.TGT.txt")
     return path
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = parser(__doc__.split("\n\n")[0], prog=PROG)
     p.add_argument("checkpoint", help="checkpoint of a run with --criterion label_embedding_cross_entropy")
     p.add_argument("--dict", help="the target dictionary (dict.TGT.txt); default: the one of the checkpoint's data")
     p.add_argument("--output", help="save the embedding and the label list here (torch.save)")
@@ -57,34 +55,34 @@ def main(argv=None) -> int:
     from fairseq_joint.criterions.label_embedding_cross_entropy import load_label_embedding
 
     if a.top_k <= 0:
-        return fail(f"--top-k must be positive, got {a.top_k}")
+        raise fail(f"--top-k must be positive, got {a.top_k}")
     if a.heatmap and len(a.heatmap_labels) < 2:
-        return fail("--heatmap needs at least two --heatmap-labels")
-    try:
-        emb = load_label_embedding(a.checkpoint)
-        if a.dict:
-            dict_path = a.dict
-        else:
-            dict_path = target_dictionary_path(torch.load(a.checkpoint, map_location="cpu", weights_only=True), a.checkpoint)
-    except (ValueError, FileNotFoundError) as err:
-        return fail(str(err))
+        raise fail(f"--heatmap needs at least two --heatmap-labels, got {len(a.heatmap_labels)}")
+    if not os.path.isfile(a.checkpoint):
+        raise fail(f"checkpoint {a.checkpoint}: file not found; give the checkpoint_*.pt of a run trained with "
+                   "--criterion label_embedding_cross_entropy")
+    emb = load_label_embedding(a.checkpoint)
+    if a.dict:
+        dict_path = a.dict
+        if not os.path.isfile(dict_path):
+            raise fail(f"--dict {dict_path}: file not found; give the target dictionary (dict.TGT.txt) of the data")
+    else:
+        dict_path = target_dictionary_path(torch.load(a.checkpoint, map_location="cpu", weights_only=True), a.checkpoint)
     dictionary = Dictionary.load(dict_path)
     if len(dictionary) != emb.num_labels:
-        return fail(f"{dict_path} has {len(dictionary)} entries but the embedding has {emb.num_labels} labels: "
+        raise fail(f"{dict_path} has {len(dictionary)} entries but the embedding has {emb.num_labels} labels: "
                     "pass the --dict of the data the checkpoint was trained on")
     labels = list(dictionary.symbols)
 
     def index(word: str, flag: str) -> int:
         i = dictionary.index(word)
         if i == dictionary.unk() and word != dictionary.unk_word:
-            raise KeyError(f"{flag}: {word!r} is not in {dict_path} (labels are dictionary entries, e.g. BPE pieces)")
+            raise fail(f"{flag}: {word!r} is not in {dict_path}; give dictionary entries (labels are target tokens, "
+                       "e.g. BPE pieces)")
         return i
 
-    try:
-        queries = [index(w, "--query") for w in a.query]
-        heat = [index(w, "--heatmap-labels") for w in a.heatmap_labels]
-    except KeyError as err:
-        return fail(err.args[0])
+    queries = [index(w, "--query") for w in a.query]
+    heat = [index(w, "--heatmap-labels") for w in a.heatmap_labels]
 
     if a.output:
         out = {"labels": labels}
@@ -106,25 +104,23 @@ def main(argv=None) -> int:
             print(labels[q] + "\t" + "  ".join(f"{labels[j]} ({v:.4f})" for v, j in zip(values, ids)))
 
     if heat:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
         idx = torch.tensor(heat)
         values = torch.softmax(emb.matrix(idx).float(), dim=-1)[:, idx].numpy()
         size = 1.0 + 0.45 * len(heat)
-        fig, ax = plt.subplots(figsize=(size + 1.5, size))
-        image = ax.imshow(values, cmap="viridis")
-        ax.set_xticks(range(len(heat)), [labels[i] for i in heat], rotation=90)
-        ax.set_yticks(range(len(heat)), [labels[i] for i in heat])
-        ax.set_title("label embedding e'_y (row y, column i)")
-        fig.colorbar(image, ax=ax)
-        fig.tight_layout()
-        fig.savefig(a.heatmap, dpi=120)
+        with figure(a.heatmap, figsize=(size + 1.5, size), dpi=120) as (fig, ax):
+            image = ax.imshow(values, cmap="viridis")
+            ax.set_xticks(range(len(heat)), [labels[i] for i in heat], rotation=90)
+            ax.set_yticks(range(len(heat)), [labels[i] for i in heat])
+            ax.set_title("label embedding e'_y (row y, column i)")
+            fig.colorbar(image, ax=ax)
         print(f"wrote {a.heatmap}")
     return 0
 
 
+def command() -> int:
+    """The ``fairseq-joint-export-label-embedding`` console script."""
+    return run(main)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command())

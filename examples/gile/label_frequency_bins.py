@@ -11,36 +11,32 @@ label texts help the rare labels?). Writes a table to stdout, and ``--json`` / `
 
 Example::
 
-    python scripts/label_frequency_bins.py --data data-bin/debtags \\
+    python examples/gile/label_frequency_bins.py --data data-bin/debtags \\
         --checkpoint linear=ckpt_linear/checkpoint_last.pt --checkpoint gile=ckpt_gile/checkpoint_last.pt \\
         --bins 20,100 --plot bins.png
 """
 
-import argparse
 import json
 import logging
 import os
 import sys
 from collections import Counter
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from fairseq import checkpoint_utils  # noqa: E402
-
-import fairseq_joint  # noqa: E402,F401  (registers the task/model, allowlists checkpoint classes)
-from fairseq_joint.tasks.gile_classification import read_label_lines  # noqa: E402
+from fairseq_joint.cli.common import fail, figure, load_gile_model, named_paths, parser, run, setup_logging
+from fairseq_joint.tasks.gile_classification import read_label_lines
 
 
 def parse_bins(text):
     try:
         edges = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise SystemExit(f"error: --bins must be comma-separated integers, got {text!r}") from None
+        raise fail(f"--bins must be comma-separated integers, got {text!r}") from None
     if not edges or edges[0] < 1 or any(b <= a for a, b in zip(edges, edges[1:])):
-        raise SystemExit(f"error: --bins {text!r} must be increasing positive document counts, e.g. 20,100")
+        raise fail(f"--bins {text!r} must be increasing positive document counts, e.g. 20,100")
     return edges
 
 
@@ -51,12 +47,7 @@ def bin_names(edges):
 
 def seen_label_scores(checkpoint, data, subset, batch_size):
     """(scores, targets, seen label names) over the seen labels for every document of ``subset``."""
-    if not os.path.isfile(checkpoint):
-        raise SystemExit(f"error: checkpoint {checkpoint} does not exist")
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data})
-    model = models[0].eval()
-    if not hasattr(model, "label_scores"):
-        raise SystemExit(f"error: {checkpoint} is not a gile_classifier checkpoint")
+    model, task = load_gile_model(checkpoint, data)
     task.load_dataset(subset)
     itr = task.get_batch_iterator(task.dataset(subset), max_sentences=batch_size).next_epoch_itr(shuffle=False)
     scores, targets, ids = [], [], []
@@ -74,8 +65,9 @@ def seen_label_scores(checkpoint, data, subset, batch_size):
     return np.concatenate(scores)[order], np.concatenate(targets)[order], names
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    setup_logging()
+    p = parser(__doc__)
     p.add_argument("--data", required=True, help="the preprocessed data directory (train.labels, SUBSET.*)")
     p.add_argument("--checkpoint", action="append", required=True,
                    help="NAME=PATH or PATH of a gile_classifier checkpoint; repeat to compare models")
@@ -88,19 +80,18 @@ def main(argv=None):
     edges = parse_bins(args.bins)
     train_labels = os.path.join(args.data, "train.labels")
     if not os.path.isfile(train_labels):
-        raise SystemExit(f"error: {train_labels} not found: --data must be a directory written by preprocess_gile.py")
+        raise fail(f"{train_labels} not found: --data must be a directory written by fairseq-joint-preprocess-gile")
     freq = Counter(n for row in read_label_lines(train_labels) for n in row)
 
     from sklearn.metrics import average_precision_score
 
     results, label_names = {}, None
-    for spec in args.checkpoint:
-        name, _, path = spec.rpartition("=")
-        name = name or os.path.basename(os.path.dirname(os.path.abspath(path))) or path
+    checkpoints = named_paths(args.checkpoint, lambda path: os.path.basename(os.path.dirname(os.path.abspath(path))) or path)
+    for name, path in checkpoints:
         scores, targets, names = seen_label_scores(path, args.data, args.subset, args.batch_size)
         if label_names is not None and names != label_names:
-            raise SystemExit(f"error: {path} was trained on other labels than the first checkpoint: compare models "
-                             "trained on the same data")
+            raise fail(f"{path} was trained on other labels than the first checkpoint: compare models "
+                       "trained on the same data")
         label_names = names
         per_label = {}
         for j, label in enumerate(names):
@@ -132,26 +123,18 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump(table, f, indent=1)
     if args.plot:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(1.5 + 1.6 * len(bins), 3.5))
-        width = 0.8 / len(results)
-        for k, name in enumerate(results):
-            vals = [v if v is not None else 0.0 for v in table["models"][name]["macro_ap"]]
-            ax.bar(np.arange(len(bins)) + k * width, vals, width, label=name)
-        ax.set_xticks(np.arange(len(bins)) + width * (len(results) - 1) / 2,
-                      [f"{n}\n({c} labels)" for n, c in zip(bins, table["labels"])])
-        ax.set_xlabel("training documents per label")
-        ax.set_ylabel("macro per-label AP (%)")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(args.plot, dpi=100)
+        with figure(args.plot, figsize=(1.5 + 1.6 * len(bins), 3.5), dpi=100) as (_, ax):
+            width = 0.8 / len(results)
+            for k, name in enumerate(results):
+                vals = [v if v is not None else 0.0 for v in table["models"][name]["macro_ap"]]
+                ax.bar(np.arange(len(bins)) + k * width, vals, width, label=name)
+            ax.set_xticks(np.arange(len(bins)) + width * (len(results) - 1) / 2,
+                          [f"{n}\n({c} labels)" for n, c in zip(bins, table["labels"])])
+            ax.set_xlabel("training documents per label")
+            ax.set_ylabel("macro per-label AP (%)")
+            ax.legend(fontsize=8)
+    return 0
 
 
 if __name__ == "__main__":
-    logging.basicConfig(format="%(asctime)s | %(message)s", level=logging.INFO)
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)
-    main()
+    sys.exit(run(main))

@@ -3,7 +3,7 @@
 the output layer's class space g_out(E) (σ(E U + b_u) for NMT-joint, Eq. 13; E itself for NMT-tied; the
 rows of W for NMT, Eq. 3).
 
-    python scripts/nearest_neighbours.py CHECKPOINT --dict DATA_BIN/dict.en.txt --query visited --query ...
+    python examples/wmt17/nearest_neighbours.py CHECKPOINT --dict DATA_BIN/dict.en.txt --query visited --query ...
         [--top-k 5] [--markdown nn.md] [--json nn.json]
 
 Without ``--query`` the most frequent whole words of the dictionary that are not punctuation are used.
@@ -11,16 +11,13 @@ Queries must be single dictionary entries (BPE pieces are shown as they are stor
 unknown query is an error naming it, not skipped.
 """
 
-import argparse
-import json
 import os
 import sys
-from typing import Dict, List
+from typing import Dict, List, Optional, Sequence
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from count_params import load_checkpoint_model  # noqa: E402  (one checkpoint loader for the scripts)
+from fairseq_joint.cli.common import fail, load_translation_model, parser, run, write_report
 
 
 def neighbours(matrix: torch.Tensor, words: List[str], queries: List[int], k: int, nspecial: int = 0) -> Dict[str, List[str]]:
@@ -45,8 +42,8 @@ def default_queries(dictionary, n: int) -> List[int]:
     return out
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = parser(__doc__.split("\n\n")[0])
     p.add_argument("checkpoint", help="a fairseq-joint translation checkpoint")
     p.add_argument("--dict", required=True, help="the target dictionary the model was trained with (dict.TGT.txt)")
     p.add_argument("--query", action="append", default=[], help="query word (repeatable)")
@@ -58,22 +55,22 @@ def main(argv=None) -> int:
     from fairseq.data import Dictionary
 
     if not os.path.isfile(a.checkpoint):
-        raise SystemExit(f"error: checkpoint {a.checkpoint}: file not found")
+        raise fail(f"checkpoint {a.checkpoint}: file not found")
     if not os.path.isfile(a.dict):
-        raise SystemExit(f"error: dictionary {a.dict}: file not found")
+        raise fail(f"dictionary {a.dict}: file not found; give the dict.TGT.txt of the data the model was trained on")
     dictionary = Dictionary.load(a.dict)
-    model = load_checkpoint_model(a.checkpoint).eval()
+    model = load_translation_model(a.checkpoint).eval()
     layer = model.decoder.output_projection
     if layer.num_classes != len(dictionary):
-        raise SystemExit(
-            f"error: {a.dict} has {len(dictionary):,d} entries but the checkpoint's output layer has "
+        raise fail(
+            f"{a.dict} has {len(dictionary):,d} entries but the checkpoint's output layer has "
             f"{layer.num_classes:,d} classes; pass the dict.TGT.txt of the data the model was trained on"
         )
     words = [dictionary[i] for i in range(len(dictionary))]
     if a.query:
         unknown = [q for q in a.query if dictionary.index(q) == dictionary.unk()]
         if unknown:
-            raise SystemExit(f"error: query word(s) {', '.join(unknown)} not in {a.dict}; query dictionary entries")
+            raise fail(f"query word(s) {', '.join(unknown)} not in {a.dict}; query dictionary entries")
         queries = [dictionary.index(q) for q in a.query]
     else:
         queries = default_queries(dictionary, a.num_queries)
@@ -84,16 +81,9 @@ def main(argv=None) -> int:
     rows = ["| query | " + " | ".join(table) + " |", "|---|" + "---|" * len(table)]
     for q in queries:
         rows.append(f"| {words[q]} | " + " | ".join(", ".join(table[s][words[q]]) for s in table) + " |")
-    md = "\n".join(rows)
-    print(md)
-    if a.markdown:
-        with open(a.markdown, "w", encoding="utf-8") as f:
-            f.write(md + "\n")
-    if a.json:
-        with open(a.json, "w", encoding="utf-8") as f:
-            json.dump(table, f, indent=1, ensure_ascii=False)
+    write_report("\n".join(rows), a.markdown, a.json, table, ensure_ascii=False)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

@@ -12,32 +12,24 @@ available here, so each bin is scored with a word-level F-measure instead:
   recall = matches / reference tokens in the bin, F1 their harmonic mean, all summed over the corpus;
 * tokens never seen in training form a fourth row, ``unseen``, so no token is dropped from the counts.
 
-    python scripts/frequency_bins.py --train-tgt train.tok.en --ref test.tok.en \\
+    python examples/wmt17/frequency_bins.py --train-tgt train.tok.en --ref test.tok.en \\
         --hyp nmt=nmt/hyp.tok --hyp nmt-joint-512=joint/hyp.tok [--json bins.json] [--markdown bins.md]
 """
 
-import argparse
-import json
 import sys
 from collections import Counter
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, Optional, Sequence
+
+from fairseq_joint.cli.common import fail, named_paths, parser, read_lines, run, write_report
 
 BINS = ("high", "medium", "low")
-
-
-def read(path: str) -> List[str]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return [line.rstrip("\n") for line in f]
-    except FileNotFoundError:
-        raise SystemExit(f"error: {path}: file not found") from None
 
 
 def frequency_bins(train_lines: Sequence[str]) -> Dict[str, str]:
     """word -> 'high' | 'medium' | 'low': the training vocabulary ranked by count, cut into |V|/3 thirds."""
     counts = Counter(w for line in train_lines for w in line.split())
     if not counts:
-        raise SystemExit("error: the training target file is empty; pass the tokenized training target side")
+        raise fail("the training target file is empty; pass the tokenized training target side")
     ranked = sorted(counts, key=lambda w: (-counts[w], w))
     n = len(ranked)
     cuts = (n + 2) // 3, (2 * n + 2) // 3
@@ -78,43 +70,26 @@ def markdown(results: Dict[str, Dict[str, Dict[str, float]]], vocab_sizes: Dict[
     return "\n".join(rows)
 
 
-def parse_named(items: List[str]) -> List[Tuple[str, str]]:
-    out = []
-    for item in items:
-        name, sep, path = item.partition("=")
-        if not sep:
-            name, path = item, item
-        out.append((name, path))
-    return out
-
-
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = parser(__doc__.split("\n\n")[0])
     p.add_argument("--train-tgt", required=True, help="tokenized training target side (defines the bins)")
     p.add_argument("--ref", required=True, help="tokenized test references")
     p.add_argument("--hyp", action="append", required=True, help="NAME=FILE tokenized hypotheses (BPE removed); repeatable")
     p.add_argument("--json", help="write the per-bin figures to this JSON file")
     p.add_argument("--markdown", help="write the table to this Markdown file")
     a = p.parse_args(argv)
-    word_bin = frequency_bins(read(a.train_tgt))
-    refs = read(a.ref)
+    word_bin = frequency_bins(read_lines(a.train_tgt, "--train-tgt"))
+    refs = read_lines(a.ref, "--ref")
     results = {}
-    for name, path in parse_named(a.hyp):
-        hyps = read(path)
+    for name, path in named_paths(a.hyp):
+        hyps = read_lines(path, "--hyp")
         if len(hyps) != len(refs):
-            raise SystemExit(f"error: {path} has {len(hyps):,d} lines but {a.ref} has {len(refs):,d}; use the same test set")
+            raise fail(f"{path} has {len(hyps):,d} lines but {a.ref} has {len(refs):,d}; use the same test set")
         results[name] = bin_scores(word_bin, hyps, refs)
     sizes = Counter(word_bin.values())
-    table = markdown(results, sizes)
-    print(table)
-    if a.markdown:
-        with open(a.markdown, "w", encoding="utf-8") as f:
-            f.write(table + "\n")
-    if a.json:
-        with open(a.json, "w", encoding="utf-8") as f:
-            json.dump({"bin_sizes": dict(sizes), "systems": results}, f, indent=1)
+    write_report(markdown(results, sizes), a.markdown, a.json, {"bin_sizes": dict(sizes), "systems": results})
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Translation scores of Pappas et al. (2018), Sec. 4.1, with sacreBLEU.
 
 * sacreBLEU (detokenized hypotheses vs the raw references) and chrF, each with its signature;
@@ -8,30 +7,25 @@
   between this system and a baseline, with sacreBLEU's implementation (``PairedTest``, ``test_type='bs'``,
   1000 resamples, seed 12345 unless SACREBLEU_SEED says otherwise); equal corpus BLEU reports p = 1.
 
-    python scripts/score_translations.py --hyp hyp.detok --ref ref.raw [--hyp-tok hyp.tok --ref-tok ref.tok]
+    fairseq-joint-score --hyp hyp.detok --ref ref.raw [--hyp-tok hyp.tok --ref-tok ref.tok]
         [--baseline-hyp base/hyp.detok --baseline-name nmt] [--lowercase] [--json scores.json]
 """
 
-import argparse
 import json
 import sys
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from sacrebleu.metrics import BLEU, CHRF
 
+from fairseq_joint.cli.common import fail, parser, read_lines, run
 
-def read(path: str, what: str) -> List[str]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return [line.rstrip("\n") for line in f]
-    except FileNotFoundError:
-        raise SystemExit(f"error: {what} {path}: file not found") from None
+PROG = "fairseq-joint-score"
 
 
 def check_same_length(hyp: List[str], ref: List[str], hyp_path: str, ref_path: str) -> None:
     if len(hyp) != len(ref):
-        raise SystemExit(
-            f"error: {hyp_path} has {len(hyp):,d} lines but the reference {ref_path} has {len(ref):,d}; "
+        raise fail(
+            f"{hyp_path} has {len(hyp):,d} lines but the reference {ref_path} has {len(ref):,d}; "
             "score hypotheses of this very test set (same prepare run, no filtered test lines)"
         )
 
@@ -63,7 +57,7 @@ def paired_bootstrap(baseline: List[str], system: List[str], refs: List[str], lo
 def score(hyp_path: str, ref_path: str, hyp_tok: Optional[str] = None, ref_tok: Optional[str] = None,
           baseline_hyp: Optional[str] = None, baseline_name: str = "baseline", system_name: str = "system",
           lowercase: bool = False, n_samples: int = 1000) -> Dict[str, object]:
-    hyp, ref = read(hyp_path, "hypotheses"), read(ref_path, "reference")
+    hyp, ref = read_lines(hyp_path, "hypotheses"), read_lines(ref_path, "reference")
     check_same_length(hyp, ref, hyp_path, ref_path)
     bleu, chrf = BLEU(lowercase=lowercase), CHRF(lowercase=lowercase)
     b, c = bleu.corpus_score(hyp, [ref]), chrf.corpus_score(hyp, [ref])
@@ -73,13 +67,13 @@ def score(hyp_path: str, ref_path: str, hyp_tok: Optional[str] = None, ref_tok: 
         "chrf": c.score, "chrf_signature": str(chrf.get_signature()),
     }
     if hyp_tok and ref_tok:
-        ht, rt = read(hyp_tok, "tokenized hypotheses"), read(ref_tok, "tokenized reference")
+        ht, rt = read_lines(hyp_tok, "tokenized hypotheses"), read_lines(ref_tok, "tokenized reference")
         check_same_length(ht, rt, hyp_tok, ref_tok)
         tok_bleu = BLEU(tokenize="none", lowercase=lowercase, force=True)
         out["tok_bleu"] = tok_bleu.corpus_score(ht, [rt]).score
         out["tok_bleu_signature"] = str(tok_bleu.get_signature())
     if baseline_hyp:
-        base = read(baseline_hyp, "baseline hypotheses")
+        base = read_lines(baseline_hyp, "baseline hypotheses")
         check_same_length(base, ref, baseline_hyp, ref_path)
         out["significance"] = paired_bootstrap(base, hyp, ref, lowercase, (baseline_name, system_name), n_samples)
     return out
@@ -99,8 +93,8 @@ def report(s: Dict[str, object]) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = parser(__doc__.split("\n\n")[0], prog=PROG)
     p.add_argument("--hyp", required=True, help="detokenized hypotheses, one per line")
     p.add_argument("--ref", required=True, help="raw (untokenized) references, one per line")
     p.add_argument("--hyp-tok", help="Moses-tokenized hypotheses, for the paper's tokenized BLEU")
@@ -121,5 +115,10 @@ def main(argv=None) -> int:
     return 0
 
 
+def command() -> int:
+    """The ``fairseq-joint-score`` console script."""
+    return run(main)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command())

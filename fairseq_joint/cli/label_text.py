@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Write a label file whose descriptions start with the words of the label's name.
 
 GILE represents a label by the mean of its description's word vectors (Sec. 2.2). Structured label names
@@ -8,23 +7,24 @@ and ``devel::lang:python`` as "Python Development", and 21 descriptions are shar
 Prefixing the name's words ("implemented in python Python") makes every label text distinct.
 
 Name words: the label name split at ``:``, ``-``, ``_``, ``/`` and ``.``; nothing is dropped from the
-description. Use the output everywhere a label file goes (``preprocess_gile.py --labels``,
-``train_word_vectors.py --labels``, ``predict_labels.py --labels``), so that training and zero-shot
-prediction see the same label texts.
+description. Use the output everywhere a label file goes (``fairseq-joint-preprocess-gile --labels``,
+``fairseq-joint-word-vectors --labels``, ``fairseq-joint-predict-labels --labels``), so that training and
+zero-shot prediction see the same label texts.
 
 Example::
 
-    python scripts/label_text.py --labels data/debtags-sample/labels.tsv --output /tmp/labels.named.tsv
+    fairseq-joint-label-text --labels data/debtags-sample/labels.tsv --output /tmp/labels.named.tsv
 """
 
-import argparse
 import os
 import re
 import sys
+from typing import Optional, Sequence
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from fairseq_joint.cli.common import fail, parser, run
+from fairseq_joint.tasks.gile_classification import read_label_file
 
-from fairseq_joint.tasks.gile_classification import read_label_file  # noqa: E402
+PROG = "fairseq-joint-label-text"
 
 NAME_SEPARATORS = re.compile(r"[:\-_/.]+")
 
@@ -34,17 +34,14 @@ def name_words(label: str) -> str:
     return " ".join(w for w in NAME_SEPARATORS.split(label) if w)
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = parser(__doc__, prog=PROG)
     p.add_argument("--labels", required=True, help="label<TAB>description file")
     p.add_argument("--output", required=True, help="where to write the label<TAB>name words + description file")
     args = p.parse_args(argv)
-    try:
-        labels = read_label_file(args.labels)
-    except (ValueError, FileNotFoundError) as e:
-        raise SystemExit(f"error: {e}") from None
+    labels = read_label_file(args.labels)
     if os.path.abspath(args.output) == os.path.abspath(args.labels):
-        raise SystemExit(f"error: --output {args.output} is the input label file: write to a new file")
+        raise fail(f"--output {args.output} is the input label file: write to a new file")
     texts = {}
     for label, desc in labels.items():
         words = name_words(label)
@@ -53,7 +50,13 @@ def main(argv=None):
         f.writelines(f"{label}\t{text}\n" for label, text in texts.items())
     print(f"wrote {len(texts)} labels to {args.output}; descriptions shared by several labels: "
           f"{len(labels) - len(set(labels.values()))} before, {len(texts) - len(set(texts.values()))} after")
+    return 0
+
+
+def command() -> int:
+    """The ``fairseq-joint-label-text`` console script."""
+    return run(main)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(command())

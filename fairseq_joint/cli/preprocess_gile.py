@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Binarize (text, labels) data and label descriptions for ``--task gile_classification``.
 
 Inputs are JSONL (one object per line with a text field and a list of labels) or TSV
@@ -12,75 +11,31 @@ every label description: GILE shares E between words and label words), ``{split}
 
 Example::
 
-    python scripts/preprocess_gile.py --train data/debtags-sample/train.jsonl \\
+    fairseq-joint-preprocess-gile --train data/debtags-sample/train.jsonl \\
         --valid data/debtags-sample/valid.jsonl --labels data/debtags-sample/labels.tsv --destdir data-bin/debtags
 """
 
-import argparse
-import json
 import logging
 import os
 import shutil
 import sys
 from collections import Counter
+from typing import Optional, Sequence
 
 import torch
+from fairseq.data import Dictionary
+from fairseq.data.indexed_dataset import make_builder
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from fairseq_joint.cli.common import fail, parser, read_examples, run, setup_logging
+from fairseq_joint.tasks.gile_classification import LABEL_FILE, TRAIN_LABELS, read_label_file, tokenize
 
-from fairseq.data import Dictionary  # noqa: E402
-from fairseq.data.indexed_dataset import make_builder  # noqa: E402
-
-from fairseq_joint.tasks.gile_classification import LABEL_FILE, TRAIN_LABELS, read_label_file, tokenize  # noqa: E402
-
-logging.basicConfig(format="%(asctime)s | %(levelname)s | %(message)s", level=logging.INFO)
+PROG = "fairseq-joint-preprocess-gile"
 logger = logging.getLogger("preprocess_gile")
 
 
-def read_examples(path, fmt, text_field, labels_field):
-    """[(lineno, text, [labels])]; malformed lines fail with file:line."""
-    if not os.path.isfile(path):
-        raise SystemExit(f"error: {path} does not exist")
-    if fmt == "auto":
-        fmt = "tsv" if path.endswith(".tsv") else "jsonl" if path.endswith((".jsonl", ".json")) else None
-        if fmt is None:
-            raise SystemExit(f"error: {path}: cannot tell the format from the extension; pass --format jsonl|tsv")
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            if fmt == "jsonl":
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise SystemExit(f"error: {path}:{lineno}: not valid JSON ({e.msg})") from None
-                if not isinstance(obj, dict) or text_field not in obj or labels_field not in obj:
-                    raise SystemExit(f"error: {path}:{lineno}: needs the fields {text_field!r} and {labels_field!r} "
-                                     "(set --text-field/--labels-field)")
-                text, labels = obj[text_field], obj[labels_field]
-                if isinstance(labels, str):
-                    labels = labels.split()
-                if not isinstance(text, str) or not isinstance(labels, list):
-                    raise SystemExit(f"error: {path}:{lineno}: {text_field!r} must be a string and {labels_field!r} a list")
-            else:
-                parts = line.rstrip("\n").split("\t")
-                if len(parts) != 2:
-                    raise SystemExit(f"error: {path}:{lineno}: expected 'text<TAB>labels', found {len(parts)} fields")
-                text, labels = parts[0], parts[1].split()
-            labels = [str(x).strip() for x in labels]
-            if not text.strip():
-                raise SystemExit(f"error: {path}:{lineno}: empty text")
-            if not labels or any(not x or any(c.isspace() for c in x) for x in labels):
-                raise SystemExit(f"error: {path}:{lineno}: needs at least one label, without whitespace in labels")
-            rows.append((lineno, text, labels))
-    if not rows:
-        raise SystemExit(f"error: {path} holds no examples")
-    return rows
-
-
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    setup_logging(levels=True)
+    p = parser(__doc__, prog=PROG)
     p.add_argument("--train", required=True, help="training examples (JSONL or TSV)")
     p.add_argument("--valid", help="validation examples")
     p.add_argument("--test", help="test examples")
@@ -92,12 +47,9 @@ def main(argv=None):
     p.add_argument("--min-count", type=int, default=1, help="keep words seen at least this often (others -> <unk>)")
     args = p.parse_args(argv)
     if args.min_count < 1:
-        raise SystemExit("error: --min-count must be >= 1")
+        raise fail(f"--min-count must be >= 1, got {args.min_count}")
 
-    try:
-        descriptions = read_label_file(args.labels) if args.labels else None
-    except (ValueError, FileNotFoundError) as e:
-        raise SystemExit(f"error: {e}") from None
+    descriptions = read_label_file(args.labels) if args.labels else None
     splits = {s: read_examples(getattr(args, s), args.format, args.text_field, args.labels_field)
               for s in ("train", "valid", "test") if getattr(args, s)}
 
@@ -107,10 +59,10 @@ def main(argv=None):
         for lineno, _, labels in rows:
             for x in labels:
                 if descriptions is not None and x not in descriptions:
-                    raise SystemExit(f"error: {path}:{lineno}: label {x!r} is missing from {args.labels}: "
+                    raise fail(f"{path}:{lineno}: label {x!r} is missing from {args.labels}: "
                                      "add a 'label<TAB>description' line for it")
                 if descriptions is None and x not in train_seen:
-                    raise SystemExit(f"error: {path}:{lineno}: label {x!r} never occurs in training and there is no "
+                    raise fail(f"{path}:{lineno}: label {x!r} never occurs in training and there is no "
                                      "--labels file to describe it: pass --labels")
     train_labels = [x for x in descriptions if x in train_seen] if descriptions else sorted(train_seen)
 
@@ -132,7 +84,7 @@ def main(argv=None):
         unk = total = 0
         for (lineno, _, _), words in zip(rows, tokenized[split]):
             if not words:
-                raise SystemExit(f"error: {getattr(args, split)}:{lineno}: the text has no tokens")
+                raise fail(f"{getattr(args, split)}:{lineno}: the text has no tokens")
             ids = torch.IntTensor([dictionary.index(w) for w in words])
             unk += int((ids == dictionary.unk()).sum())
             total += ids.numel()
@@ -149,7 +101,13 @@ def main(argv=None):
     if args.labels:
         shutil.copyfile(args.labels, os.path.join(args.destdir, LABEL_FILE))
     logger.info(f"dictionary: {len(dictionary)} types; {len(train_labels)} training labels; wrote {args.destdir}")
+    return 0
+
+
+def command() -> int:
+    """The ``fairseq-joint-preprocess-gile`` console script."""
+    return run(main)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(command())

@@ -2,17 +2,18 @@
 """Collect evaluated runs into the layout of Table 2 of Pappas et al. (2018): |Θ|, BLEU and its difference Δ to
 the NMT baseline with the paper's significance marks (* p < .05, † p < .01, ‡ p < .001, paired bootstrap).
 
-    python scripts/results_table.py --baseline RUNS/nmt RUNS/nmt RUNS/nmt-tied RUNS/nmt-joint-512 [--markdown t.md]
+    python examples/wmt17/results_table.py --baseline RUNS/nmt RUNS/nmt RUNS/nmt-tied RUNS/nmt-joint-512 [--markdown t.md]
 
 Each run directory is a train.sh SAVE_DIR evaluated by evaluate.sh (``eval/scores.json``, ``eval/params.json``,
 ``train-data.env``); the significance comes from the run's own paired bootstrap against ``--baseline``.
 """
 
-import argparse
 import json
 import os
 import sys
-from typing import Dict, List
+from typing import Dict, List, Optional, Sequence
+
+from fairseq_joint.cli.common import fail, parser, run, write_report
 
 
 def load_run(path: str) -> Dict[str, object]:
@@ -20,7 +21,7 @@ def load_run(path: str) -> Dict[str, object]:
                            os.path.join(path, "train-data.env"))
     for f in (scores, params, env):
         if not os.path.isfile(f):
-            raise SystemExit(f"error: {f} not found: train {path} with train.sh and run evaluate.sh on it")
+            raise fail(f"{f} not found: train {path} with train.sh and run evaluate.sh on it")
     with open(env, encoding="utf-8") as f:
         meta = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
     with open(scores, encoding="utf-8") as f:
@@ -46,7 +47,7 @@ def table(runs: List[Dict[str, object]], baseline: Dict[str, object]) -> str:
         else:
             sig = s.get("significance")
             if sig is None or abs(sig["baseline_bleu"] - base_bleu) > 1e-6:
-                raise SystemExit(f"error: {r['dir']} was not evaluated with --baseline {baseline['dir']}; re-run evaluate.sh with it")
+                raise fail(f"{r['dir']} was not evaluated with --baseline {baseline['dir']}; re-run evaluate.sh with it")
             delta, pval = f"{sig['delta']:+.2f}{sig['mark']}", f"{sig['p_value']:.3f}"
         name = r["system"]
         rows.append(f"| {name} | {human(p['total'])} | {human(p['output_layer'])} | {s['bleu']:.2f} ({delta}) | "
@@ -58,8 +59,8 @@ def table(runs: List[Dict[str, object]], baseline: Dict[str, object]) -> str:
     return "\n".join(rows)
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = parser(__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="+", help="train.sh SAVE_DIRs evaluated with evaluate.sh, in table order")
     p.add_argument("--baseline", required=True, help="the NMT run the Δ and significance refer to")
     p.add_argument("--markdown", help="also write the table to this file")
@@ -67,16 +68,9 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     runs = [load_run(r) for r in a.runs]
     base = load_run(a.baseline)
-    md = table(runs, base)
-    print(md)
-    if a.markdown:
-        with open(a.markdown, "w", encoding="utf-8") as f:
-            f.write(md + "\n")
-    if a.json:
-        with open(a.json, "w", encoding="utf-8") as f:
-            json.dump(runs, f, indent=1)
+    write_report(table(runs, base), a.markdown, a.json, runs)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

@@ -1,32 +1,27 @@
-#!/usr/bin/env python
 """Train word vectors for GILE's shared embedding E (``--embed-path``) with gensim's word2vec.
 
 GILE scores a label by the mean of its description's word vectors (Sec. 2.2), so a label never seen in
 training is scored well only if its description words lie near the words of the texts it fits; E "can be
 pre-trained" (Sec. 2.1). This script pre-trains it on the training texts, the label descriptions and any
-extra raw text, with the tokenization of ``preprocess_gile.py`` (lowercased, punctuation split), and writes
+extra raw text, with the tokenization of ``fairseq-joint-preprocess-gile`` (lowercased, punctuation split), and writes
 word2vec's text format, which ``--embed-path`` (and fairseq's ``--encoder-embed-path``) read.
 
 Example::
 
-    python scripts/train_word_vectors.py --data data/debtags-sample/train.jsonl \\
+    fairseq-joint-word-vectors --data data/debtags-sample/train.jsonl \\
         --labels data/debtags-sample/labels.tsv --dim 100 --output vectors.txt
 """
 
-import argparse
 import logging
 import os
 import random
 import sys
+from typing import Optional, Sequence
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fairseq_joint.cli.common import fail, parser, read_examples, read_lines, run, setup_logging
+from fairseq_joint.tasks.gile_classification import read_label_file, tokenize
 
-from preprocess_gile import read_examples  # noqa: E402
-
-from fairseq_joint.tasks.gile_classification import read_label_file, tokenize  # noqa: E402
-
-logging.basicConfig(format="%(asctime)s | %(levelname)s | %(message)s", level=logging.INFO)
+PROG = "fairseq-joint-word-vectors"
 logger = logging.getLogger("train_word_vectors")
 
 
@@ -35,25 +30,20 @@ def sentences(args):
     for path in args.data:
         out += [tokenize(text) for _, text, _ in read_examples(path, args.format, args.text_field, args.labels_field)]
     for path in args.text:
-        if not os.path.isfile(path):
-            raise SystemExit(f"error: --text {path} does not exist")
-        with open(path, encoding="utf-8") as f:
-            out += [tokenize(line) for line in f if line.strip()]
+        out += [tokenize(line) for line in read_lines(path, "--text") if line.strip()]
     if args.labels:
-        try:
-            descriptions = read_label_file(args.labels)
-        except ValueError as e:
-            raise SystemExit(f"error: {e}") from None
-        out += [tokenize(d) for d in descriptions.values()]
+        out += [tokenize(d) for d in read_label_file(args.labels).values()]
     out = [s for s in out if s]
     if not out:
-        raise SystemExit("error: no text to train on: give --data and/or --text")
+        raise fail("no text to train on: give --data and/or --text")
     return out
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", nargs="*", default=[], help="JSONL/TSV (text, labels) files, as preprocess_gile.py reads")
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    setup_logging(levels=True)
+    p = parser(__doc__, prog=PROG)
+    p.add_argument("--data", nargs="*", default=[],
+                   help="JSONL/TSV (text, labels) files, as fairseq-joint-preprocess-gile reads")
     p.add_argument("--text", nargs="*", default=[], help="raw text files, one text per line")
     p.add_argument("--labels", help="label<TAB>description file: its descriptions are training text too")
     p.add_argument("--format", choices=["auto", "jsonl", "tsv"], default="auto")
@@ -69,7 +59,7 @@ def main(argv=None):
     p.add_argument("--output", required=True, help="word2vec text file to write")
     args = p.parse_args(argv)
     if args.dim <= 0:
-        raise SystemExit(f"error: --dim must be positive, got {args.dim}")
+        raise fail(f"--dim must be positive, got {args.dim}")
     from gensim.models import Word2Vec
 
     corpus = sentences(args)
@@ -81,7 +71,13 @@ def main(argv=None):
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     model.wv.save_word2vec_format(args.output, binary=False)
     logger.info(f"wrote {len(model.wv)} vectors to {args.output}")
+    return 0
+
+
+def command() -> int:
+    """The ``fairseq-joint-word-vectors`` console script."""
+    return run(main)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(command())

@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Zero-shot label prediction with a trained ``gile_classifier``: texts in, ranked labels out.
 
 Scores every label of ``--labels`` (any ``label<TAB>description`` file, including labels the model never
@@ -9,28 +8,24 @@ score its training labels and says so.
 
 Example::
 
-    python scripts/predict_labels.py --checkpoint ckpt/checkpoint_best.pt --labels labels.tsv \\
+    fairseq-joint-predict-labels --checkpoint ckpt/checkpoint_best.pt --labels labels.tsv \\
         --topk 5 < texts.txt
 """
 
-import argparse
 import json
-import os
 import sys
+from typing import Optional, Sequence
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from fairseq_joint.cli.common import fail, load_gile_model, parser, read_lines, run
+from fairseq_joint.tasks.gile_classification import encode_label_set, read_label_file, tokenize
 
-from fairseq import checkpoint_utils  # noqa: E402
-from fairseq.data import data_utils  # noqa: E402
-
-import fairseq_joint  # noqa: E402,F401  (registers the task/model, allowlists checkpoint classes)
-from fairseq_joint.tasks.gile_classification import encode_label_set, read_label_file, tokenize  # noqa: E402
+PROG = "fairseq-joint-predict-labels"
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = parser(__doc__, prog=PROG)
     p.add_argument("--checkpoint", required=True, help="a gile_classifier checkpoint")
     p.add_argument("--labels", required=True, help="label<TAB>description file to rank (may hold unseen labels)")
     p.add_argument("--data", help="the preprocessed data directory (dict.txt, labels.train.txt); "
@@ -41,27 +36,20 @@ def main(argv=None):
     p.add_argument("--json", action="store_true", help="print JSON lines {text, labels: [[label, score], ...]}")
     args = p.parse_args(argv)
     if args.topk < 1:
-        raise SystemExit("error: --topk must be >= 1")
-    if not os.path.isfile(args.checkpoint):
-        raise SystemExit(f"error: checkpoint {args.checkpoint} does not exist")
-    try:
-        descriptions = read_label_file(args.labels)
-    except (ValueError, FileNotFoundError) as e:
-        raise SystemExit(f"error: {e}") from None
-    overrides = {"data": args.data} if args.data else None
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint], arg_overrides=overrides)
-    model = models[0].eval()
-    if not hasattr(model, "label_scores"):
-        raise SystemExit(f"error: {args.checkpoint} is not a gile_classifier checkpoint")
+        raise fail(f"--topk must be >= 1, got {args.topk}")
+    descriptions = read_label_file(args.labels)
+    lines = read_lines(args.input, "--input") if args.input else sys.stdin.read().splitlines()
+    model, task = load_gile_model(args.checkpoint, args.data)
     names = list(descriptions)
     label_set = encode_label_set(names, descriptions, task.dictionary, task.train_labels)
     if not model.scores_unseen_labels:
         unseen = [n for n, i in zip(names, label_set.train_index.tolist()) if i < 0]
         if unseen:
-            raise SystemExit(f"error: --head linear cannot score the {len(unseen)} label(s) of {args.labels} it never "
-                             f"saw in training (e.g. {unseen[0]!r}): train a joint head (--head gile) for unseen labels")
+            raise fail(f"--head linear cannot score the {len(unseen)} label(s) of {args.labels} it never "
+                       f"saw in training (e.g. {unseen[0]!r}): train a joint head (--head gile) for unseen labels")
 
-    lines = open(args.input, encoding="utf-8").read().splitlines() if args.input else sys.stdin.read().splitlines()
+    from fairseq.data import data_utils
+
     texts = [t for t in lines if t.strip()]
     if len(texts) != len(lines):
         print(f"note: skipped {len(lines) - len(texts)} empty input line(s)", file=sys.stderr)
@@ -80,7 +68,13 @@ def main(argv=None):
                     print(json.dumps({"text": text, "labels": ranked}))
                 else:
                     print(text + "\t" + "\t".join(f"{n} ({v:.3f})" for n, v in ranked))
+    return 0
+
+
+def command() -> int:
+    """The ``fairseq-joint-predict-labels`` console script."""
+    return run(main)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(command())

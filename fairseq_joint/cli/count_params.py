@@ -1,13 +1,12 @@
-#!/usr/bin/env python
 """|Θ| of a fairseq-joint model, in total and for its output layer (Pappas et al. 2018, Table 2).
 
 From a checkpoint::
 
-    python scripts/count_params.py checkpoints/checkpoint_best.pt [--json]
+    fairseq-joint-count-params checkpoints/checkpoint_best.pt [--json]
 
 or from a configuration, without data (dictionaries of the given sizes)::
 
-    python scripts/count_params.py --arch joint_lstm_wmt17 --src-vocab 32000 --tgt-vocab 32000 \\
+    fairseq-joint-count-params --arch joint_lstm_wmt17 --src-vocab 32000 --tgt-vocab 32000 \\
         --output-layer joint --joint-dim 512 [any other fairseq model flag]
 
 The output-layer figure counts the parameters the output layer owns (E belongs to the decoder input
@@ -16,14 +15,17 @@ Eq. 8 (softmax), Eq. 9 (tied: only b), Eq. 10 (bilinear), the Eq. 7 forms (d·dh
 (joint: d·dj + dj·dh + |V|, to which the two joint-space biases b_u, b_v add 2·dj).
 """
 
-import argparse
 import contextlib
 import json
 import os
 import sys
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import torch
+
+from fairseq_joint.cli.common import fail, load_translation_model, model_from_flags, parser, run
+
+PROG = "fairseq-joint-count-params"
 
 
 def output_layer_formula(layer) -> Dict[str, object]:
@@ -61,55 +63,13 @@ def count_model(model) -> Dict[str, object]:
     return out
 
 
-def load_checkpoint_model(path: str):
-    from fairseq import checkpoint_utils
-
-    import fairseq_joint  # noqa: F401  (registers the models, allowlists checkpoint classes)
-
-    state = checkpoint_utils.load_checkpoint_to_cpu(path)
-    cfg = state["cfg"]
-    # build with dictionaries of the checkpoint's sizes: the data directory is not needed to count
-    src_n = state["model"]["encoder.embed_tokens.weight"].shape[0]
-    tgt_n = state["model"]["decoder.embed_tokens.weight"].shape[0]
-    task = _task_with_vocab(cfg.model, src_n, tgt_n)
-    model = task.build_model(cfg.model)
-    model.load_state_dict(state["model"], strict=True, model_cfg=cfg.model)
-    return model
-
-
-def _dictionary(n: int):
-    from fairseq.data import Dictionary
-
-    d = Dictionary()
-    for i in range(n - len(d)):
-        d.add_symbol(f"w{i}")
-    return d
-
-
-def _task_with_vocab(model_args, src_n: int, tgt_n: int):
-    from fairseq.tasks.translation import TranslationConfig, TranslationTask
-
-    return TranslationTask(TranslationConfig(), _dictionary(src_n), _dictionary(tgt_n))
-
-
-def model_from_config(argv: List[str], src_n: int, tgt_n: int):
-    from fairseq import options
-
-    import fairseq_joint  # noqa: F401
-
-    parser = options.get_training_parser()
-    args = options.parse_args_and_arch(parser, ["/nonexistent-data-dir", *argv])
-    task = _task_with_vocab(args, src_n, tgt_n)
-    return task.build_model(args)
-
-
 def count_parameters(path: Optional[str] = None, config: Optional[List[str]] = None, src_vocab: int = 32000,
                      tgt_vocab: int = 32000) -> Dict[str, object]:
     """|Θ| of a checkpoint (``path``) or of a model configuration (fairseq flags, ``config``)."""
     if path is not None:
-        model = load_checkpoint_model(path)
+        model = load_translation_model(path)
     else:
-        model = model_from_config(config or [], src_vocab, tgt_vocab)
+        model = model_from_flags(config or [], src_vocab, tgt_vocab)
     return count_model(model)
 
 
@@ -117,10 +77,11 @@ def human(n: int) -> str:
     return f"{n / 1e6:.1f}M" if n >= 1e5 else str(n)
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(
+def parse_args(argv: Optional[Sequence[str]] = None):
+    """The command line: ``args.checkpoint`` (or None) and ``args.model_flags`` (the configuration's flags)."""
+    p = parser(
+        __doc__.split("\n\n")[0], prog=PROG,
         usage="%(prog)s [CHECKPOINT | --arch ARCH [model flags]] [--json]",
-        description=__doc__.split("\n\n")[0],
         epilog="CHECKPOINT: a fairseq checkpoint (.pt), given first. Any other flag (--output-layer, "
                "--joint-dim, ...) configures the model.")
     p.add_argument("--src-vocab", type=int, default=32000, help="source dictionary size (configuration mode)")
@@ -131,28 +92,49 @@ def main(argv=None):
     # only a first, non-flag argument is a checkpoint: the values of model flags are not
     checkpoint = argv.pop(0) if argv and not argv[0].startswith("-") else None
     args, rest = p.parse_known_args(argv)
-    args.checkpoint = checkpoint
     if checkpoint and not os.path.isfile(checkpoint):
-        p.error(f"checkpoint not found: {checkpoint}")
+        raise fail(f"checkpoint not found: {checkpoint}; give the path of a fairseq checkpoint (.pt)")
     if args.arch:
         rest = ["--arch", args.arch, *rest]
-    if args.checkpoint and rest:
-        p.error(f"unexpected model flags with a checkpoint: {' '.join(rest)} (the checkpoint fixes the model)")
-    if not args.checkpoint and not args.arch:
+    if checkpoint and rest:
+        raise fail(f"unexpected model flags with a checkpoint: {' '.join(rest)}; drop them (the checkpoint fixes "
+                   "the model)")
+    if not checkpoint and not args.arch:
         p.error("give a checkpoint, or a configuration with --arch (e.g. --arch joint_lstm_wmt17)")
+    args.checkpoint, args.model_flags = checkpoint, rest
+    return args
+
+
+def _count(args) -> Dict[str, object]:
+    # a configuration is built on the meta device: counting needs the shapes only
     with torch.device("meta") if not args.checkpoint else contextlib.nullcontext():
-        result = count_parameters(args.checkpoint, rest, args.src_vocab, args.tgt_vocab)
+        return count_parameters(args.checkpoint, args.model_flags, args.src_vocab, args.tgt_vocab)
+
+
+def counts(argv: Optional[Sequence[str]] = None) -> Dict[str, object]:
+    """The figures of a command line (``CHECKPOINT`` or ``--arch ARCH [model flags]``), as ``--json`` prints them."""
+    return _count(parse_args(argv))
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    result = _count(args)
     if args.json:
         print(json.dumps(result))
-        return result
+        return 0
     print(f"|Θ| total:          {result['total']:>12,d}  ({human(result['total'])})")
     print(f"output layer ({result['output_layer_kind']}): {result['output_layer']:>12,d}  "
           f"= {result['equation']} = {result['formula']:,d}"
           + (f" + {result['projection_biases']:,d} (b_u, b_v)" if result["projection_biases"] else ""))
     print(f"dims: |V|={result['vocab']:,d} d={result['d']} dh={result['dh']}"
           + (f" dj={result['joint_dim']}" if result["joint_dim"] else ""))
-    return result
+    return 0
+
+
+def command() -> int:
+    """The ``fairseq-joint-count-params`` console script."""
+    return run(main)
 
 
 if __name__ == "__main__":
-    sys.exit(0 if main() is not None else 1)
+    sys.exit(command())

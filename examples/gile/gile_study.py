@@ -3,18 +3,18 @@
 ``linear``, ``bil_n16`` and ``gile`` heads, trained by fairseq-train, scored on the validation split.
 
 Preprocesses ``--data`` (a folder with train.jsonl, valid.jsonl, labels.tsv) with
-``scripts/preprocess_gile.py``, trains one model per head for ``--max-epoch`` epochs (same seed, same
+``fairseq-joint-preprocess-gile``, trains one model per head for ``--max-epoch`` epochs (same seed, same
 settings), and reports the last epoch's validation metrics (``--select best``: the epoch with the best
 validation seen AvgPr) with the
 chance level of random scores on the same documents and labels. Writes ``results.json``,
-``results.md`` (a markdown table) and ``results.png`` into ``--workdir``.
+``results.md`` (a markdown table) and ``results.png`` into ``--workdir``. Relative paths (``--data``,
+``--workdir``, ``--labels``, file flags of ``--heads``) are relative to the directory it is run from.
 
 Example (about 15 min on 2 CPU threads)::
 
-    python scripts/gile_study.py --data /path/to/debtags --workdir /tmp/gile_study
+    python examples/gile/gile_study.py --data /path/to/debtags --workdir /tmp/gile_study
 """
 
-import argparse
 import json
 import logging
 import os
@@ -22,18 +22,19 @@ import re
 import subprocess
 import sys
 import time
+from typing import Optional, Sequence
 
 import numpy as np
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, REPO)
+import fairseq_joint
+from fairseq_joint.cli.common import fail, figure, parser, run, setup_logging
+from fairseq_joint.metrics import chance_level
+from fairseq_joint.tasks.gile_classification import read_label_file, read_label_lines
 
-from fairseq_joint.metrics import chance_level  # noqa: E402
-from fairseq_joint.tasks.gile_classification import read_label_file, read_label_lines  # noqa: E402
-
-logging.basicConfig(format="%(asctime)s | %(message)s", level=logging.INFO)
 logger = logging.getLogger("gile_study")
 BIN = os.path.dirname(sys.executable)
+#: fairseq's --user-dir: the installed package, wherever the study runs from
+USER_DIR = os.path.dirname(os.path.abspath(fairseq_joint.__file__))
 COLUMNS = [("seen", "rl"), ("seen", "avgpr"), ("seen", "oneerr"), ("seen", "f1"), ("unseen", "rl"),
            ("unseen", "avgpr"), ("unseen", "oneerr")]
 
@@ -64,14 +65,16 @@ def finished_log(cmd, log_path):
     return float(done.group(1)) / 60
 
 
-def run(cmd, log_path, env):
+def run_logged(cmd, log_path, env):
+    """Run ``cmd`` in the current directory (the user's: relative paths stay theirs), its output into ``log_path``."""
     logger.info("running: " + " ".join(cmd))
     with open(log_path, "w") as log:
         log.write(command_line(cmd))
         log.flush()
-        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     if proc.returncode != 0:
-        raise SystemExit(f"error: {cmd[0]} failed with {proc.returncode}; see {log_path}")
+        name = cmd[2] if cmd[1] == "-m" else os.path.basename(cmd[0])
+        raise fail(f"{name} failed with exit status {proc.returncode}; see its output in {log_path}")
 
 
 def valid_stats(log_path, select="last"):
@@ -84,7 +87,7 @@ def valid_stats(log_path, select="last"):
                 stats["epoch"] = float(re.search(r"epoch (\d+)", line).group(1))
                 epochs.append(stats)
     if not epochs:
-        raise SystemExit(f"error: no validation line in {log_path}")
+        raise fail(f"no validation line in {log_path}: the training run logged no validation; see its end")
     if select == "best":
         return max(epochs, key=lambda s: s.get("seen_avgpr", float("-inf")))
     return epochs[-1]
@@ -124,8 +127,9 @@ def chance(bin_dir):
             "num_seen": int(seen.sum()), "num_unseen": int((~seen).sum())}
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    setup_logging()
+    p = parser(__doc__)
     p.add_argument("--data", required=True, help="folder with train.jsonl, valid.jsonl, labels.tsv")
     p.add_argument("--workdir", required=True, help="where binaries, checkpoints, logs and results go")
     p.add_argument("--heads", default="linear,bil_n16,gile",
@@ -141,32 +145,32 @@ def main():
                    help="comma-separated seeds (overrides --seed): train every system once per seed and report "
                    "the mean and standard deviation over the seeds")
     p.add_argument("--labels", default=None,
-                   help="label<TAB>description file (default: DATA/labels.tsv), e.g. from scripts/label_text.py")
+                   help="label<TAB>description file (default: DATA/labels.tsv), e.g. from fairseq-joint-label-text")
     p.add_argument("--select", choices=("last", "best"), default="last",
                    help="report each system's last epoch, or its epoch with the best validation seen AvgPr (the "
                    "paper's model selection; without a separate test split this flatters every system alike)")
     p.add_argument("--rerun", action="store_true",
                    help="train every system again (default: reuse a finished run of the same command in --workdir)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     try:
         seeds = [int(x) for x in (args.seeds or str(args.seed)).split(",")]
     except ValueError:
-        raise SystemExit(f"error: --seeds must be comma-separated integers, got {args.seeds!r}") from None
+        raise fail(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
     label_file = args.labels or os.path.join(args.data, "labels.tsv")
     if not os.path.isfile(label_file):
-        raise SystemExit(f"error: label file {label_file} does not exist: give --labels or put labels.tsv in --data")
+        raise fail(f"label file {label_file} does not exist: give --labels or put labels.tsv in --data")
     os.makedirs(args.workdir, exist_ok=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
     bin_dir = os.path.join(args.workdir, "bin")
     if os.path.isfile(os.path.join(bin_dir, "labels.tsv")):
         with open(label_file, encoding="utf-8") as a, open(os.path.join(bin_dir, "labels.tsv"), encoding="utf-8") as b:
             if a.read() != b.read():
-                raise SystemExit(f"error: {bin_dir} was preprocessed with other label texts than {label_file}: "
+                raise fail(f"{bin_dir} was preprocessed with other label texts than {label_file}: "
                                  "use another --workdir")
     if not os.path.isfile(os.path.join(bin_dir, "valid.labels")):
-        run([sys.executable, "scripts/preprocess_gile.py", "--train", os.path.join(args.data, "train.jsonl"),
-             "--valid", os.path.join(args.data, "valid.jsonl"), "--labels", label_file,
-             "--destdir", bin_dir], os.path.join(args.workdir, "preprocess.log"), env)
+        run_logged([sys.executable, "-m", "fairseq_joint.cli.preprocess_gile",
+                    "--train", os.path.join(args.data, "train.jsonl"), "--valid", os.path.join(args.data, "valid.jsonl"),
+                    "--labels", label_file, "--destdir", bin_dir], os.path.join(args.workdir, "preprocess.log"), env)
     results = {"chance": chance(bin_dir), "heads": {}, "settings": vars(args)}
     for system in args.heads.split(","):
         head, *flags = system.split("+")
@@ -178,7 +182,7 @@ def main():
             if len(seeds) > 1:
                 safe += f"_seed{seed}"
             log = os.path.join(args.workdir, f"train_{safe}.log")
-            cmd = [os.path.join(BIN, "fairseq-train"), bin_dir, "--user-dir", "fairseq_joint", "--task",
+            cmd = [os.path.join(BIN, "fairseq-train"), bin_dir, "--user-dir", USER_DIR, "--task",
                    "gile_classification", "--arch", "gile_classifier", "--encoder", "wan", "--head", head,
                    "--criterion", "multilabel_classification", "--threshold", str(args.threshold), "--optimizer", "adam",
                    "--lr", str(args.lr), "--batch-size", str(args.batch_size), "--max-epoch", str(args.max_epoch),
@@ -186,7 +190,7 @@ def main():
                    "--save-dir", os.path.join(args.workdir, f"ckpt_{safe}"), *extra]
             minutes = None if args.rerun else finished_log(cmd, log)
             if minutes is None:
-                run(cmd, log, env)
+                run_logged(cmd, log, env)
                 minutes = (time.time() - t0) / 60
             else:
                 logger.info(f"{system} (seed {seed}): reusing the finished run in {log} (--rerun trains again)")
@@ -213,31 +217,25 @@ def main():
         f.write(table + "\n")
     print(table)
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # its font search logs at DEBUG otherwise
-    import matplotlib.pyplot as plt
-
     names = [display(h) for h in results["heads"]] + ["random scores (chance)"]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 1.2 + 0.45 * len(names)), sharey=True)
-    for ax, side in zip(axes, ("seen", "unseen")):
-        vals = [results["heads"][h].get(f"{side}_avgpr") for h in results["heads"]] + [c[side]["avgpr"]]
-        y = list(range(len(names)))[::-1]
-        errs = [results["heads"][h].get(f"{side}_avgpr_std", 0.0) for h in results["heads"]] + [0.0]
-        ax.barh(y, [v or 0.0 for v in vals], xerr=errs, color=["C0"] * (len(names) - 1) + ["grey"])
-        for yi, v, e in zip(y, vals, errs):
-            ax.text((v or 0.0) + e, yi, f" {v:.1f}" if v is not None else " n/a (cannot score unseen labels)",
-                    va="center", fontsize=8)
-        ax.set_xlim(0, 1.2 * max((v or 0.0) + e for v, e in zip(vals, errs)) + 1e-9)
-        ax.set_yticks(y, names, fontsize=8)
-        ax.set_title(f"{side} labels: AvgPr (%)")
-    if len(seeds) > 1:
-        fig.suptitle(f"mean ± std over seeds {', '.join(map(str, seeds))}", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(os.path.join(args.workdir, "results.png"), dpi=100)
+    with figure(os.path.join(args.workdir, "results.png"), 1, 2, figsize=(12, 1.2 + 0.45 * len(names)), sharey=True,
+                dpi=100) as (fig, axes):
+        for ax, side in zip(axes, ("seen", "unseen")):
+            vals = [results["heads"][h].get(f"{side}_avgpr") for h in results["heads"]] + [c[side]["avgpr"]]
+            y = list(range(len(names)))[::-1]
+            errs = [results["heads"][h].get(f"{side}_avgpr_std", 0.0) for h in results["heads"]] + [0.0]
+            ax.barh(y, [v or 0.0 for v in vals], xerr=errs, color=["C0"] * (len(names) - 1) + ["grey"])
+            for yi, v, e in zip(y, vals, errs):
+                ax.text((v or 0.0) + e, yi, f" {v:.1f}" if v is not None else " n/a (cannot score unseen labels)",
+                        va="center", fontsize=8)
+            ax.set_xlim(0, 1.2 * max((v or 0.0) + e for v, e in zip(vals, errs)) + 1e-9)
+            ax.set_yticks(y, names, fontsize=8)
+            ax.set_title(f"{side} labels: AvgPr (%)")
+        if len(seeds) > 1:
+            fig.suptitle(f"mean ± std over seeds {', '.join(map(str, seeds))}", fontsize=9)
     logger.info(f"wrote {args.workdir}/results.json, results.md, results.png")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

@@ -1,0 +1,74 @@
+"""One error style for every command and tool: a refusal is exactly one line ``error: <what>, <the fix>`` on
+stderr naming the bad file or option, exit status 2; argparse mistakes too; a traceback only with
+FAIRSEQ_JOINT_DEBUG=1."""
+
+import pytest
+from conftest import SAMPLE, cli, python_script
+
+
+def bad_inputs(tmp):
+    """The files the cases below refer to (``{tmp}`` in their arguments)."""
+    (tmp / "bad.jsonl").write_text('{"text": "an apple", "labels": ["A"]\n')
+    (tmp / "bad.tsv").write_text("A\tapples\nB has no tab\n")
+    (tmp / "hyp.txt").write_text("a b\nc d\n")
+    (tmp / "ref.txt").write_text("a b\nc d\ne f\n")
+
+
+COMMANDS = {
+    "fairseq-joint-count-params": (["{tmp}/missing.pt"], "missing.pt"),
+    "fairseq-joint-preprocess-gile": (["--train", "{tmp}/bad.jsonl", "--destdir", "{tmp}/out"], "bad.jsonl:1"),
+    "fairseq-joint-predict-labels": (["--checkpoint", "{tmp}/missing.pt", "--labels", str(SAMPLE / "labels.tsv"),
+                                      "--topk", "0"], "--topk"),
+    "fairseq-joint-export-label-embedding": (["{tmp}/missing.pt"], "missing.pt"),
+    "fairseq-joint-score": (["--hyp", "{tmp}/hyp.txt", "--ref", "{tmp}/ref.txt"], "hyp.txt"),
+    "fairseq-joint-word-vectors": (["--data", "{tmp}/bad.jsonl", "--output", "{tmp}/v.txt"], "bad.jsonl:1"),
+    "fairseq-joint-label-text": (["--labels", "{tmp}/bad.tsv", "--output", "{tmp}/x.tsv"], "bad.tsv:2"),
+}
+
+TOOLS = {
+    "examples/wmt17/results_table.py": (["--baseline", "{tmp}/no-run", "{tmp}/no-run"], "no-run"),
+    "examples/wmt17/plot_bleu_vs_dj.py": (["{tmp}/no-run", "--output", "{tmp}/p.png"], "no-run"),
+    "examples/wmt17/frequency_bins.py": (["--train-tgt", "{tmp}/missing.txt", "--ref", "{tmp}/ref.txt", "--hyp",
+                                          "{tmp}/hyp.txt"], "missing.txt"),
+    "examples/wmt17/nearest_neighbours.py": (["{tmp}/missing.pt", "--dict", "{tmp}/ref.txt"], "missing.pt"),
+    "examples/gile/gile_study.py": (["--data", "{tmp}", "--workdir", "{tmp}/w", "--labels", "{tmp}/none.tsv"],
+                                    "none.tsv"),
+    "examples/gile/label_frequency_bins.py": (["--data", "{tmp}", "--checkpoint", "{tmp}/missing.pt", "--bins", "5,2"],
+                                              "--bins"),
+}
+
+
+def assert_one_error_line(proc, names):
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert names in lines[0]
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_a_command_refuses_bad_input_in_one_line(command, tmp_path):
+    bad_inputs(tmp_path)
+    args, names = COMMANDS[command]
+    assert_one_error_line(cli(command, *[a.format(tmp=tmp_path) for a in args], check=False), names)
+
+
+@pytest.mark.parametrize("tool", list(TOOLS))
+def test_a_recipe_tool_refuses_bad_input_in_one_line(tool, tmp_path):
+    bad_inputs(tmp_path)
+    args, names = TOOLS[tool]
+    assert_one_error_line(python_script(tool, *[a.format(tmp=tmp_path) for a in args], check=False), names)
+
+
+@pytest.mark.parametrize("command, args, names", [
+    ("fairseq-joint-label-text", ["--labels", "x.tsv"], "--output"),  # our parser
+    ("fairseq-joint-count-params", ["--arch", "joint_lstm_tiny", "--no-such-flag"], "--no-such-flag"),  # fairseq's
+])
+def test_command_line_mistakes_are_one_line_too(command, args, names):
+    assert_one_error_line(cli(command, *args, check=False), names)
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    proc = cli("fairseq-joint-label-text", "--labels", tmp_path / "none.tsv", "--output", tmp_path / "x.tsv",
+               check=False, env={"FAIRSEQ_JOINT_DEBUG": "1"})
+    assert proc.returncode == 2 and "Traceback (most recent call last)" in proc.stderr
+    assert proc.stderr.splitlines()[-1].startswith("error: label file ") and "none.tsv" in proc.stderr.splitlines()[-1]
