@@ -18,7 +18,7 @@ $(STAMP): setup.py Makefile
 	$(PIP) install -q torch==2.13.0 numpy cython setuptools wheel
 	# fairseq 0.12.2 does not import on Python >= 3.11; fairseq-fixed compiles against the installed torch
 	$(PY) -c "import fairseq" 2>/dev/null || $(PIP) install -q --no-build-isolation fairseq-fixed==0.12.3.1
-	$(PIP) install -q sacrebleu sacremoses sentencepiece subword-nmt scikit-learn matplotlib gensim pytest pytest-xdist ruff
+	$(PIP) install -q sacrebleu sacremoses sentencepiece subword-nmt scikit-learn matplotlib gensim tensorboardX pytest pytest-xdist ruff
 	$(PIP) install -q --no-build-isolation --no-deps -e .
 	touch $(STAMP)
 

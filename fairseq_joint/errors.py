@@ -38,6 +38,10 @@ FAIRSEQ_NOTICES = (
 )
 
 
+class Refusal(ValueError):
+    """A refusal raised by code that lives outside the package (a recipe's tool): one line wherever it was raised."""
+
+
 class Interrupted(KeyboardInterrupt):
     """SIGTERM, raised like Ctrl-C's KeyboardInterrupt so that fairseq stops as it does for Ctrl-C."""
 
@@ -78,7 +82,7 @@ def refusal(err: BaseException) -> Optional[BaseException]:
     seen = set()
     while err is not None and id(err) not in seen:
         seen.add(id(err))
-        if isinstance(err, (ValueError, FileNotFoundError)) and raised_by_package(err):
+        if isinstance(err, Refusal) or (isinstance(err, (ValueError, FileNotFoundError)) and raised_by_package(err)):
             return err
         err = err.__cause__ or err.__context__
     return None
@@ -131,6 +135,21 @@ def install() -> None:
         warnings.filterwarnings("ignore", module=r"hydra(\.|$)")
         for notice in FAIRSEQ_NOTICES:
             warnings.filterwarnings("ignore", message=notice)
+        _replace_debug_root_handler()
+
+
+def _replace_debug_root_handler() -> None:
+    """fairseq's wav2vec2_classification module calls ``logging.basicConfig(level=DEBUG)`` on import: when a command
+    has not configured logging before that (fairseq-generate), every log line, hydra's DEBUG lines included, goes to
+    stderr in Python's default format. Give that command the logging fairseq's other commands set up (INFO, or
+    $LOGLEVEL, on stdout, fairseq's format), so that stderr holds its refusals only."""
+    root = logging.getLogger()
+    rogue = [h for h in root.handlers if type(h) is logging.StreamHandler and h.stream is sys.stderr
+             and h.formatter is not None and h.formatter._fmt == logging.BASIC_FORMAT]
+    if root.level != logging.DEBUG or len(rogue) != len(root.handlers) or not rogue:
+        return
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", datefmt="%Y-%m-%d %H:%M:%S",
+                        level=os.environ.get("LOGLEVEL", "INFO").upper(), stream=sys.stdout, force=True)
 
 
 def training_started(save_dir: Optional[str]) -> None:

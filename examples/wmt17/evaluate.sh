@@ -2,9 +2,9 @@
 # Scores one trained system the way Pappas et al. (2018, Sec. 4) report it:
 #
 #   evaluate.sh DATA_BIN SAVE_DIR [--beam 5] [--baseline BASELINE_SAVE_DIR] [--query WORD ...]
-#               [--checkpoint NAME] [-- extra fairseq-generate flags]
+#               [--checkpoint NAME] [--eval-dir NAME] [-- extra fairseq-generate flags]
 #
-# Writes SAVE_DIR/eval/: gen.out (fairseq-generate), hyp.tok (BPE removed), hyp.detok (detokenized),
+# Writes SAVE_DIR/eval/ (--eval-dir: another name, e.g. one per checkpoint; a --baseline's is the same name): gen.out (fairseq-generate), hyp.tok (BPE removed), hyp.detok (detokenized),
 # scores.json/scores.txt (sacreBLEU + signature, chrF, tokenized BLEU, paired bootstrap vs --baseline),
 # params.json (|Θ|, fairseq-joint-count-params), freq_bins.md/json (high/medium/low-frequency target words,
 # Fig. 3, vs the baseline too; frequency_bins.py), nn.md (Table 1 neighbours in E and in the output layer;
@@ -16,17 +16,18 @@ PYTHON="${PYTHON:-python}"
 TEXT="$PYTHON $RECIPE_DIR/prepare_text.py"
 die() { echo "error: $*" >&2; exit 2; }
 log() { echo "$(date -u '+%F %T') | evaluate.sh | $*" >&2; }
-[[ $# -ge 2 ]] || die "usage: $0 DATA_BIN SAVE_DIR [--beam N] [--baseline DIR] [--query WORD ...] [--checkpoint NAME] [-- generate flags]"
+[[ $# -ge 2 ]] || die "usage: $0 DATA_BIN SAVE_DIR [--beam N] [--baseline DIR] [--query WORD ...] [--checkpoint NAME] [--eval-dir NAME] [-- generate flags]"
 DATA_BIN="$1" SAVE_DIR="$2"; shift 2
-BEAM=5 BASELINE="" QUERIES=() CKPT_NAME=checkpoint_best.pt GEN_EXTRA=()
+BEAM=5 BASELINE="" QUERIES=() CKPT_NAME=checkpoint_best.pt EVAL_DIR=eval GEN_EXTRA=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --beam) BEAM="$2"; shift 2 ;;
         --baseline) BASELINE="$2"; shift 2 ;;
         --query) QUERIES+=(--query "$2"); shift 2 ;;
         --checkpoint) CKPT_NAME="$2"; shift 2 ;;
+        --eval-dir) EVAL_DIR="$2"; shift 2 ;;
         --) shift; GEN_EXTRA=("$@"); break ;;
-        *) die "unknown option '$1' (use --beam, --baseline, --query, --checkpoint, or -- before fairseq-generate flags)" ;;
+        *) die "unknown option '$1' (use --beam, --baseline, --query, --checkpoint, --eval-dir, or -- before fairseq-generate flags)" ;;
     esac
 done
 CKPT="$SAVE_DIR/$CKPT_NAME"
@@ -47,7 +48,8 @@ for f in "$RECIPE_REF_RAW" "$RECIPE_REF_TOK" "$RECIPE_TRAIN_TGT_TOK"; do
     [[ -f "$f" ]] || die "missing $f (recorded in $DATA_BIN/recipe.env): re-run the prepare script that made $DATA_BIN"
 done
 
-OUT="$SAVE_DIR/eval"; mkdir -p "$OUT"
+[[ "$EVAL_DIR" =~ ^[A-Za-z0-9._-]+$ ]] || die "--eval-dir $EVAL_DIR: give a directory name (letters, digits, . _ -), created in SAVE_DIR"
+OUT="$SAVE_DIR/$EVAL_DIR"; mkdir -p "$OUT"
 REMOVE_BPE="subword_nmt"; [[ "$RECIPE_BPE" == sentencepiece ]] && REMOVE_BPE="sentencepiece"
 LC=(); [[ "$RECIPE_LOWERCASE" == 1 ]] && LC=(--lowercase)
 N_TEST=$(wc -l < "$RECIPE_REF_RAW")
@@ -69,10 +71,10 @@ SCORE_ARGS=(--hyp "$OUT/hyp.detok" --ref "$RECIPE_REF_RAW" --hyp-tok "$OUT/hyp.t
             --system-name "$SYSTEM" --json "$OUT/scores.json" "${LC[@]+"${LC[@]}"}")
 BINS_ARGS=(--hyp "$SYSTEM=$OUT/hyp.tok")
 if [[ -n "$BASELINE" ]]; then
-    [[ -f "$BASELINE/eval/hyp.detok" ]] || die "--baseline $BASELINE: $BASELINE/eval/hyp.detok not found; evaluate the baseline first"
+    [[ -f "$BASELINE/$EVAL_DIR/hyp.detok" ]] || die "--baseline $BASELINE: $BASELINE/$EVAL_DIR/hyp.detok not found; evaluate the baseline first"
     BASE_NAME="$(sed -n 's/^TRAIN_SYSTEM=//p' "$BASELINE/train-data.env" 2>/dev/null || true)"
-    SCORE_ARGS+=(--baseline-hyp "$BASELINE/eval/hyp.detok" --baseline-name "${BASE_NAME:-baseline}")
-    BINS_ARGS=(--hyp "${BASE_NAME:-baseline}=$BASELINE/eval/hyp.tok" "${BINS_ARGS[@]}")
+    SCORE_ARGS+=(--baseline-hyp "$BASELINE/$EVAL_DIR/hyp.detok" --baseline-name "${BASE_NAME:-baseline}")
+    BINS_ARGS=(--hyp "${BASE_NAME:-baseline}=$BASELINE/$EVAL_DIR/hyp.tok" "${BINS_ARGS[@]}")
 fi
 fairseq-joint-score "${SCORE_ARGS[@]}" | tee "$OUT/scores.txt"
 fairseq-joint-count-params "$CKPT" --json > "$OUT/params.json"

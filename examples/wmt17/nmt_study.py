@@ -172,7 +172,8 @@ def evaluate(a, model: str, system: str, seed: int) -> Optional[str]:
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), PYTHON=sys.executable)
     with open(os.path.join(out, f"eval-u{a.max_update}.log"), "w") as f:
         proc = subprocess.run(["bash", os.path.join(RECIPE_DIR, "evaluate.sh"), a.data_bin, out, "--beam", str(a.beam),
-                               "--checkpoint", ckpt, "--out", dest], stdout=f, stderr=subprocess.STDOUT, env=env)
+                               "--checkpoint", ckpt, "--eval-dir", os.path.basename(dest)], stdout=f,
+                              stderr=subprocess.STDOUT, env=env)
     if proc.returncode != 0:
         raise fail(f"evaluating {out} failed (exit {proc.returncode}); see {out}/eval-u{a.max_update}.log")
     return dest
@@ -249,8 +250,10 @@ def collect(a) -> Dict[str, object]:
     for r in runs:
         r["vs"] = {}
         for base in BASELINES:
+            if _order(base) >= _order(r["system"]):
+                continue  # NMT has no Δ, NMT-tied one against NMT (Table 2)
             b = next((x for x in runs if (x["model"], x["system"], x["seed"]) == (r["model"], base, r["seed"])), None)
-            if b is None or b is r:
+            if b is None:
                 continue
             cache = os.path.join(r["eval"], f"bootstrap-vs-{base}.json")
             if not os.path.isfile(cache):

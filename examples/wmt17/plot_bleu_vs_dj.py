@@ -18,8 +18,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("runs", nargs="+", help="evaluated train.sh SAVE_DIRs (joint runs give the curve, others lines)")
     p.add_argument("--output", required=True, help="PNG file to write")
     p.add_argument("--metric", default="bleu", choices=["bleu", "chrf", "tok_bleu"], help="score on the y axis")
+    p.add_argument("--eval-dir", default="eval", help="the runs' evaluation directory (evaluate.sh --eval-dir)")
     a = p.parse_args(argv)
-    runs = [load_run(r) for r in a.runs]
+    runs = [load_run(r, a.eval_dir) for r in a.runs]
     joint = sorted((int(r["joint_dim"]), r["scores"][a.metric]) for r in runs if r["joint_dim"])
     if not joint:
         raise fail("no NMT-joint run among the given runs, nothing to plot against dj; give at least one run of "

@@ -38,13 +38,29 @@ def atomic_write(path: str):
 
 
 def read_lines(path: str) -> List[str]:
+    """The lines of a UTF-8 corpus file, a leading byte-order mark dropped; bytes that are not UTF-8 are refused with
+    the file and line. (fairseq_joint.text_files does the same for the package; this script runs once per recipe step
+    and must not import the package, which loads fairseq and torch.)"""
     if not os.path.isfile(path):
         raise RecipeError(f"{path}: file not found")
-    with open(path, encoding="utf-8", errors="strict", newline="\n") as f:
-        try:
-            return [line.rstrip("\n").rstrip("\r") for line in f]
-        except UnicodeDecodeError as e:
-            raise RecipeError(f"{path}: not UTF-8 ({e.reason} at byte {e.start}); re-encode it with iconv -t UTF-8") from None
+    with open(path, "rb") as f:
+        data = f.read()
+    lines = data[3:].split(b"\n") if data.startswith(b"\xef\xbb\xbf") else data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    try:
+        return [line.decode("utf-8").rstrip("\r") for line in lines]
+    except UnicodeDecodeError:
+        bad = next(i for i, line in enumerate(lines, 1) if not _utf8(line))
+        raise RecipeError(f"{path}:{bad}: not UTF-8: save the file as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8)") from None
+
+
+def _utf8(line: bytes) -> bool:
+    try:
+        line.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
 
 
 def write_lines(path: str, lines: Iterable[str]) -> int:
@@ -109,11 +125,16 @@ def tokenize_lines(lines: List[str], lang: str, lowercase: bool = False, aggress
 
 def clean_pairs(src: List[str], tgt: List[str], min_len: int, max_len: int, ratio: float):
     """clean-corpus-n.perl: keep pairs with min_len <= words <= max_len on both sides and a length ratio <=
-    ``ratio``; returns the kept pairs and the count of each reason a pair was dropped."""
+    ``ratio``; returns the kept pairs and the count of each reason a pair was dropped. An empty side is always
+    dropped (it has no length ratio), whatever ``min_len``."""
+    if min_len < 0 or max_len < max(min_len, 1):
+        raise RecipeError(f"--min-len {min_len} / --max-len {max_len}: give 0 <= --min-len <= --max-len, --max-len >= 1")
+    if ratio < 0:
+        raise RecipeError(f"--ratio {ratio}: give the largest length ratio (>= 1), or 0 to switch the filter off")
     kept_s, kept_t, dropped = [], [], Counter()
     for s, t in zip(src, tgt):
         ns, nt = len(s.split()), len(t.split())
-        if min(ns, nt) < min_len:
+        if min(ns, nt) < max(min_len, 1):
             dropped["empty/short"] += 1
         elif max(ns, nt) > max_len:
             dropped[f"longer than {max_len}"] += 1

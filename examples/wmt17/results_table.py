@@ -16,8 +16,9 @@ from typing import Dict, List, Optional, Sequence
 from fairseq_joint.cli.common import fail, parser, run, write_report
 
 
-def load_run(path: str) -> Dict[str, object]:
-    scores, params, env = (os.path.join(path, "eval", "scores.json"), os.path.join(path, "eval", "params.json"),
+def load_run(path: str, eval_dir: str = "eval") -> Dict[str, object]:
+    """A train.sh SAVE_DIR evaluated by evaluate.sh (into ``eval_dir``, evaluate.sh's --eval-dir)."""
+    scores, params, env = (os.path.join(path, eval_dir, "scores.json"), os.path.join(path, eval_dir, "params.json"),
                            os.path.join(path, "train-data.env"))
     for f in (scores, params, env):
         if not os.path.isfile(f):

@@ -12,16 +12,17 @@ import contextlib
 import json
 import logging
 import os
-import sys
-import traceback
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from fairseq_joint import errors
+from fairseq_joint.text_files import read_text, text_lines
+
 #: set to 1 to see the traceback of a refusal
-DEBUG_ENV = "FAIRSEQ_JOINT_DEBUG"
+DEBUG_ENV = errors.DEBUG_ENV
 
 
-class CommandError(Exception):
-    """A refusal of a command: the message names the file or option and the fix."""
+class CommandError(errors.Refusal):
+    """A refusal of a command or a recipe tool: the message names the file or option and the fix."""
 
 
 def fail(message: str) -> "CommandError":
@@ -29,31 +30,16 @@ def fail(message: str) -> "CommandError":
     return CommandError(message)
 
 
-def _from_the_package(err: BaseException) -> bool:
-    """Whether ``err`` was raised by fairseq_joint's own code (its messages are written for users)."""
-    tb = err.__traceback__
-    last = None
-    while tb is not None:
-        last = tb
-        tb = tb.tb_next
-    if last is None:
-        return False
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return os.path.abspath(last.tb_frame.f_code.co_filename).startswith(package + os.sep)
-
-
 def run(main: Callable[[Optional[Sequence[str]]], Optional[int]], argv: Optional[Sequence[str]] = None) -> int:
-    """Run a command's ``main(argv)``; a refusal becomes one ``error:`` line on stderr and exit status 2."""
+    """Run a command's ``main(argv)``; a refusal of the package (:func:`fairseq_joint.errors.refusal`: its own
+    ``ValueError``/``FileNotFoundError``, also one a library wrapped) becomes one ``error:`` line on stderr and exit
+    status 2."""
     try:
         return int(main(argv) or 0)
-    except (CommandError, ValueError, FileNotFoundError) as err:
-        if not isinstance(err, CommandError) and not _from_the_package(err):
-            raise
-        if os.environ.get(DEBUG_ENV):
-            traceback.print_exc()
-        message = str(err).strip().replace("\n", " ")
-        print(f"error: {message}", file=sys.stderr)
-        return 2
+    except Exception as err:
+        if errors.print_refusal(err):
+            return 2
+        raise
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -76,10 +62,10 @@ def setup_logging(levels: bool = False) -> None:
 
 # ---------------------------------------------------------------------------------------------- reading inputs
 def read_lines(path: str, what: str) -> List[str]:
-    """The lines of a UTF-8 text file (without line ends); a missing file is a refusal naming ``what``."""
+    """The lines of a UTF-8 text file (without line ends; :mod:`fairseq_joint.text_files`); a missing file is a
+    refusal naming ``what``."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return [line.rstrip("\n") for line in f]
+        return read_text(path, what)
     except FileNotFoundError:
         raise fail(f"{what} {path}: file not found") from None
 
@@ -96,34 +82,33 @@ def read_examples(path: str, fmt: str = "auto", text_field: str = "text",
         if fmt is None:
             raise fail(f"{path}: cannot tell the format from the extension; pass --format jsonl|tsv")
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            if fmt == "jsonl":
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise fail(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
-                if not isinstance(obj, dict) or text_field not in obj or labels_field not in obj:
-                    raise fail(f"{path}:{lineno}: needs the fields {text_field!r} and {labels_field!r} "
-                               "(set --text-field/--labels-field)")
-                text, labels = obj[text_field], obj[labels_field]
-                if isinstance(labels, str):
-                    labels = labels.split()
-                if not isinstance(text, str) or not isinstance(labels, list):
-                    raise fail(f"{path}:{lineno}: {text_field!r} must be a string and {labels_field!r} a list")
-            else:
-                parts = line.rstrip("\n").split("\t")
-                if len(parts) != 2:
-                    raise fail(f"{path}:{lineno}: expected 'text<TAB>labels', found {len(parts)} fields")
-                text, labels = parts[0], parts[1].split()
-            labels = [str(x).strip() for x in labels]
-            if not text.strip():
-                raise fail(f"{path}:{lineno}: empty text")
-            if not labels or any(not x or any(c.isspace() for c in x) for x in labels):
-                raise fail(f"{path}:{lineno}: needs at least one label, without whitespace in labels")
-            rows.append((lineno, text, labels))
+    for lineno, line in text_lines(path):
+        if not line.strip():
+            continue
+        if fmt == "jsonl":
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise fail(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
+            if not isinstance(obj, dict) or text_field not in obj or labels_field not in obj:
+                raise fail(f"{path}:{lineno}: needs the fields {text_field!r} and {labels_field!r} "
+                           "(set --text-field/--labels-field)")
+            text, labels = obj[text_field], obj[labels_field]
+            if isinstance(labels, str):
+                labels = labels.split()
+            if not isinstance(text, str) or not isinstance(labels, list):
+                raise fail(f"{path}:{lineno}: {text_field!r} must be a string and {labels_field!r} a list")
+        else:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) != 2:
+                raise fail(f"{path}:{lineno}: expected 'text<TAB>labels', found {len(parts)} fields")
+            text, labels = parts[0], parts[1].split()
+        labels = [str(x).strip() for x in labels]
+        if not text.strip():
+            raise fail(f"{path}:{lineno}: empty text")
+        if not labels or any(not x or any(c.isspace() for c in x) for x in labels):
+            raise fail(f"{path}:{lineno}: needs at least one label, without whitespace in labels")
+        rows.append((lineno, text, labels))
     if not rows:
         raise fail(f"{path} holds no examples")
     return rows
@@ -205,6 +190,8 @@ def load_translation_model(path: str):
         raise fail(f"{path} is not a translation checkpoint of fairseq-joint (no decoder embedding)")
     task = translation_task(weights["encoder.embed_tokens.weight"].shape[0], weights["decoder.embed_tokens.weight"].shape[0])
     model = task.build_model(cfg.model)
+    if "data_fingerprints" in weights and getattr(model, "data_fingerprints", None) is not None:
+        model.data_fingerprints.copy_(weights["data_fingerprints"])  # stand-in dictionaries: take the checkpoint's
     model.load_state_dict(weights, strict=True, model_cfg=cfg.model)
     return model
 

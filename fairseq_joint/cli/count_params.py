@@ -101,6 +101,10 @@ def parse_args(argv: Optional[Sequence[str]] = None):
                    "the model)")
     if not checkpoint and not args.arch:
         p.error("give a checkpoint, or a configuration with --arch (e.g. --arch joint_lstm_wmt17)")
+    for flag, size in (("--src-vocab", args.src_vocab), ("--tgt-vocab", args.tgt_vocab)):
+        if size < 5:
+            raise fail(f"{flag} {size}: a dictionary holds fairseq's 4 special symbols and at least one word; give its "
+                       "size (e.g. 32000)")
     args.checkpoint, args.model_flags = checkpoint, rest
     return args
 

@@ -36,14 +36,16 @@ def trained(tiny_bin, tmp_path_factory):
 def test_truncated_checkpoint_last_names_the_intact_one(tiny_bin, trained, tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    for name in ("checkpoint_1_5.pt", "checkpoint_2_10.pt"):
+    older, newer = sorted((p.name for p in trained.glob("checkpoint_*_*.pt")),
+                          key=lambda n: int(n.split("_")[2].split(".")[0]))[:2]  # by update
+    for name in (older, newer):
         (run / name).write_bytes((trained / name).read_bytes())
     data = (trained / "checkpoint_last.pt").read_bytes()
     (run / "checkpoint_last.pt").write_bytes(data[: len(data) // 3])  # a copy interrupted a third of the way
-    os.utime(run / "checkpoint_1_5.pt", (1, 1))  # older than checkpoint_2_10.pt
+    os.utime(run / older, (1, 1))
     line = one_line_error(cli("fairseq-train", tiny_bin, *TRAIN, "--save-dir", run, check=False))
     assert f"{run}/checkpoint_last.pt is truncated" in line
-    assert f"cp {run}/checkpoint_2_10.pt {run}/checkpoint_last.pt" in line
+    assert f"cp {run}/{newer} {run}/checkpoint_last.pt" in line
 
 
 def test_flipped_bytes_inside_a_tensor_are_detected(tiny_bin, trained, tmp_path):

@@ -175,3 +175,39 @@ def test_train_sh_rejects_unknown_system_and_uses_sampling_for_large_joint(train
     assert "TRAIN_SAMPLING=on" in (tmp_path / "s" / "train-data.env").read_text()
     assert "criterion: SampledCrossEntropyCriterion" in proc.stdout + proc.stderr
     assert re.search(r"'sample_rate': 0\.25", proc.stdout + proc.stderr)
+
+
+def test_nmt_study_trains_scores_reuses_and_extends_its_budget(prepared, tmp_path):
+    """examples/wmt17/nmt_study.py: Table 2 layout with Δ vs NMT and vs NMT-tied, the Fig. 3 bins, learning curves
+    (a point per validation), the Fig. 2 plot; a re-run reuses every finished run; a larger budget continues the runs
+    from their last checkpoint; other flags under the same model name are refused."""
+    _, bins = prepared
+    work = tmp_path / "runs"
+    base = [REPO / "examples" / "wmt17" / "nmt_study.py", "--data-bin", bins["wmt17-en-de"], "--workdir", work,
+            "--model", "tiny", "--model-flags", "--arch joint_lstm_tiny", "--systems", "nmt,nmt-tied,nmt-joint-48",
+            "--validate-every", "2", "--beam", "2", "--threads", "1", "--train-flags", "--max-tokens 2000"]
+    first = cli(sys.executable, *base, "--max-update", "4", env=ENV)
+    table = (work / "study.md").read_text(encoding="utf-8")
+    rows = {}
+    for line in table.splitlines():  # the Table 2 rows: the first row of each system (the bins table follows)
+        if line.startswith("| nmt"):
+            rows.setdefault(line.split(" | ")[0].lstrip("| "), line)
+    assert list(rows) == ["nmt", "nmt-tied", "nmt-joint-48"]
+    assert "| – | – |" in rows["nmt"]  # NMT has no Δ (neither vs itself nor vs NMT-tied)
+    assert re.search(r"\| [+-]\d+\.\d\d[*†‡]? \| [+-]\d+\.\d\d[*†‡]? \|", rows["nmt-joint-48"])  # Δ vs NMT, vs tied
+    assert "| high | medium | low | unseen |" in table
+    study = json.loads((work / "study.json").read_text())
+    assert {r["system"]: [p["updates"] for p in r["curve"]] for r in study["runs"]} == \
+        {s: [2, 4] for s in ("nmt", "nmt-tied", "nmt-joint-48")}
+    assert (work / "learning_curves.png").stat().st_size > 10000 and (work / "bleu_vs_dj.png").is_file()
+    assert first.stdout.count("training from scratch") == 3
+    again = cli(sys.executable, *base, "--max-update", "4", env=ENV)
+    assert again.stdout.count("(reused)") == 3 and "training from" not in again.stdout
+    longer = cli(sys.executable, *base, "--max-update", "6", env=ENV)
+    assert longer.stdout.count("training from update 4 to 6") == 3
+    study = json.loads((work / "study.json").read_text())
+    assert study["max_update"] == 6 and all([p["updates"] for p in r["curve"]] == [2, 4, 6] for r in study["runs"])
+    assert all((work / "tiny" / f"{s}-seed1" / "eval-u4" / "scores.json").is_file() for s in ("nmt", "nmt-tied"))
+    clash = cli(sys.executable, *base[:7], "--model-flags", "--arch joint_lstm", *base[9:], "--max-update", "4",
+                check=False, env=ENV)
+    assert clash.returncode == 2 and "--model tiny was trained in" in clash.stderr.strip().splitlines()[-1]
