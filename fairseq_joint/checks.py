@@ -18,6 +18,31 @@ def check_configuration(cfg, training: bool = True) -> None:
     common = getattr(cfg, "common", None)
     if common is not None and training:
         check_precision(common)
+    criterion = getattr(cfg, "criterion", None)
+    if criterion is not None and training:
+        check_criterion_options(criterion)
+
+
+def check_criterion_options(c) -> None:
+    """The options of fairseq-joint's criteria, with the checks the criteria run themselves (fairseq builds a
+    criterion only after loading the validation data and building the model)."""
+    from fairseq_joint.modules.chunked_softmax import check_chunk_size
+    from fairseq_joint.modules.label_embedding import check_label_embedding_options
+    from fairseq_joint.modules.sampling import sampling_requested
+
+    name = getattr(c, "_name", None)
+    if name in ("sampled_cross_entropy", "label_embedding_cross_entropy", "gile_label_embedding_cross_entropy"):
+        sampling_requested(c.sample_rate, c.num_samples)
+        if c.vocab_chunk_size is not None and name == "sampled_cross_entropy":
+            check_chunk_size(c.vocab_chunk_size)
+    if name in ("label_embedding_cross_entropy", "gile_label_embedding_cross_entropy"):
+        check_label_embedding_options(tau=c.label_embedding_tau, p=c.label_embedding_hinge_p,
+                                      beta=c.label_embedding_beta, warmup_updates=c.label_embedding_warmup_updates,
+                                      dim=c.label_embedding_dim)
+    if name == "multilabel_classification":
+        from fairseq_joint.criterions.multilabel_classification import check_classification_options
+
+        check_classification_options(c.label_sample_rate, c.threshold)
 
 
 def install() -> None:

@@ -45,6 +45,15 @@ class MultilabelClassificationConfig(FairseqDataclass):
     threshold: float = field(default=0.5, metadata={"help": "probability threshold of micro-F1"})
 
 
+def check_classification_options(label_sample_rate: float, threshold: float) -> None:
+    """--label-sample-rate in (0, 1], --threshold a probability."""
+    if not 0.0 < label_sample_rate <= 1.0:
+        raise ValueError(f"--label-sample-rate must be in (0, 1], got {label_sample_rate}")
+    if not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"--threshold is a probability (micro-F1 counts labels scored at least that likely): give "
+                         f"a value in [0, 1], got {threshold}")
+
+
 def sample_label_candidates(target: torch.Tensor, rate: float, generator=None) -> torch.Tensor:
     """Candidate label columns for Eq. 17: all positives of the batch, then uniform negatives, ``rate·k`` in all
     (the project's one sampler, :class:`~fairseq_joint.modules.sampling.CandidateSampler`)."""
@@ -77,11 +86,7 @@ def loss_normalizer(target: torch.Tensor, kind: str) -> float:
 class MultilabelClassificationCriterion(FairseqCriterion):
     def __init__(self, task, multilabel_loss="bce", label_sample_rate=1.0, threshold=0.5):
         super().__init__(task)
-        if not 0.0 < label_sample_rate <= 1.0:
-            raise ValueError(f"--label-sample-rate must be in (0, 1], got {label_sample_rate}")
-        if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"--threshold is a probability (micro-F1 counts labels scored at least that likely): give "
-                             f"a value in [0, 1], got {threshold}")
+        check_classification_options(label_sample_rate, threshold)
         multiclass = getattr(getattr(task, "cfg", None), "classification_mode", "multilabel") == "multiclass"
         if multiclass and multilabel_loss != "bce":
             raise ValueError(f"--multilabel-loss {multilabel_loss} is for --classification-mode multilabel; "
