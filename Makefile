@@ -27,19 +27,20 @@ demo: install
 
 # lint, then every test: tests/unit (the math, in process) and tests/cli (the commands end to end)
 test: install lint
-	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) -q tests
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadgroup -q tests
 
 # the unit tests alone (under 2 minutes)
 test-fast: install lint
 	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) -q tests/unit
 
-# the four benchmarks at full size, one after another (about 1.5 hours on 2 cores; not part of `make test`): figures
+# the five benchmarks at full size, one after another (about 1.5 hours on 2 cores; not part of `make test`): figures
 # and charts in bench-results/
 BENCH_OUT := bench-results
 bench: install
 	mkdir -p $(BENCH_OUT)
 	$(PY) benchmarks/bench_output_layers.py --json $(BENCH_OUT)/output_layers.json --plot $(BENCH_OUT)/output_layers.png
 	$(PY) benchmarks/bench_large_vocab.py --json $(BENCH_OUT)/large_vocab.json --plot $(BENCH_OUT)/large_vocab.png
+	$(PY) benchmarks/bench_exact_softmax.py --json $(BENCH_OUT)/exact_softmax.json --plot $(BENCH_OUT)/exact_softmax.png
 	$(PY) benchmarks/bench_label_embedding.py --json $(BENCH_OUT)/label_embedding.json --plot $(BENCH_OUT)/label_embedding.png
 	$(PY) benchmarks/bench_label_sampling.py --json $(BENCH_OUT)/label_sampling.json --plot $(BENCH_OUT)/label_sampling.png
 

@@ -31,24 +31,18 @@ class GileLabelEmbeddingConfig(LabelEmbeddingCrossEntropyConfig):
 class GileLabelEmbeddingCriterion(LabelEmbeddingCrossEntropyCriterion):
     name = "label_embedding_cross_entropy"
 
-    def __init__(self, task, sentence_avg, label_smoothing, ignore_prefix_size=0, report_accuracy=False,
-                 sampler="uniform", sample_rate=None, num_samples=None, unigram_alpha=0.75,
-                 logq_correction=False, remove_accidental_hits=False, vocab_chunk_size=None,
-                 label_embedding_dim=100, label_embedding_tau=2.0, label_embedding_alpha=0.9,
-                 label_embedding_hinge_p=1, label_embedding_two_sided_hinge=False, label_embedding_beta=None,
-                 label_embedding_warmup_updates=0, label_embedding_from=None, label_embedding_input_dim=None):
+    @classmethod
+    def build_criterion(cls, cfg, task):
+        """The parent's options (fairseq reads them from its ``__init__``), checked against the task first."""
         if not hasattr(task, "train_label_rows"):
             raise ValueError("--criterion gile_label_embedding_cross_entropy scores labels of --task gile_classification; "
                              "for translation use --criterion label_embedding_cross_entropy")
         if str(getattr(task.cfg, "classification_mode", "")) != "multiclass":
-            raise ValueError(f"--criterion {self.name} needs one label per text: use --classification-mode multiclass "
+            raise ValueError(f"--criterion {cls.name} needs one label per text: use --classification-mode multiclass "
                              "(for multi-label data use --criterion multilabel_classification)")
-        super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy, sampler, sample_rate,
-                         num_samples, unigram_alpha, logq_correction, remove_accidental_hits, vocab_chunk_size,
-                         label_embedding_dim, label_embedding_tau, label_embedding_alpha, label_embedding_hinge_p,
-                         label_embedding_two_sided_hinge, label_embedding_beta, label_embedding_warmup_updates,
-                         label_embedding_from, label_embedding_input_dim)
-        self.metrics = MultilabelClassificationCriterion(task)  # the task's metrics, seen and unseen
+        criterion = super().build_criterion(cfg, task)
+        criterion.metrics = MultilabelClassificationCriterion(task)  # the task's metrics, seen and unseen
+        return criterion
 
     @staticmethod
     def num_labels(task) -> int:

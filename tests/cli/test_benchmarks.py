@@ -157,3 +157,28 @@ def test_label_sampling_quick(tmp_path):
     assert t["value"] == pytest.approx(full / median(result["results"][0]))
     assert_target_lines(result, out.stdout)
     assert_png(tmp_path / "b.png")
+
+
+def test_exact_softmax_compares_every_implementation_on_the_same_loss(tmp_path):
+    # one |V| (so both targets are about it), tied and a joint layer, ours at one chunk size, torch's chunked op
+    out = python_script("benchmarks/bench_exact_softmax.py", "--quick", "--vocabs", "2048", "--layers", "tied",
+                        "joint-128", "--impls", "plain", "chunked", "torch-chunked", "--chunks", "256",
+                        "--torch-batch-chunks", "32", "--json", tmp_path / "e.json", "--plot", tmp_path / "e.png")
+    result = json.loads((tmp_path / "e.json").read_text())
+    rows = {(r["layer"], r["impl"]): r for r in result["rows"]}
+    assert set(rows) == {("tied", "plain"), ("tied", "chunked-256"), ("tied", "torch-chunked"),
+                         ("tied", "torch-chunked-32"), ("joint-128", "plain"), ("joint-128", "chunked-256")}
+    for (layer, _), row in rows.items():
+        plain = rows[(layer, "plain")]
+        assert len(row["seconds_all"]) == 2 and row["peak_mib"] >= 0  # --quick: 2 timed steps
+        assert abs(row["loss"] / plain["loss"] - 1) < 1e-5  # every implementation computes the same loss
+        assert row["time_vs_plain"] == pytest.approx(median(row) / median(plain))
+    targets = {t["target"]: t for t in result["targets"]}
+    assert set(targets) == {"joint-128 |V|=2048: chunked-256 / plain peak memory",
+                            "joint-128 |V|=2048: chunked-256 / plain time",
+                            "tied |V|=2048: chunked-256 / torch chunked time",
+                            "tied |V|=2048: chunked-256 / torch chunked peak memory"}
+    assert targets["joint-128 |V|=2048: chunked-256 / plain time"]["value"] == pytest.approx(
+        median(rows[("joint-128", "chunked-256")]) / median(rows[("joint-128", "plain")]))
+    assert_target_lines(result, out.stdout)
+    assert_png(tmp_path / "e.png")
