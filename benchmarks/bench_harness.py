@@ -96,29 +96,38 @@ def rotation(names: Sequence[str], round_index: int) -> List[str]:
     return list(names[shift:]) + list(names[:shift])
 
 
-def _rounds(cases: Dict[str, Callable[[], object]], rounds: int, warmup: int,
-            what: str) -> Dict[str, List[Tuple[float, object]]]:
-    """Run every case once per round in rotating order; ``(seconds, value returned)`` of the kept rounds."""
+def _rounds(cases: Dict[str, Callable[[], object]], rounds: int, warmup: int, what: str,
+            keep_values: bool = True) -> Dict[str, List[Tuple[float, object]]]:
+    """Run every case once per round in rotating order; ``(seconds, value returned)`` of the kept rounds.
+
+    Without ``keep_values`` a case's return value is dropped as soon as it is timed: timed cases that return
+    large tensors (the GEMM chains) would otherwise hold gigabytes across rounds, and the process's growing
+    memory slowed the next case's allocations (issue #17: ``softmax``, always timed after the largest chain,
+    measured 0.66x ``tied`` in a round-robin run while the two steps take the same time alone)."""
     names = list(cases)
     kept: Dict[str, List[Tuple[float, object]]] = {n: [] for n in names}
     for r in range(warmup + rounds):
         gc.collect()  # once per round, outside the timed calls
         line = []
-        for name in rotation(names, r):
+        label = "warm-up" if r < warmup else f"round {r - warmup + 1}/{rounds}"
+        for i, name in enumerate(rotation(names, r), 1):
             t0 = time.perf_counter()
             value = cases[name]()
             dt = time.perf_counter() - t0
             if r >= warmup:
-                kept[name].append((dt, value))
+                kept[name].append((dt, value if keep_values else None))
+            del value
             line.append(f"{name} {dt:.3f}s")
-        label = "warm-up" if r < warmup else f"round {r - warmup + 1}/{rounds}"
+            if len(names) > 1:  # progress of a long round (cases in fresh processes take minutes)
+                logger.info("%s %s: case %d/%d %s %.3fs", what, label, i, len(names), name, dt)
         logger.info("%s %s: %s", what, label, ", ".join(line))
     return kept
 
 
 def round_robin(cases: Dict[str, Callable[[], object]], rounds: int, warmup: int, what: str) -> Dict[str, Timing]:
     """Time every case in this process: ``warmup`` untimed rounds, then ``rounds`` timed ones, order rotating."""
-    return {name: Timing(tuple(dt for dt, _ in runs)) for name, runs in _rounds(cases, rounds, warmup, what).items()}
+    timed = _rounds(cases, rounds, warmup, what, keep_values=False)
+    return {name: Timing(tuple(dt for dt, _ in runs)) for name, runs in timed.items()}
 
 
 CHILD_OPTION = "--child"
