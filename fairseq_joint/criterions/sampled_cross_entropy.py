@@ -8,6 +8,7 @@ uses the exact full softmax, so validation loss/perplexity are comparable across
 vocabulary chunks without the T x |V| logits (:mod:`fairseq_joint.modules.chunked_softmax`).
 """
 
+import logging
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -31,6 +32,8 @@ from fairseq_joint.modules.sampling import (
     candidate_logits,
     sampling_requested,
 )
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -83,6 +86,11 @@ class SampledCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
             raise ValueError(f"--report-accuracy is not supported by {self.name}; drop it")
         if vocab_chunk_size is not None:
             check_chunk_size(vocab_chunk_size)
+            vocab = len(task.target_dictionary) if getattr(task, "target_dictionary", None) is not None else None
+            if vocab is not None and vocab_chunk_size >= vocab:
+                logger.warning("--vocab-chunk-size %d >= |V| = %d: the exact softmax runs in one chunk, with the plain "
+                               "path's memory (the loss is the same); use a smaller chunk to save memory",
+                               vocab_chunk_size, vocab)
         sampling = sampling_requested(sample_rate, num_samples)
         if not sampling and (logq_correction or remove_accidental_hits):
             flag = "--logq-correction" if logq_correction else "--remove-accidental-hits"

@@ -88,3 +88,19 @@ def test_ignore_prefix_size_drops_the_first_target_positions(model_and_batch, ch
     torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-4)
     assert loss < full  # the first two tokens of every sentence are not scored
 
+
+def test_a_chunk_as_large_as_the_vocabulary_is_said_not_hidden(model_and_batch, caplog):
+    """--vocab-chunk-size >= |V| computes the same loss in one chunk (no memory saved): a logged warning says so."""
+    task, model, sample = model_and_batch
+    vocab = len(task.target_dictionary)
+    with caplog.at_level("WARNING"):
+        one = SampledCrossEntropyCriterion(task, False, 0.0, vocab_chunk_size=vocab)
+    assert f"--vocab-chunk-size {vocab} >= |V| = {vocab}" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        SampledCrossEntropyCriterion(task, False, 0.0, vocab_chunk_size=vocab - 1)
+    assert "vocab-chunk-size" not in caplog.text
+    model.eval()
+    with torch.no_grad():
+        loss = one(model, sample)[0]
+    assert loss.item() == pytest.approx(full_softmax_loss(model, sample, task.target_dictionary.pad()).item(), rel=1e-5)
