@@ -86,8 +86,8 @@ class SampledCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
             raise ValueError(f"--report-accuracy is not supported by {self.name}; drop it")
         if vocab_chunk_size is not None:
             check_chunk_size(vocab_chunk_size)
-            vocab = len(task.target_dictionary) if getattr(task, "target_dictionary", None) is not None else None
-            if vocab is not None and vocab_chunk_size >= vocab:
+            vocab = len(task.target_dictionary)
+            if vocab_chunk_size >= vocab:
                 logger.warning("--vocab-chunk-size %d >= |V| = %d: the exact softmax runs in one chunk, with the plain "
                                "path's memory (the loss is the same); use a smaller chunk to save memory",
                                vocab_chunk_size, vocab)

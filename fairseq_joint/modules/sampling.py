@@ -105,7 +105,16 @@ class CandidateSampler:
             raise ValueError(f"the {sampler} sampler has no id to draw from (all counts are zero)")
         self.q = q / q.sum()  # the sampler's distribution over the vocabulary
         self.log_q_full = self.q.log()
-        self._samplable = int((self.q > 0).sum())
+        self._samplable = int((self.q > 0).sum())  # ids the sampler can draw, counted once
+        self._on_device = {}  # device -> (ignore_ids, fp32 log q) there, copied once rather than every update
+
+    def _device_tables(self, device: torch.device):
+        """``(ignore_ids, log q in fp32)`` on ``device``, copied there on first use: a per-update host-to-device
+        copy of |V| values would also be a synchronisation point on CUDA."""
+        key = str(device)
+        if key not in self._on_device:
+            self._on_device[key] = (self.ignore_ids.to(device), self.log_q_full.to(device=device, dtype=torch.float32))
+        return self._on_device[key]
 
     @staticmethod
     def _distribution(sampler: str, n: int, counts: Optional[Tensor], alpha: float) -> Tensor:
@@ -123,7 +132,7 @@ class CandidateSampler:
             n = self.num_samples
         else:
             n = max(0, round(self.sample_rate * self.num_classes) - num_positives)
-        available = int((self.q > 0).sum()) - (num_positives if self.exclude_positives else 0)
+        available = self._samplable - (num_positives if self.exclude_positives else 0)
         return max(0, min(n, available))
 
     def fixed_size(self, num_targets: int) -> Optional[int]:
@@ -152,10 +161,10 @@ class CandidateSampler:
     def _sample_fixed(self, targets: Tensor, size: int, generator: Optional[torch.Generator]) -> Candidates:
         device = targets.device
         flat = targets.reshape(-1)
-        valid = ~torch.isin(flat, self.ignore_ids.to(device))
+        ignore_ids, log_q = self._device_tables(device)
+        valid = ~torch.isin(flat, ignore_ids)
         hits = torch.zeros(self.num_classes, device=device).scatter_add_(0, flat.clamp(min=0), valid.float())
         positive = hits > 0
-        log_q = self.log_q_full.to(device=device, dtype=torch.float32)
         uniform = torch.rand(self.num_classes, device=device, generator=generator).clamp_(min=1e-20)
         keys = (log_q - torch.log(-torch.log(uniform))).masked_fill(positive, float("inf"))
         ids = torch.topk(keys, size, sorted=True).indices  # positives (+inf) first
