@@ -26,6 +26,7 @@ setup(
         "scikit-learn",
         "matplotlib",
         "gensim",
+        "sentence-transformers",
     ],
     extras_require={"test": ["pytest", "pytest-xdist"]},
     # the user commands (fairseq_joint/cli/); each is also `python -m fairseq_joint.cli.<module>`

@@ -209,3 +209,41 @@ def gile_bin(tmp_path_factory):
     preprocess_gile("--train", raw / "train.jsonl", "--valid", raw / "valid.jsonl", "--labels", SAMPLE / "labels.tsv",
                     "--destdir", dest)
     return dest
+
+
+def build_sentence_encoder(dest: Path, dim: int = 16, seed: int = 0, words: int = 600) -> Path:
+    """A tiny randomly initialised sentence-transformers model (BERT, 1 layer, mean pooling, normalization) saved in
+    ``dest``; its word-piece vocabulary is the bundled sample's most frequent words. No download."""
+    import collections
+    import json
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer import modules as models
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    counts = collections.Counter()
+    for line in (SAMPLE / "train.jsonl").read_text(encoding="utf-8").splitlines():
+        counts.update(re.findall(r"[a-z]+", json.loads(line)["text"].lower()))
+    for line in (SAMPLE / "labels.tsv").read_text(encoding="utf-8").splitlines():
+        counts.update(re.findall(r"[a-z]+", line.lower()))
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [w for w, _ in counts.most_common(words)]
+    hf = dest / "hf"
+    hf.mkdir(parents=True, exist_ok=True)
+    (hf / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=dim, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=2 * dim, max_position_embeddings=128)
+    BertModel(config).save_pretrained(hf)
+    BertTokenizerFast(vocab_file=str(hf / "vocab.txt"), do_lower_case=True).save_pretrained(hf)
+    transformer = models.Transformer(str(hf), max_seq_length=64)
+    model = SentenceTransformer(modules=[transformer, models.Pooling(dim, "mean"), models.Normalize()], device="cpu")
+    out = dest / "st"
+    model.save(str(out))
+    return out
+
+
+@pytest.fixture(scope="session")
+def sentence_encoder(tmp_path_factory) -> Path:
+    """A tiny random sentence-transformers model directory (16-d)."""
+    return build_sentence_encoder(tmp_path_factory.mktemp("sentence_encoder"))

@@ -1,6 +1,13 @@
 #!/usr/bin/env python
 """Seen / unseen label study on a debtags-style corpus (GILE Table 2 pattern): WAN encoder with the
-``linear``, ``bil_n16`` and ``gile`` heads, trained by fairseq-train, scored on the validation split.
+``linear``, ``bil_n16`` and ``gile`` heads (or any system: a head with model flags, e.g. over a pretrained sentence
+encoder), trained by fairseq-train, scored on the validation split; with ``--baselines``, TF-IDF + logistic
+regression and the sentence encoder's plain cosine on the same documents and labels.
+
+Besides the seen-only and unseen-only rankings, every system that scores unseen labels is evaluated in the
+generalized zero-shot setting (GZSL: all labels ranked together; the seen and unseen AvgPr and their harmonic mean
+H), at γ = 0 and with calibrated stacking, γ chosen on one half of the validation documents and applied to the
+other (two folds, pooled: γ is never picked on the documents it is scored on).
 
 Preprocesses ``--data`` (a folder with train.jsonl, valid.jsonl, labels.tsv) with
 ``fairseq-joint-preprocess-gile``, trains one model per head for ``--max-epoch`` epochs (same seed, same
@@ -27,8 +34,8 @@ from typing import Optional, Sequence
 import numpy as np
 
 import fairseq_joint
-from fairseq_joint.cli.common import fail, figure, parser, run, setup_logging
-from fairseq_joint.metrics import chance_level
+from fairseq_joint.cli.common import fail, figure, load_gile_model, parser, run, setup_logging, split_scores
+from fairseq_joint.metrics import chance_level, cross_calibrated_gzsl, gzsl_summary, ranking_metric_sums, summarize
 from fairseq_joint.tasks.gile_classification import read_label_file, read_label_lines
 
 logger = logging.getLogger("gile_study")
@@ -36,17 +43,95 @@ BIN = os.path.dirname(sys.executable)
 #: fairseq's --user-dir: the installed package, wherever the study runs from
 USER_DIR = os.path.dirname(os.path.abspath(fairseq_joint.__file__))
 COLUMNS = [("seen", "rl"), ("seen", "avgpr"), ("seen", "oneerr"), ("seen", "f1"), ("unseen", "rl"),
-           ("unseen", "avgpr"), ("unseen", "oneerr")]
+           ("unseen", "avgpr"), ("unseen", "oneerr"), ("gzsl", "h"), ("cal_gzsl", "seen_avgpr"),
+           ("cal_gzsl", "unseen_avgpr"), ("cal_gzsl", "h")]
+BASELINES = ("tfidf_lr", "cosine")
+
+
+def gzsl_figures(scores, targets, seen):
+    """GZSL H at γ = 0 and the cross-calibrated figures (``cal_gzsl_*``, ``gamma``) of a score matrix."""
+    out = {"gzsl_h": gzsl_summary(scores, targets, seen)["gzsl_h"]}
+    out.update({("cal_" + k if k != "gamma" else k): v for k, v in cross_calibrated_gzsl(scores, targets, seen).items()})
+    return out
+
+
+def matrix_stats(scores, targets, seen, zero_shot=True):
+    """Seen / unseen ranking metrics (and GZSL) of a score matrix over all labels, in %."""
+    out = {}
+    for side, cols in (("seen", seen), ("unseen", ~seen)):
+        if side == "unseen" and not zero_shot:
+            continue
+        for k, v in summarize(ranking_metric_sums(scores[:, cols], targets[:, cols])).items():
+            out[f"{side}_{k}"] = v
+    if zero_shot:
+        out.update(gzsl_figures(scores, targets, seen))
+    return out
+
+
+def valid_matrix(bin_dir):
+    """Targets (documents x labels of labels.tsv), the seen mask and the label names."""
+    names = list(read_label_file(os.path.join(bin_dir, "labels.tsv")))
+    with open(os.path.join(bin_dir, "labels.train.txt")) as f:
+        train = {x.strip() for x in f if x.strip()}
+    pos = {n: i for i, n in enumerate(names)}
+    rows = read_label_lines(os.path.join(bin_dir, "valid.labels"))
+    y = np.zeros((len(rows), len(names)), dtype=bool)
+    for i, r in enumerate(rows):
+        y[i, [pos[n] for n in r]] = True
+    return y, np.array([n in train for n in names]), names
+
+
+def baseline(name, data, bin_dir, encoder_path):
+    """Score matrices of a baseline over all labels of ``bin_dir``: TF-IDF (1-2 grams) + one-vs-rest logistic
+    regression (seen labels only) or the sentence encoder's cosine of text and description (no training)."""
+    y, seen, names = valid_matrix(bin_dir)
+    valid = [json.loads(line)["text"] for line in open(os.path.join(data, "valid.jsonl"), encoding="utf-8")]
+    if name == "cosine":
+        from fairseq_joint.modules.sentence_encoder import EmbeddingCache, PretrainedSentenceEncoder
+        from fairseq_joint.tasks.gile_classification import read_raw_texts
+
+        encoder = PretrainedSentenceEncoder(encoder_path)
+        cache = EmbeddingCache(bin_dir)
+        texts = cache.get(encoder, "valid", read_raw_texts(bin_dir, "valid", len(y)))
+        descriptions = read_label_file(os.path.join(bin_dir, "labels.tsv"))
+        labels = cache.get(encoder, "eval-labels", [descriptions[n] for n in names])
+        return matrix_stats((texts @ labels.T).numpy(), y, seen)
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.multiclass import OneVsRestClassifier
+
+    train_rows = [json.loads(line) for line in open(os.path.join(data, "train.jsonl"), encoding="utf-8")]
+    pos = {n: i for i, n in enumerate(names)}
+    cols = [i for i in np.flatnonzero(seen)]
+    ytrain = np.zeros((len(train_rows), len(names)), dtype=bool)
+    for i, r in enumerate(train_rows):
+        ytrain[i, [pos[n] for n in r["labels"] if n in pos]] = True
+    cols = [c for c in cols if ytrain[:, c].any()]
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)
+    x = vectorizer.fit_transform(r["text"] for r in train_rows)
+    clf = OneVsRestClassifier(LogisticRegression(C=10.0, solver="liblinear"), n_jobs=1).fit(x, ytrain[:, cols])
+    scores = np.full(y.shape, -1e9)
+    scores[:, cols] = clf.decision_function(vectorizer.transform(valid))
+    return matrix_stats(scores, y, seen, zero_shot=False)
 
 
 def display(system):
-    """'gile+embed-path=/x/vectors.txt+similarity-init' -> 'gile + --embed-path vectors.txt + --similarity-init'."""
+    """'gile+embed-path=/x/vectors.txt+similarity-init' -> 'WAN + gile + --embed-path vectors.txt + --similarity-init';
+    'gile+encoder=pretrained+pretrained-encoder=/x/model' -> 'pretrained model + gile'."""
+    if system in BASELINES:
+        return {"tfidf_lr": "TF-IDF + logistic regression (baseline)",
+                "cosine": "sentence encoder cosine, no training (baseline)"}[system]
     head, *flags = system.split("+")
-    shown = [head]
+    shown, encoder = [head], "WAN"
     for flag in flags:
         name, _, value = flag.partition("=")
-        shown.append(f"--{name}" + (f" {os.path.basename(value)}" if value else ""))
-    return " + ".join(shown)
+        if name == "encoder":
+            encoder = value.upper() if value != "pretrained" else "pretrained"
+        elif name == "pretrained-encoder":
+            encoder = os.path.basename(os.path.normpath(value))
+        else:
+            shown.append(f"--{name}" + (f" {os.path.basename(value)}" if value else ""))
+    return " + ".join([encoder] + shown)
 
 
 def command_line(cmd):
@@ -75,6 +160,18 @@ def run_logged(cmd, log_path, env):
     if proc.returncode != 0:
         name = cmd[2] if cmd[1] == "-m" else os.path.basename(cmd[0])
         raise fail(f"{name} failed with exit status {proc.returncode}; see its output in {log_path}")
+
+
+def zero_shot_stats(save_dir, bin_dir, select, targets, seen):
+    """GZSL figures of the selected checkpoint (best or last) on the validation documents, from its score matrix."""
+    path = os.path.join(save_dir, "checkpoint_best.pt" if select == "best" else "checkpoint_last.pt")
+    model, task = load_gile_model(path, bin_dir)
+    if not model.scores_unseen_labels:
+        return {}
+    scores, gold, label_set = split_scores(model, task, "valid")
+    if gold.shape != targets.shape or not np.array_equal(gold, targets):
+        raise fail(f"{path}: its validation label set differs from {bin_dir}/labels.tsv; use another --workdir")
+    return gzsl_figures(scores, gold, seen)
 
 
 def valid_stats(log_path, select="last"):
@@ -114,15 +211,7 @@ def cell(stats, key):
 
 
 def chance(bin_dir):
-    names = list(read_label_file(os.path.join(bin_dir, "labels.tsv")))
-    with open(os.path.join(bin_dir, "labels.train.txt")) as f:
-        train = {x.strip() for x in f if x.strip()}
-    pos = {n: i for i, n in enumerate(names)}
-    rows = read_label_lines(os.path.join(bin_dir, "valid.labels"))
-    y = np.zeros((len(rows), len(names)), dtype=bool)
-    for i, r in enumerate(rows):
-        y[i, [pos[n] for n in r]] = True
-    seen = np.array([n in train for n in names])
+    y, seen, _ = valid_matrix(bin_dir)
     return {"seen": chance_level(y[:, seen]), "unseen": chance_level(y[:, ~seen]),
             "num_seen": int(seen.sum()), "num_unseen": int((~seen).sum())}
 
@@ -149,6 +238,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--select", choices=("last", "best"), default="last",
                    help="report each system's last epoch, or its epoch with the best validation seen AvgPr (the "
                    "paper's model selection; without a separate test split this flatters every system alike)")
+    p.add_argument("--baselines", default="",
+                   help="comma-separated baselines scored on the same documents and labels: tfidf_lr (TF-IDF 1-2 "
+                   "grams + one-vs-rest logistic regression, seen labels) and cosine (the cosine of the "
+                   "--pretrained-encoder's text and description vectors, no training)")
+    p.add_argument("--pretrained-encoder", default=None, help="sentence-transformers model directory of the cosine "
+                   "baseline")
     p.add_argument("--rerun", action="store_true",
                    help="train every system again (default: reuse a finished run of the same command in --workdir)")
     args = p.parse_args(argv)
@@ -156,6 +251,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         seeds = [int(x) for x in (args.seeds or str(args.seed)).split(",")]
     except ValueError:
         raise fail(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
+    baselines = [b for b in args.baselines.split(",") if b]
+    for b in baselines:
+        if b not in BASELINES:
+            raise fail(f"--baselines: unknown baseline {b!r}; choose from {', '.join(BASELINES)}")
+    if "cosine" in baselines and not args.pretrained_encoder:
+        raise fail("--baselines cosine needs --pretrained-encoder PATH (a sentence-transformers model directory)")
     label_file = args.labels or os.path.join(args.data, "labels.tsv")
     if not os.path.isfile(label_file):
         raise fail(f"label file {label_file} does not exist: give --labels or put labels.tsv in --data")
@@ -172,7 +273,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     "--train", os.path.join(args.data, "train.jsonl"), "--valid", os.path.join(args.data, "valid.jsonl"),
                     "--labels", label_file, "--destdir", bin_dir], os.path.join(args.workdir, "preprocess.log"), env)
     results = {"chance": chance(bin_dir), "heads": {}, "settings": vars(args)}
-    for system in args.heads.split(","):
+    targets, seen_mask, _ = valid_matrix(bin_dir)
+    for name in baselines:
+        t0 = time.time()
+        stats = baseline(name, args.data, bin_dir, args.pretrained_encoder)
+        stats["train_minutes"] = (time.time() - t0) / 60
+        results["heads"][name] = stats
+        logger.info(f"{name}: " + ", ".join(f"{a}_{b} {stats.get(f'{a}_{b}', float('nan')):.2f}" for a, b in COLUMNS))
+    for system in [h for h in args.heads.split(",") if h]:
         head, *flags = system.split("+")
         extra = [part for flag in flags for part in ("--" + flag).split("=", 1)]
         runs = []
@@ -186,8 +294,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "gile_classification", "--arch", "gile_classifier", "--encoder", "wan", "--head", head,
                    "--criterion", "multilabel_classification", "--threshold", str(args.threshold), "--optimizer", "adam",
                    "--lr", str(args.lr), "--batch-size", str(args.batch_size), "--max-epoch", str(args.max_epoch),
-                   "--seed", str(seed), "--num-workers", "0", "--no-progress-bar", "--log-interval", "200", "--no-save",
-                   "--save-dir", os.path.join(args.workdir, f"ckpt_{safe}"), *extra]
+                   "--seed", str(seed), "--num-workers", "0", "--no-progress-bar", "--log-interval", "200",
+                   "--no-epoch-checkpoints", "--best-checkpoint-metric", "seen_avgpr",
+                   "--maximize-best-checkpoint-metric", "--save-dir", os.path.join(args.workdir, f"ckpt_{safe}"), *extra]
             minutes = None if args.rerun else finished_log(cmd, log)
             if minutes is None:
                 run_logged(cmd, log, env)
@@ -195,6 +304,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             else:
                 logger.info(f"{system} (seed {seed}): reusing the finished run in {log} (--rerun trains again)")
             stats = valid_stats(log, args.select)
+            stats.update(zero_shot_stats(os.path.join(args.workdir, f"ckpt_{safe}"), bin_dir, args.select, targets,
+                                         seen_mask))
             stats["train_minutes"] = minutes
             stats["seed"] = seed
             runs.append(stats)
@@ -204,33 +315,38 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     with open(os.path.join(args.workdir, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
     c = results["chance"]
-    lines = ["| system | " + " | ".join(f"{a} {b}" for a, b in COLUMNS) + " | epoch | minutes |",
-             "|---" * (len(COLUMNS) + 3) + "|"]
+    lines = ["| system | " + " | ".join(f"{a} {b}".replace("cal_gzsl", "γ-cal. gzsl").replace("gzsl h", "gzsl H")
+                                          for a, b in COLUMNS) + " | γ | epoch | minutes |",
+             "|---" * (len(COLUMNS) + 4) + "|"]
     for head, stats in results["heads"].items():
         cells = [cell(stats, f"{a}_{b}") for a, b in COLUMNS]
-        epoch = "/".join(str(int(r["epoch"])) for r in stats.get("runs", [stats]))
-        lines.append(f"| WAN + {display(head)} | " + " | ".join(cells) + f" | {epoch} | {stats['train_minutes']:.1f} |")
-    cells = [f"{c[a][b]:.2f}" if b in c[a] else "–" for a, b in COLUMNS]
-    lines.append("| random scores (chance) | " + " | ".join(cells) + " | | |")
+        epoch = "/".join(str(int(r["epoch"])) for r in stats.get("runs", [stats]) if "epoch" in r) or "–"
+        lines.append(f"| {display(head)} | " + " | ".join(cells) + f" | {cell(stats, 'gamma')} | {epoch} | "
+                     f"{stats['train_minutes']:.1f} |")
+    cells = [f"{c[a][b]:.2f}" if a in c and b in c[a] else "–" for a, b in COLUMNS]
+    lines.append("| random scores (chance) | " + " | ".join(cells) + " | | | |")
     table = "\n".join(lines)
     with open(os.path.join(args.workdir, "results.md"), "w") as f:
         f.write(table + "\n")
     print(table)
 
     names = [display(h) for h in results["heads"]] + ["random scores (chance)"]
-    with figure(os.path.join(args.workdir, "results.png"), 1, 2, figsize=(12, 1.2 + 0.45 * len(names)), sharey=True,
+    panels = (("seen_avgpr", "seen labels: AvgPr (%)"), ("unseen_avgpr", "unseen labels: AvgPr (%)"),
+              ("cal_gzsl_h", "all labels (GZSL, γ calibrated): H (%)"))
+    with figure(os.path.join(args.workdir, "results.png"), 1, 3, figsize=(16, 1.2 + 0.45 * len(names)), sharey=True,
                 dpi=100) as (fig, axes):
-        for ax, side in zip(axes, ("seen", "unseen")):
-            vals = [results["heads"][h].get(f"{side}_avgpr") for h in results["heads"]] + [c[side]["avgpr"]]
+        for ax, (key, title) in zip(axes, panels):
+            side, _, metric = key.partition("_")
+            chance_value = c[side][metric] if side in c and metric in c[side] else None
+            vals = [results["heads"][h].get(key) for h in results["heads"]] + [chance_value]
             y = list(range(len(names)))[::-1]
-            errs = [results["heads"][h].get(f"{side}_avgpr_std", 0.0) for h in results["heads"]] + [0.0]
+            errs = [results["heads"][h].get(f"{key}_std", 0.0) for h in results["heads"]] + [0.0]
             ax.barh(y, [v or 0.0 for v in vals], xerr=errs, color=["C0"] * (len(names) - 1) + ["grey"])
             for yi, v, e in zip(y, vals, errs):
-                ax.text((v or 0.0) + e, yi, f" {v:.1f}" if v is not None else " n/a (cannot score unseen labels)",
-                        va="center", fontsize=8)
-            ax.set_xlim(0, 1.2 * max((v or 0.0) + e for v, e in zip(vals, errs)) + 1e-9)
+                ax.text((v or 0.0) + e, yi, f" {v:.1f}" if v is not None else " n/a", va="center", fontsize=8)
+            ax.set_xlim(0, 1.25 * max((v or 0.0) + e for v, e in zip(vals, errs)) + 1e-9)
             ax.set_yticks(y, names, fontsize=8)
-            ax.set_title(f"{side} labels: AvgPr (%)")
+            ax.set_title(title, fontsize=9)
         if len(seeds) > 1:
             fig.suptitle(f"mean ± std over seeds {', '.join(map(str, seeds))}", fontsize=9)
     logger.info(f"wrote {args.workdir}/results.json, results.md, results.png")

@@ -24,9 +24,17 @@ from collections import Counter
 from typing import Optional, Sequence
 
 import numpy as np
-import torch
 
-from fairseq_joint.cli.common import fail, figure, load_gile_model, named_paths, parser, run, setup_logging
+from fairseq_joint.cli.common import (
+    fail,
+    figure,
+    load_gile_model,
+    named_paths,
+    parser,
+    run,
+    setup_logging,
+    split_scores,
+)
 from fairseq_joint.tasks.gile_classification import read_label_lines
 
 
@@ -48,21 +56,9 @@ def bin_names(edges):
 def seen_label_scores(checkpoint, data, subset, batch_size):
     """(scores, targets, seen label names) over the seen labels for every document of ``subset``."""
     model, task = load_gile_model(checkpoint, data)
-    task.load_dataset(subset)
-    itr = task.get_batch_iterator(task.dataset(subset), max_sentences=batch_size).next_epoch_itr(shuffle=False)
-    scores, targets, ids = [], [], []
-    with torch.no_grad():
-        for sample in itr:
-            seen = sample["label_train_index"] >= 0
-            logits = model.label_scores(model(**sample["net_input"]), sample["label_tokens"][seen],
-                                        sample["label_train_index"][seen])
-            scores.append(logits.float().numpy())
-            targets.append(sample["target"][:, seen].numpy() > 0)
-            ids.append(sample["id"].numpy())
-    order = np.argsort(np.concatenate(ids))
-    label_set = task.label_set(subset)
+    scores, targets, label_set = split_scores(model, task, subset, batch_size, seen_only=True)
     names = [n for n, i in zip(label_set.names, label_set.train_index.tolist()) if i >= 0]
-    return np.concatenate(scores)[order], np.concatenate(targets)[order], names
+    return scores, targets, names
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -196,21 +196,44 @@ def load_translation_model(path: str):
     return model
 
 
-def load_gile_model(path: str, data: Optional[str] = None):
+def load_gile_model(path: str, data: Optional[str] = None, pretrained_encoder: Optional[str] = None):
     """``(model, task)`` of a ``gile_classifier`` checkpoint; ``data``: the preprocessed directory (default: the one
-    recorded in the checkpoint)."""
+    recorded in the checkpoint); ``pretrained_encoder``: where its sentence encoder is now (default: where it was)."""
     from fairseq import checkpoint_utils
 
     import fairseq_joint  # noqa: F401  (registers the task/model, allowlists checkpoint classes)
 
     if not os.path.isfile(path):
         raise fail(f"checkpoint {path} does not exist")
-    overrides = {"data": data} if data else None
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
+    overrides = {"data": data} if data else {}
+    if pretrained_encoder:
+        overrides["pretrained_encoder"] = pretrained_encoder
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides or None)
     model = models[0].eval()
     if not hasattr(model, "label_scores"):
         raise fail(f"{path} is not a gile_classifier checkpoint")
     return model, task
+
+
+def split_scores(model, task, subset: str, batch_size: int = 64, seen_only: bool = False):
+    """``(scores, targets, label_set)`` of every document of ``subset`` (in file order) over its label set (only the seen
+    labels with ``seen_only``, e.g. for ``--head linear``); scores are the head's logits, as numpy arrays."""
+    import numpy as np
+    import torch
+
+    task.load_dataset(subset)
+    itr = task.get_batch_iterator(task.dataset(subset), max_sentences=batch_size).next_epoch_itr(shuffle=False)
+    scores, targets, ids = [], [], []
+    with torch.no_grad():
+        for sample in itr:
+            cols = sample["label_train_index"] >= 0 if seen_only else torch.ones_like(sample["label_train_index"]).bool()
+            logits = model.label_scores(model(**sample["net_input"]), sample["label_tokens"][cols],
+                                        sample["label_train_index"][cols])
+            scores.append(logits.float().numpy())
+            targets.append(sample["target"][:, cols].numpy() > 0)
+            ids.append(sample["id"].numpy())
+    order = np.argsort(np.concatenate(ids))
+    return np.concatenate(scores)[order], np.concatenate(targets)[order], task.label_set(subset)
 
 
 # ---------------------------------------------------------------------------------------------- plots

@@ -4,7 +4,9 @@ Scores every label of ``--labels`` (any ``label<TAB>description`` file, includin
 saw in training: their vectors are the mean word vectors of their descriptions, GILE Sec. 2.2) for each
 input text (one per line, ``--input`` or stdin) and prints, per text, the ``--topk`` best labels with
 their scores (the head's logit), tab-separated, or JSON lines with ``--json``. The ``linear`` head can only
-score its training labels and says so.
+score its training labels and says so. With a pretrained sentence encoder (``--encoder pretrained``) the texts and
+descriptions are embedded by it (the descriptions' embeddings cached beside the data); ``--seen-score-offset``
+(default: the model's) lowers the training labels' scores (calibrated stacking).
 
 Example::
 
@@ -19,7 +21,7 @@ from typing import Optional, Sequence
 import torch
 
 from fairseq_joint.cli.common import fail, load_gile_model, parser, read_lines, run
-from fairseq_joint.tasks.gile_classification import encode_label_set, read_label_file, tokenize
+from fairseq_joint.tasks.gile_classification import read_label_file, tokenize
 
 PROG = "fairseq-joint-predict-labels"
 
@@ -34,21 +36,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--topk", type=int, default=5, help="labels printed per text")
     p.add_argument("--batch-size", type=int, default=64, help="texts scored at once")
     p.add_argument("--json", action="store_true", help="print JSON lines {text, labels: [[label, score], ...]}")
+    p.add_argument("--seen-score-offset", type=float, default=None,
+                   help="γ subtracted from the scores of the labels seen in training (calibrated stacking); "
+                   "default: the checkpoint's --seen-score-offset")
+    p.add_argument("--pretrained-encoder", help="the sentence-transformers directory of a model trained with "
+                   "--encoder pretrained, when it is no longer where training found it")
     args = p.parse_args(argv)
     if args.topk < 1:
         raise fail(f"--topk must be >= 1, got {args.topk}")
     descriptions = read_label_file(args.labels)
     lines = read_lines(args.input, "--input") if args.input else sys.stdin.read().splitlines()
-    model, task = load_gile_model(args.checkpoint, args.data)
+    model, task = load_gile_model(args.checkpoint, args.data, args.pretrained_encoder)
     names = list(descriptions)
-    label_set = encode_label_set(names, descriptions, task.dictionary, task.train_labels)
+    label_set = task.encode_labels(names, descriptions, "predict-labels")
+    gamma = getattr(task.cfg, "seen_score_offset", 0.0) if args.seen_score_offset is None else args.seen_score_offset
+    offset = (label_set.train_index >= 0).float() * float(gamma or 0.0)
     if not model.scores_unseen_labels:
         unseen = [n for n, i in zip(names, label_set.train_index.tolist()) if i < 0]
         if unseen:
             raise fail(f"--head linear cannot score the {len(unseen)} label(s) of {args.labels} it never "
                        f"saw in training (e.g. {unseen[0]!r}): train a joint head (--head gile) for unseen labels")
-
-    from fairseq.data import data_utils
 
     texts = [t for t in lines if t.strip()]
     if len(texts) != len(lines):
@@ -58,9 +65,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     with torch.no_grad():
         for start in range(0, len(texts), args.batch_size):
             batch = texts[start:start + args.batch_size]
-            rows = [torch.LongTensor([d.index(w) for w in tokenize(t)] or [d.unk()]) for t in batch]
-            src = data_utils.collate_tokens(rows, d.pad(), left_pad=False)
-            scores = model.label_scores(model(src), label_set.tokens, label_set.train_index, names)
+            scores = model.label_scores(text_vectors(model, batch, d), label_set.tokens, label_set.train_index, names)
+            scores = scores.float() - offset
             top = scores.topk(k, dim=-1)
             for text, vals, idx in zip(batch, top.values.tolist(), top.indices.tolist()):
                 ranked = [[names[i], round(v, 4)] for v, i in zip(vals, idx)]
@@ -69,6 +75,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 else:
                     print(text + "\t" + "\t".join(f"{n} ({v:.3f})" for n, v in ranked))
     return 0
+
+
+def text_vectors(model, texts, dictionary):
+    """h of raw texts: the pretrained encoder's embeddings, or the WAN/HAN encoder over the shared dictionary's ids."""
+    from fairseq.data import data_utils
+
+    encoder = model.sentence_encoder
+    if encoder is not None:
+        if not encoder.finetune:
+            return model.embed_texts(texts)
+        rows = [torch.LongTensor(ids) for ids in encoder.tokenize(texts)]
+        return model(data_utils.collate_tokens(rows, encoder.pad_id, left_pad=False))
+    rows = [torch.LongTensor([dictionary.index(w) for w in tokenize(t)] or [dictionary.unk()]) for t in texts]
+    return model(data_utils.collate_tokens(rows, dictionary.pad(), left_pad=False))
 
 
 def command() -> int:

@@ -7,7 +7,8 @@ Inputs are JSONL (one object per line with a text field and a list of labels) or
 
 Writes to ``--destdir``: ``dict.txt`` (one fairseq Dictionary for the words of the training texts and of
 every label description: GILE shares E between words and label words), ``{split}.input.{bin,idx}``,
-``{split}.labels``, ``labels.train.txt`` (the labels training examples carry) and ``labels.tsv``.
+``{split}.labels``, ``{split}.text`` (the raw texts, one JSON string per line, for a pretrained sentence encoder),
+``labels.train.txt`` (the labels training examples carry) and ``labels.tsv``.
 
 Example::
 
@@ -15,6 +16,7 @@ Example::
         --valid data/debtags-sample/valid.jsonl --labels data/debtags-sample/labels.tsv --destdir data-bin/debtags
 """
 
+import json
 import logging
 import os
 import shutil
@@ -27,7 +29,7 @@ from fairseq.data import Dictionary
 from fairseq.data.indexed_dataset import make_builder
 
 from fairseq_joint.cli.common import fail, parser, read_examples, run, setup_logging
-from fairseq_joint.tasks.gile_classification import LABEL_FILE, TRAIN_LABELS, read_label_file, tokenize
+from fairseq_joint.tasks.gile_classification import LABEL_FILE, RAW_TEXTS, TRAIN_LABELS, read_label_file, tokenize
 
 PROG = "fairseq-joint-preprocess-gile"
 logger = logging.getLogger("preprocess_gile")
@@ -93,6 +95,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         with open(os.path.join(args.destdir, f"{split}.labels"), "w", encoding="utf-8") as f:
             for _, _, labels in rows:
                 f.write(" ".join(dict.fromkeys(labels)) + "\n")
+        with open(os.path.join(args.destdir, RAW_TEXTS.format(split=split)), "w", encoding="utf-8") as f:
+            for _, text, _ in rows:
+                f.write(json.dumps(text, ensure_ascii=False) + "\n")
         labels = {x for _, _, ls in rows for x in ls}
         logger.info(f"{split}: {len(rows)} examples, {total} tokens ({100.0 * unk / total:.2f}% <unk>), "
                     f"{len(labels)} labels ({len(labels - train_seen)} unseen in training)")

@@ -14,8 +14,10 @@ In ``--classification-mode multiclass`` the loss is softmax cross-entropy (one l
 ``distribution_ce`` with one-hot y.
 
 At validation the seen labels (those of training) and the unseen ones are scored separately and the
-metrics of :mod:`fairseq_joint.metrics` are logged as ``seen_*`` / ``unseen_*`` (usable with
-``--best-checkpoint-metric``, e.g. ``seen_avgpr --maximize-best-checkpoint-metric``).
+metrics of :mod:`fairseq_joint.metrics` are logged as ``seen_*`` / ``unseen_*``; with unseen labels, the
+generalized zero-shot metrics too (all labels ranked together, the seen ones' scores lowered by the task's
+``--seen-score-offset`` γ): ``gzsl_seen_*``, ``gzsl_unseen_*`` and ``gzsl_h``, the harmonic mean of their AvgPr.
+All are usable with ``--best-checkpoint-metric``, e.g. ``gzsl_h --maximize-best-checkpoint-metric``.
 """
 
 from dataclasses import dataclass, field
@@ -26,7 +28,7 @@ from fairseq import metrics as fairseq_metrics
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 
-from fairseq_joint.metrics import RANKING_KEYS, micro_f1, ranking_metric_sums
+from fairseq_joint.metrics import RANKING_KEYS, gzsl_metric_sums, harmonic_mean, micro_f1, ranking_metric_sums
 from fairseq_joint.modules.sampling import CandidateSampler
 
 LOSS_CHOICES = ("bce", "copy_nll", "distribution_ce")
@@ -140,8 +142,13 @@ class MultilabelClassificationCriterion(FairseqCriterion):
                                    probs=probs, threshold=self.threshold)
         logging.update({f"seen_{k}": v for k, v in sums.items()})
         if logits_all is not None and (~seen).any():
-            sums = ranking_metric_sums(logits_all[:, ~seen].detach().float().cpu().numpy(), target[:, ~seen].cpu().numpy())
+            scores, gold = logits_all.detach().float().cpu().numpy(), target.cpu().numpy()
+            unseen = (~seen).cpu().numpy()
+            sums = ranking_metric_sums(scores[:, unseen], gold[:, unseen])
             logging.update({f"unseen_{k}": v for k, v in sums.items()})
+            gamma = float(getattr(getattr(self.task, "cfg", None), "seen_score_offset", 0.0) or 0.0)
+            for group, sums in gzsl_metric_sums(scores, gold, ~unseen, gamma).items():
+                logging.update({f"gzsl_{group}_{k}": v for k, v in sums.items()})
         return loss, size, logging
 
     @staticmethod
@@ -153,7 +160,7 @@ class MultilabelClassificationCriterion(FairseqCriterion):
         fairseq_metrics.log_scalar("loss", total("loss") / max(size, 1.0), size, round=4)
         if any("seen_n" in log for log in logging_outputs):  # evaluation: how many documents were scored
             fairseq_metrics.log_scalar_sum("docs", total("nsentences"), round=0)
-        for prefix in ("seen", "unseen"):
+        for prefix in ("seen", "unseen", "gzsl_seen", "gzsl_unseen"):
             n = total(f"{prefix}_n")
             if n > 0:
                 for k in RANKING_KEYS:
@@ -166,6 +173,10 @@ class MultilabelClassificationCriterion(FairseqCriterion):
                     f"{prefix}_f1",
                     lambda m, p=prefix: round(100.0 * micro_f1(m[f"_{p}_tp"].sum, m[f"_{p}_fp"].sum, m[f"_{p}_fn"].sum), 2),
                 )
+        if total("gzsl_seen_n") > 0 and total("gzsl_unseen_n") > 0:
+            # the harmonic mean of the validation-wide averages (not an average of per-batch means)
+            fairseq_metrics.log_derived(
+                "gzsl_h", lambda m: round(harmonic_mean(m["gzsl_seen_avgpr"].avg, m["gzsl_unseen_avgpr"].avg), 2))
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

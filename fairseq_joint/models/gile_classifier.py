@@ -19,21 +19,27 @@ gile_input_only   E σ(W h)                        Eq. 6b ablation             c
 Only ``linear`` has label-set-size dependent parameters, so only it cannot score labels unseen in training.
 """
 
+import contextlib
 import logging
 import math
 from dataclasses import dataclass, field
+from typing import Optional
 
 import torch
 import torch.nn as nn
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import ARCH_CONFIG_REGISTRY, BaseFairseqModel, register_model
+from omegaconf import OmegaConf, open_dict
 
 from fairseq_joint.models.output_layer_model import DataFingerprintMixin, UpdateCountMixin
 from fairseq_joint.modules.cooccurrence_init import COOCCURRENCE_INIT_CHOICES, cooccurrence_init_, label_patterns
 from fairseq_joint.modules.output_layers import ACTIVATION_CHOICES, OutputLayer
 from fairseq_joint.modules.pretrained_embedding import load_word_vectors_
+from fairseq_joint.modules.sentence_encoder import PretrainedSentenceEncoder
 from fairseq_joint.modules.text_encoders import (
-    ENCODER_CHOICES,
+    ENCODER_CHOICES as TEXT_ENCODER_CHOICES,
+)
+from fairseq_joint.modules.text_encoders import (
     LAYER_CHOICES,
     HierarchicalAttentionEncoder,
     WordAttentionEncoder,
@@ -53,6 +59,7 @@ HEADS = {
     "gile_input_only": dict(output_layer="context", bias="none"),
 }
 NEEDS_JOINT_DIM = ("bil_yh15", "gile")
+ENCODER_CHOICES = TEXT_ENCODER_CHOICES + ("pretrained",)
 
 
 def equal_capacity_joint_dim(hidden_dim: int, embed_dim: int, num_labels: int) -> int:
@@ -63,7 +70,17 @@ def equal_capacity_joint_dim(hidden_dim: int, embed_dim: int, num_labels: int) -
 @dataclass
 class GileClassifierConfig(FairseqDataclass):
     encoder: ChoiceEnum(ENCODER_CHOICES) = field(
-        default="wan", metadata={"help": "wan: word attention network; han: word + sentence attention (Sec. 2.1)"}
+        default="wan", metadata={"help": "wan: word attention network; han: word + sentence attention (Sec. 2.1); "
+                                 "pretrained: a sentence-transformers model (--pretrained-encoder) encodes the texts "
+                                 "and the label descriptions"}
+    )
+    pretrained_encoder: str = field(
+        default="", metadata={"help": "--encoder pretrained: a local sentence-transformers model directory (never "
+                              "downloaded); its dimension sets d = dh"}
+    )
+    finetune_encoder: bool = field(
+        default=False, metadata={"help": "--encoder pretrained: train the sentence encoder too (saved in the "
+                                 "checkpoint); default frozen, with the embeddings cached beside the data"}
     )
     word_encoder: ChoiceEnum(LAYER_CHOICES) = field(default="dense", metadata={"help": "g_w of Eq. 1"})
     sentence_encoder: ChoiceEnum(LAYER_CHOICES) = field(default="dense", metadata={"help": "g_s of HAN"})
@@ -114,13 +131,20 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         ("training label list", "use the data directory the model was trained on (its labels.train.txt)"),
     )
 
-    def __init__(self, cfg: GileClassifierConfig, embed_tokens: nn.Embedding, encoder: nn.Module, head: OutputLayer):
+    def __init__(self, cfg: GileClassifierConfig, embed_tokens: Optional[nn.Embedding], encoder: nn.Module,
+                 head: OutputLayer):
         super().__init__()
         self.cfg = cfg
         self.embed_tokens = embed_tokens
         self.encoder = encoder
         self.head = head
         self.head_name = str(cfg.head)
+        #: the pretrained sentence encoder (``--encoder pretrained``), else None
+        self.sentence_encoder = encoder if isinstance(encoder, PretrainedSentenceEncoder) else None
+        if self.sentence_encoder is not None:
+            enc = self.sentence_encoder
+            self.register_buffer("encoder_signature", torch.tensor([enc.dim, int(enc.fingerprint[:15], 16)]),
+                                 persistent=True)
 
     @classmethod
     def build_model(cls, cfg: GileClassifierConfig, task):
@@ -132,6 +156,11 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
                              f"--head {cfg.head} has none: use --head linear or --cooccurrence-init none")
         dictionary = task.source_dictionary
         num_labels = len(task.train_labels)
+        if cfg.encoder == "pretrained":
+            return cls.build_pretrained(cfg, task)
+        if getattr(cfg, "finetune_encoder", False):
+            raise ValueError(f"--finetune-encoder trains a pretrained sentence encoder; --encoder {cfg.encoder} has "
+                             "none: use --encoder pretrained --pretrained-encoder PATH, or drop --finetune-encoder")
         embed = nn.Embedding(len(dictionary), cfg.embed_dim, padding_idx=dictionary.pad())
         nn.init.normal_(embed.weight, 0.0, cfg.embed_dim ** -0.5)
         nn.init.zeros_(embed.weight[dictionary.pad()])
@@ -162,6 +191,12 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
             for layer in layers:
                 layer.identity_init_()
         head = cls.build_head(cfg, num_labels)
+        return cls.finish(cfg, task, embed, encoder, head)
+
+    @classmethod
+    def finish(cls, cfg, task, embed, encoder, head):
+        """Bias and Kurata initialisation, the model, the data fingerprints."""
+        num_labels = len(task.train_labels)
         rows = task.train_label_rows()
         if head.bias is not None:
             # b starts at the log-odds of the mean label density (the sigmoids of Eq. 13 start at the prior
@@ -175,8 +210,36 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
             logger.info(f"Kurata init ({cfg.cooccurrence_init}): {used} of {cfg.encoder_dim} hidden units dedicated "
                         f"to the most frequent of {len(patterns)} label co-occurrence patterns")
         model = cls(cfg, embed, encoder, head)
-        model.record_data(dictionary.symbols, task.train_labels)
+        model.record_data(task.source_dictionary.symbols, task.train_labels)
         return model
+
+    @classmethod
+    def build_pretrained(cls, cfg, task):
+        """``--encoder pretrained``: h and the label vectors are the sentence encoder's normalized embeddings of the
+        text and of the descriptions, so d = dh = its dimension; ``--similarity-init`` starts the head at their
+        cosine (see :meth:`OutputLayer.cosine_init_`)."""
+        encoder = PretrainedSentenceEncoder(cfg.pretrained_encoder, finetune=bool(cfg.finetune_encoder))
+        defaults = GileClassifierConfig()
+        for name in ("embed_dim", "encoder_dim"):
+            value = getattr(cfg, name)
+            if value not in (encoder.dim, getattr(defaults, name)):
+                raise ValueError(f"--{name.replace('_', '-')} {value} disagrees with --pretrained-encoder "
+                                 f"{cfg.pretrained_encoder}, whose vectors have {encoder.dim} dimensions: drop "
+                                 f"--{name.replace('_', '-')} (the encoder sets d = dh = {encoder.dim})")
+        similarity = getattr(cfg, "similarity_init", False)
+        if similarity and cfg.head == "linear":
+            raise ValueError("--similarity-init starts the head at the label-text similarity, but --head linear "
+                             "has no label vectors: use a joint head (--head gile, bil_n16, ...)")
+        with open_dict(cfg) if OmegaConf.is_config(cfg) else contextlib.nullcontext():
+            cfg.embed_dim = cfg.encoder_dim = encoder.dim
+            if similarity and cfg.head == "gile" and str(cfg.joint_dim) == "auto":
+                cfg.joint_dim = str(4 * encoder.dim)  # the cosine needs four blocks of d (cosine_init_)
+        logger.info(f"--pretrained-encoder {cfg.pretrained_encoder}: {encoder.dim}-d sentence vectors, "
+                    + ("fine-tuned" if encoder.finetune else "frozen (embeddings cached beside the data)"))
+        head = cls.build_head(cfg, len(task.train_labels))
+        if similarity and cfg.head == "gile":
+            head.cosine_init_()
+        return cls.finish(cfg, task, None, encoder, head)
 
     @staticmethod
     def build_head(cfg: GileClassifierConfig, num_labels: int) -> OutputLayer:
@@ -200,6 +263,21 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         )
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        saved, own = state_dict.get("encoder_signature"), getattr(self, "encoder_signature", None)
+        if (saved is None) != (own is None):
+            raise ValueError("the checkpoint was trained with " + ("a pretrained sentence encoder" if own is None
+                             else f"--encoder {self.cfg.encoder}") + " but the model is built with "
+                             + (f"--encoder {self.cfg.encoder}" if own is None else "a pretrained one")
+                             + ": load it with the configuration it was trained with")
+        if saved is not None:
+            path = self.sentence_encoder.path
+            if int(saved[0]) != int(own[0]):
+                raise ValueError(f"the checkpoint was trained with a {int(saved[0])}-d sentence encoder, but "
+                                 f"--pretrained-encoder {path} gives {int(own[0])}-d vectors: give the encoder it "
+                                 "was trained with")
+            if int(saved[1]) != int(own[1]) and not self.sentence_encoder.finetune:
+                raise ValueError(f"--pretrained-encoder {path} holds other weights than the frozen encoder the "
+                                 "checkpoint was trained with: give that encoder's directory")
         return super().load_state_dict(self.check_data(state_dict), strict=strict, model_cfg=model_cfg, args=args)
 
     @property
@@ -207,13 +285,34 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         """Every head but ``linear`` scores any label from its description (zero-shot)."""
         return self.head_name != "linear"
 
-    def forward(self, src_tokens, src_lengths=None, **kwargs):
-        """The document vectors h (B, dh)."""
+    @property
+    def head_dtype(self):
+        return next(self.head.parameters()).dtype
+
+    def forward(self, src_tokens, src_lengths=None, src_embeddings=None, **kwargs):
+        """The document vectors h (B, dh); with a frozen pretrained encoder, ``src_embeddings`` (its cached vectors)."""
+        if self.sentence_encoder is not None:
+            if src_embeddings is not None:
+                return src_embeddings.to(self.head_dtype)
+            if not self.sentence_encoder.finetune:
+                raise ValueError("a frozen pretrained encoder reads the texts' embeddings (src_embeddings: "
+                                 "model.embed_texts(texts)), not token ids")
+            return self.sentence_encoder(src_tokens).to(self.head_dtype)
         mask = src_tokens.ne(self.embed_tokens.padding_idx)
         return self.encoder(self.embed_tokens(src_tokens), mask, src_tokens)
 
+    def embed_texts(self, texts) -> torch.Tensor:
+        """h of raw texts with the pretrained encoder (normalized sentence embeddings, no autograd)."""
+        return self.sentence_encoder.embed(texts).to(self.head_dtype)
+
     def label_vectors(self, label_tokens: torch.Tensor) -> torch.Tensor:
-        """e_j: the mean of the description's word vectors in E (Sec. 2.2), padding masked."""
+        """e_j: the mean of the description's word vectors in E (Sec. 2.2), padding masked; with a pretrained encoder,
+        its embedding of the description (``label_tokens`` then holds the cached vectors, or the encoder's token ids
+        when it is fine-tuned)."""
+        if self.sentence_encoder is not None:
+            if label_tokens.is_floating_point():
+                return label_tokens.to(self.head_dtype)
+            return self.sentence_encoder(label_tokens).to(self.head_dtype)
         mask = label_tokens.ne(self.embed_tokens.padding_idx).unsqueeze(-1).type_as(self.embed_tokens.weight)
         return (self.embed_tokens(label_tokens) * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 

@@ -276,6 +276,35 @@ class OutputLayer(nn.Module):
                 nn.init.normal_(p, mean=0.0, std=p.size(1) ** -0.5)
         self._invalidate_cache()
 
+    def cosine_init_(self) -> None:
+        """Start GILE's joint head (Eq. 14, relu σ, scale w) exactly at ``x·h``, the similarity of class and context
+        vectors (their cosine when both are unit vectors), with the non-linearity kept.
+
+        relu splits a product into its four sign cases: ``x_i h_i = r(x_i)r(h_i) + r(-x_i)r(-h_i) - r(x_i)r(-h_i)
+        - r(-x_i)r(h_i)``. So the joint space gets four blocks of d coordinates: U rows ``+e_i, -e_i, +e_i, -e_i``,
+        V rows ``+e_i, -e_i, -e_i, +e_i``, w ``+1, +1, -1, -1``, biases b_u = b_v = 0; k > 4d leaves extra
+        coordinates whose class side starts small (as :func:`identity_init_`). Needs d = dh and k >= 4d.
+        """
+        d = self.class_dim
+        if self.class_weight is None or self.context_weight is None or self.context_scale is None:
+            raise ValueError("the cosine start needs both projections and the scale w (GILE's joint head, --head gile)")
+        if self.activation_name != "relu":
+            raise ValueError(f"--similarity-init starts --head gile at the cosine exactly for --joint-activation relu, "
+                             f"not {self.activation_name}: use relu, or --head bil_n16")
+        if self.input_dim != d or self.joint_dim < 4 * d:
+            raise ValueError(f"--similarity-init needs d = dh and --joint-dim >= 4d = {4 * d} for --head gile (got "
+                             f"d={d}, dh={self.input_dim}, k={self.joint_dim}): use --joint-dim auto")
+        eye = torch.eye(d)
+        with torch.no_grad():
+            self.reset_parameters()
+            self.class_weight[: 4 * d] = torch.cat([eye, -eye, eye, -eye])
+            self.context_weight[: 4 * d] = torch.cat([eye, -eye, -eye, eye])
+            self.context_scale[2 * d: 4 * d] = -1.0
+            for b in (self.class_bias, self.context_bias):
+                if b is not None:
+                    b.zero_()
+        self._invalidate_cache()
+
     def extra_repr(self) -> str:
         return (
             f"output_layer={self.output_layer}, classes={self.num_classes}, d={self.class_dim}, "

