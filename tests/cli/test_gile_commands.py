@@ -252,6 +252,9 @@ def test_gile_study_table_plot_and_reuse(tmp_path):
     result = json.loads((tmp_path / "work" / "results.json").read_text())
     gile = result["heads"][f"gile{small}+similarity-init+joint-dim=8"]
     assert "unseen_avgpr" in gile and "unseen_avgpr" not in result["heads"][f"linear{small}"]
+    # GZSL of the saved checkpoint: H at γ = 0 and with γ calibrated on the other half of the documents
+    assert {"gzsl_h", "cal_gzsl_h", "cal_gzsl_seen_avgpr", "cal_gzsl_unseen_avgpr", "gamma"} <= set(gile)
+    assert "gzsl_h" not in result["heads"][f"linear{small}"] and "γ-cal. gzsl H" in table
     again = python_script("examples/gile/gile_study.py", *args)  # finished runs of the same command are reused
     assert (again.stdout + again.stderr).count("reusing the finished run") == 2
     reused = json.loads((tmp_path / "work" / "results.json").read_text())["heads"]
@@ -274,6 +277,28 @@ def test_gile_study_table_plot_and_reuse(tmp_path):
     assert mismatch.returncode != 0 and "preprocessed with other label texts" in mismatch.stderr
     missing = python_script("examples/gile/gile_study.py", *args, "--labels", tmp_path / "none.tsv", check=False)
     assert missing.returncode != 0 and "none.tsv does not exist" in missing.stderr
+
+
+def test_gile_study_baselines_and_a_pretrained_encoder(tmp_path, sentence_encoder):
+    data = tmp_path / "data"
+    data.mkdir()
+    for name, n in (("train.jsonl", 120), ("valid.jsonl", 30)):
+        lines = (SAMPLE / name).read_text(encoding="utf-8").splitlines()[:n]
+        (data / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (data / "labels.tsv").write_text((SAMPLE / "labels.tsv").read_text(encoding="utf-8"), encoding="utf-8")
+    enc = f"+encoder=pretrained+pretrained-encoder={sentence_encoder}"
+    python_script("examples/gile/gile_study.py", "--data", data, "--workdir", tmp_path / "work", "--max-epoch", "1",
+                  "--batch-size", "32", "--heads", f"gile{enc}+similarity-init", "--baselines", "tfidf_lr,cosine",
+                  "--pretrained-encoder", sentence_encoder)
+    result = json.loads((tmp_path / "work" / "results.json").read_text())["heads"]
+    assert "unseen_avgpr" not in result["tfidf_lr"] and 0 < result["tfidf_lr"]["seen_avgpr"] <= 100
+    assert {"seen_avgpr", "unseen_avgpr", "gzsl_h", "cal_gzsl_h", "gamma"} <= set(result["cosine"])
+    assert "gzsl_h" in result[f"gile{enc}+similarity-init"]
+    table = (tmp_path / "work" / "results.md").read_text()
+    assert "| TF-IDF + logistic regression (baseline) |" in table and "| st + gile + --similarity-init |" in table
+    bad = python_script("examples/gile/gile_study.py", "--data", data, "--workdir", tmp_path / "work",
+                        "--baselines", "cosine", "--heads", "", check=False)
+    assert bad.returncode == 2 and "--baselines cosine needs --pretrained-encoder" in bad.stderr
 
 
 def test_paths_are_relative_to_the_users_directory(tmp_path):

@@ -33,7 +33,7 @@ def validate(data, checkpoint, *extra):
     return valid_line(out.stdout + out.stderr)
 
 
-@pytest.mark.parametrize("head", ["gile", "bil_n16", "linear"])
+@pytest.mark.parametrize("head", ["gile", "linear"])  # bil_n16: the cache test below
 def test_frozen_encoder_cache_round_trip_and_gzsl(data, tmp_path, sentence_encoder, head):
     extra = ["--head", head] + ([] if head == "linear" else ["--similarity-init"])
     run = train(data, tmp_path / "ck", sentence_encoder, *extra)
