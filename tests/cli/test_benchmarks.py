@@ -182,3 +182,21 @@ def test_exact_softmax_compares_every_implementation_on_the_same_loss(tmp_path):
         median(rows[("joint-128", "chunked-256")]) / median(rows[("joint-128", "plain")]))
     assert_target_lines(result, out.stdout)
     assert_png(tmp_path / "e.png")
+
+
+def test_gile_epoch_quick(tmp_path, sentence_encoder):
+    out = python_script("benchmarks/bench_gile_epoch.py", "--quick", "--pretrained-encoder", sentence_encoder,
+                        "--json", tmp_path / "g.json", "--plot", tmp_path / "g.png")
+    result = json.loads((tmp_path / "g.json").read_text())
+    assert [r["case"] for r in result["results"]] == ["pretrained + gile", "pretrained + bil_n16",
+                                                       "pretrained + linear", "WAN + gile"]
+    assert result["steps_per_epoch"] == 20 and result["encoder_dim"] == 16  # 640 documents in batches of 32
+    wan = result["results"][-1]
+    for row in result["results"]:
+        assert len(row["seconds_all"]) == 3
+        assert row["epoch_s"] == pytest.approx(20 * median(row))
+        assert row["vs_wan_gile"] == pytest.approx(row["epoch_s"] / wan["epoch_s"])
+    (t,) = result["targets"]
+    assert t["threshold"] == 30.0 and t["value"] == pytest.approx(result["results"][0]["epoch_s"])
+    assert_target_lines(result, out.stdout)
+    assert_png(tmp_path / "g.png")
