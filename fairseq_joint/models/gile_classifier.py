@@ -116,6 +116,12 @@ class GileClassifierConfig(FairseqDataclass):
                                  "vector and the text vector: a zero-shot prior that training on few labels keeps "
                                  "(a text that contains a label's description words scores that label high)"}
     )
+    seen_label_bias: bool = field(
+        default=False, metadata={"help": "a bias b_y per label seen in training, started at its log-odds in the "
+                                 "training data, so the head's projections need not learn the label prior; a label "
+                                 "unseen in training gets the mean of the seen ones' (then --seen-score-offset "
+                                 "calibrates the two groups); not for --head linear (it has one already)"}
+    )
     cooccurrence_init: ChoiceEnum(COOCCURRENCE_INIT_CHOICES) = field(
         default="none", metadata={"help": "Kurata et al. 2016 init of the linear head's W: dedicated units per "
                                   "label co-occurrence pattern with weight UB, f*UB or sqrt(f)*UB"}
@@ -139,6 +145,8 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         self.encoder = encoder
         self.head = head
         self.head_name = str(cfg.head)
+        #: b_y of the labels seen in training (``--seen-label-bias``), else None
+        self.label_bias: Optional[nn.Parameter] = None
         #: the pretrained sentence encoder (``--encoder pretrained``), else None
         self.sentence_encoder = encoder if isinstance(encoder, PretrainedSentenceEncoder) else None
         if self.sentence_encoder is not None:
@@ -198,7 +206,20 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         """Bias and Kurata initialisation, the model, the data fingerprints."""
         num_labels = len(task.train_labels)
         rows = task.train_label_rows()
-        if head.bias is not None:
+        label_bias = None
+        if getattr(cfg, "seen_label_bias", False):
+            if cfg.head == "linear":
+                raise ValueError("--seen-label-bias adds a bias per training label, which --head linear has already: "
+                                 "drop --seen-label-bias or use a joint head")
+            counts = torch.zeros(num_labels)
+            for r in rows:
+                counts[r] += 1.0
+            p = (counts / max(1, len(rows))).clamp(1e-6, 1 - 1e-6)
+            label_bias = nn.Parameter(torch.log(p / (1 - p)))
+            if head.bias is not None:
+                with torch.no_grad():
+                    head.bias.zero_()  # the prior is in b_y
+        elif head.bias is not None:
             # b starts at the log-odds of the mean label density (the sigmoids of Eq. 13 start at the prior
             # rather than at 0.5, which a shared scalar b would need thousands of updates to leave)
             density = sum(len(r) for r in rows) / max(1, len(rows) * num_labels)
@@ -210,6 +231,8 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
             logger.info(f"Kurata init ({cfg.cooccurrence_init}): {used} of {cfg.encoder_dim} hidden units dedicated "
                         f"to the most frequent of {len(patterns)} label co-occurrence patterns")
         model = cls(cfg, embed, encoder, head)
+        if label_bias is not None:
+            model.label_bias = label_bias
         model.record_data(task.source_dictionary.symbols, task.train_labels)
         return model
 
@@ -326,7 +349,11 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
                                  f"{first}: it has one weight row per training label; train a joint head (--head gile) "
                                  "to score unseen labels")
             return self.head(features, ids=train_index)
-        return self.head(features, class_inputs=self.label_vectors(label_tokens))
+        logits = self.head(features, class_inputs=self.label_vectors(label_tokens))
+        if self.label_bias is not None:
+            bias = torch.where(train_index >= 0, self.label_bias[train_index.clamp(min=0)], self.label_bias.mean())
+            logits = logits + bias.to(logits.dtype)
+        return logits
 
 
 def gile_classifier_architecture(args) -> None:

@@ -89,3 +89,33 @@ def test_cosine_start_of_the_gile_head_is_exact():
                        (dict(head="bil_n16"), "both projections")):
         with pytest.raises(ValueError, match=match):
             gile_head(**bad).cosine_init_()
+
+
+def test_seen_label_bias_is_the_training_log_odds_and_the_mean_for_unseen_labels():
+    import math
+    from types import SimpleNamespace
+
+    from fairseq.data import Dictionary
+
+    dictionary = Dictionary()
+    for w in ("apple", "pear", "car"):
+        dictionary.add_symbol(w)
+    rows = [[0], [0, 1], [0], [2]]  # label frequencies 3/4, 1/4, 1/4
+    task = SimpleNamespace(has_label_descriptions=True, train_labels=["a", "b", "c"], source_dictionary=dictionary,
+                           train_label_rows=lambda: rows)
+    cfg = GileClassifierConfig(head="gile", embed_dim=4, encoder_dim=4, attention_dim=4, joint_dim="8",
+                               seen_label_bias=True)
+    model = GileClassifier.build_model(cfg, task)
+    logit = lambda p: math.log(p / (1 - p))  # noqa: E731
+    assert torch.allclose(model.label_bias, torch.tensor([logit(0.75), logit(0.25), logit(0.25)]))
+    assert model.head.bias.item() == 0.0  # the prior lives in b_y, not twice
+    h, tokens = torch.randn(2, 4), torch.tensor([[4, 5], [6, 4], [5, 6], [4, 4]])
+    train_index = torch.tensor([2, -1, 0, -1])  # labels c, unseen, a, unseen
+    scores = model.label_scores(h, tokens, train_index)
+    plain = model.head(h, class_inputs=model.label_vectors(tokens))
+    b = model.label_bias.detach()
+    assert torch.allclose(scores - plain, torch.stack([b[2], b.mean(), b[0], b.mean()]).expand(2, 4))
+    scores.sum().backward()
+    assert model.label_bias.grad is not None
+    with pytest.raises(ValueError, match="which --head linear has already"):
+        GileClassifier.build_model(GileClassifierConfig(head="linear", seen_label_bias=True), task)
