@@ -15,6 +15,10 @@ gile_label_only   σ(E W) h                        Eq. 6a ablation             l
 gile_input_only   E σ(W h)                        Eq. 6b ablation             context
 ================  ==============================  ==========================  ============================
 
+``--encoder pretrained`` replaces the encoder and the averaged word vectors by a sentence-transformers model: h and
+the label vectors are its normalized embeddings of the text and of the description (``--similarity-init`` then
+starts ``gile`` and ``bil_n16`` exactly at their cosine); ``--seen-label-bias`` adds b_y per training label.
+
 ``--joint-dim auto`` sets d_j by Eq. 19, ``d_j = dh·|Y| / (dh + d)``, the capacity of the linear head.
 Only ``linear`` has label-set-size dependent parameters, so only it cannot score labels unseen in training.
 """
@@ -36,14 +40,8 @@ from fairseq_joint.modules.cooccurrence_init import COOCCURRENCE_INIT_CHOICES, c
 from fairseq_joint.modules.output_layers import ACTIVATION_CHOICES, OutputLayer
 from fairseq_joint.modules.pretrained_embedding import load_word_vectors_
 from fairseq_joint.modules.sentence_encoder import PretrainedSentenceEncoder
-from fairseq_joint.modules.text_encoders import (
-    ENCODER_CHOICES as TEXT_ENCODER_CHOICES,
-)
-from fairseq_joint.modules.text_encoders import (
-    LAYER_CHOICES,
-    HierarchicalAttentionEncoder,
-    WordAttentionEncoder,
-)
+from fairseq_joint.modules.text_encoders import ENCODER_CHOICES as TEXT_ENCODER_CHOICES
+from fairseq_joint.modules.text_encoders import LAYER_CHOICES, HierarchicalAttentionEncoder, WordAttentionEncoder
 
 logger = logging.getLogger(__name__)
 
