@@ -165,13 +165,23 @@ def run_logged(cmd, log_path, env):
 def zero_shot_stats(save_dir, bin_dir, select, targets, seen):
     """GZSL figures of the selected checkpoint (best or last) on the validation documents, from its score matrix."""
     path = os.path.join(save_dir, "checkpoint_best.pt" if select == "best" else "checkpoint_last.pt")
+    stamp = {"checkpoint": os.path.basename(path), "mtime": os.path.getmtime(path), "size": os.path.getsize(path)}
+    cached = os.path.join(save_dir, "zero_shot_stats.json")
+    if os.path.isfile(cached):  # a reused run: its figures unless the checkpoint changed
+        with open(cached) as f:
+            saved = json.load(f)
+        if saved.get("stamp") == stamp:
+            return saved["stats"]
     model, task = load_gile_model(path, bin_dir)
-    if not model.scores_unseen_labels:
-        return {}
-    scores, gold, label_set = split_scores(model, task, "valid")
-    if gold.shape != targets.shape or not np.array_equal(gold, targets):
-        raise fail(f"{path}: its validation label set differs from {bin_dir}/labels.tsv; use another --workdir")
-    return gzsl_figures(scores, gold, seen)
+    stats = {}
+    if model.scores_unseen_labels:
+        scores, gold, label_set = split_scores(model, task, "valid")
+        if gold.shape != targets.shape or not np.array_equal(gold, targets):
+            raise fail(f"{path}: its validation label set differs from {bin_dir}/labels.tsv; use another --workdir")
+        stats = gzsl_figures(scores, gold, seen)
+    with open(cached, "w") as f:
+        json.dump({"stamp": stamp, "stats": stats}, f)
+    return stats
 
 
 def valid_stats(log_path, select="last"):
