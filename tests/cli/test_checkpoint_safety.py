@@ -103,11 +103,20 @@ def test_a_dictionary_of_the_same_size_and_other_entries_is_refused(tiny_bin, ti
     assert "the checkpoint's target dictionary has other entries than the data's" in line and "--tgtdict" in line
 
 
+def terminal_like():
+    """In the child: SIGINT as in a terminal (a test suite started in the background, e.g. ``make test &``, inherits
+    it ignored, and Python then installs no Ctrl-C handler), and niced below the test process (on a busy machine a
+    starved poller would see the pattern only after the short run had finished)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.nice(19)
+
+
 def run_until(cmd, log, pattern, signum):
     """Start ``cmd``, send ``signum`` once its stdout (``log``) matches ``pattern``; the finished process."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
     with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True, cwd=str(REPO), env=env)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True, cwd=str(REPO), env=env,
+                                preexec_fn=terminal_like)
         deadline = time.time() + 300
         while not re.search(pattern, log.read_text()):
             assert proc.poll() is None and time.time() < deadline, log.read_text()[-2000:]
