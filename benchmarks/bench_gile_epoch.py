@@ -24,13 +24,12 @@ import torch
 import torch.nn.functional as F
 from bench_harness import Timing, add_rounds, bars_with_spread, parse_args, parser, round_robin, rounds_note, target
 from bench_harness import main as run_benchmark
+from bench_label_sampling import build as build_wan_gile
 
 from fairseq_joint.criterions.multilabel_classification import MultilabelClassificationCriterion
-from fairseq_joint.models.gile_classifier import GileClassifier, GileClassifierConfig
+from fairseq_joint.models.gile_classifier import GileClassifier, GileClassifierConfig, equal_capacity_joint_dim
 from fairseq_joint.modules.sentence_encoder import PretrainedSentenceEncoder
-from fairseq_joint.modules.text_encoders import WordAttentionEncoder
 
-PAD = 1
 TARGET_EPOCH_SECONDS = 30.0
 CASES = ("pretrained + gile", "pretrained + bil_n16", "pretrained + linear", "WAN + gile")
 
@@ -44,19 +43,15 @@ def default_encoder() -> str:
 
 
 def build(case, args, encoder):
-    torch.manual_seed(args.seed)
     kind, head = case.split(" + ")
-    if kind == "pretrained":
-        dim = encoder.dim
-        joint = str(4 * dim) if head == "gile" else "auto"  # --similarity-init's joint space (4d)
-        cfg = GileClassifierConfig(encoder="pretrained", head=head, embed_dim=dim, encoder_dim=dim, joint_dim=joint)
-        return GileClassifier(cfg, None, encoder, GileClassifier.build_head(cfg, args.labels)), dim
-    cfg = GileClassifierConfig(head=head, embed_dim=args.wan_dim, encoder_dim=args.wan_dim,
-                               attention_dim=args.wan_dim)
-    embed = torch.nn.Embedding(args.vocab, args.wan_dim, padding_idx=PAD)
-    torch.nn.init.normal_(embed.weight, 0.0, args.wan_dim ** -0.5)
-    encoder = WordAttentionEncoder(args.wan_dim, args.wan_dim, args.wan_dim)
-    return GileClassifier(cfg, embed, encoder, GileClassifier.build_head(cfg, args.labels)), args.wan_dim
+    if kind == "WAN":  # the label-sampling benchmark's WAN + gile, with d_j by Eq. 19 as the study's --joint-dim auto
+        joint = equal_capacity_joint_dim(args.wan_dim, args.wan_dim, args.labels)
+        return build_wan_gile(args.labels, args.vocab, args.wan_dim, joint, args.seed), args.wan_dim
+    torch.manual_seed(args.seed)
+    dim = encoder.dim
+    joint = str(4 * dim) if head == "gile" else "auto"  # --similarity-init's joint space (4d)
+    cfg = GileClassifierConfig(encoder="pretrained", head=head, embed_dim=dim, encoder_dim=dim, joint_dim=joint)
+    return GileClassifier(cfg, None, encoder, GileClassifier.build_head(cfg, args.labels)), dim
 
 
 def make_batch(case, args, dim, gen):

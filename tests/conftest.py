@@ -211,6 +211,16 @@ def gile_bin(tmp_path_factory):
     return dest
 
 
+def sample_corpus(dest: Path, n_train: int = 120, n_valid: int = 30) -> Path:
+    """``dest`` with the first documents of the bundled sample (train.jsonl, valid.jsonl) and all its labels."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name, n in (("train.jsonl", n_train), ("valid.jsonl", n_valid)):
+        lines = (SAMPLE / name).read_text(encoding="utf-8").splitlines()[:n]
+        (dest / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (dest / "labels.tsv").write_text((SAMPLE / "labels.tsv").read_text(encoding="utf-8"), encoding="utf-8")
+    return dest
+
+
 def build_sentence_encoder(dest: Path, dim: int = 16, seed: int = 0, words: int = 600) -> Path:
     """A tiny randomly initialised sentence-transformers model (BERT, 1 layer, mean pooling, normalization) saved in
     ``dest``; its word-piece vocabulary is the bundled sample's most frequent words. No download."""

@@ -117,13 +117,14 @@ class PretrainedSentenceEncoder(nn.Module):
         texts is logged."""
         tok = self.st.tokenizer
         limit = self.max_seq_length or None
-        ids = tok(list(texts), add_special_tokens=True, truncation=limit is not None, max_length=limit)["input_ids"]
-        if limit:
-            full = tok(list(texts), add_special_tokens=True, truncation=False)["input_ids"]
-            cut = sum(len(f) > limit for f in full)
-            if cut:
-                logger.info(f"{cut} of {len(texts)} texts are longer than the encoder's max_seq_length {limit} word "
-                            f"pieces: it reads their first {limit} (as it was trained)")
+        ids = tok(list(texts), add_special_tokens=True, truncation=False)["input_ids"]
+        long = [i for i, row in enumerate(ids) if limit and len(row) > limit]
+        if long:  # only these are tokenized again, cut as the tokenizer cuts (special tokens kept)
+            cut = tok([texts[i] for i in long], add_special_tokens=True, truncation=True, max_length=limit)["input_ids"]
+            for i, row in zip(long, cut):
+                ids[i] = row
+            logger.info(f"{len(long)} of {len(texts)} texts are longer than the encoder's max_seq_length {limit} word "
+                        f"pieces: it reads their first {limit} (as it was trained)")
         return ids
 
     def forward(self, input_ids: Tensor) -> Tensor:

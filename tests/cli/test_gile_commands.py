@@ -13,6 +13,7 @@ from conftest import (
     cli,
     preprocess_gile,
     python_script,
+    sample_corpus,
     valid_line,
     write_zero_shot_data,
 )
@@ -240,12 +241,7 @@ def test_bad_input_errors(tmp_path, capsys):
 
 
 def test_gile_study_table_plot_and_reuse(tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    for name, n in (("train.jsonl", 120), ("valid.jsonl", 30)):
-        lines = (SAMPLE / name).read_text(encoding="utf-8").splitlines()[:n]
-        (data / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (data / "labels.tsv").write_text((SAMPLE / "labels.tsv").read_text(encoding="utf-8"), encoding="utf-8")
+    data = sample_corpus(tmp_path / "data")
     small = "+embed-dim=16+encoder-dim=16+attention-dim=16"
     args = ["--data", data, "--workdir", tmp_path / "work", "--max-epoch", "1", "--batch-size", "32",
             "--heads", f"linear{small},gile{small}+similarity-init+joint-dim=8"]
@@ -284,12 +280,7 @@ def test_gile_study_table_plot_and_reuse(tmp_path):
 
 
 def test_gile_study_baselines_and_a_pretrained_encoder(tmp_path, sentence_encoder):
-    data = tmp_path / "data"
-    data.mkdir()
-    for name, n in (("train.jsonl", 120), ("valid.jsonl", 30)):
-        lines = (SAMPLE / name).read_text(encoding="utf-8").splitlines()[:n]
-        (data / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (data / "labels.tsv").write_text((SAMPLE / "labels.tsv").read_text(encoding="utf-8"), encoding="utf-8")
+    data = sample_corpus(tmp_path / "data")
     enc = f"+encoder=pretrained+pretrained-encoder={sentence_encoder}"
     python_script("examples/gile/gile_study.py", "--data", data, "--workdir", tmp_path / "work", "--max-epoch", "1",
                   "--batch-size", "32", "--heads", f"gile{enc}+similarity-init", "--baselines", "tfidf_lr,cosine",
