@@ -26,10 +26,10 @@ def test_every_output_layer_trains_and_validates_in_mixed_precision(tiny_bin, tm
               kind, "--joint-dim", 24, "--save-dir", tmp_path, "--max-update", 6, *FAST, precision)
     log = out.stdout + out.stderr
     assert losses(log) and all(math.isfinite(x) for x in losses(log)), log[-2000:]
-    fp16 = cli("fairseq-validate", tiny_bin, "--user-dir", USER_DIR, "--path", tmp_path / "checkpoint_last.pt",
-               "--max-tokens", 1000, precision if precision != "--amp" else "--fp16")
-    fp32 = cli("fairseq-validate", tiny_bin, "--user-dir", USER_DIR, "--path", tmp_path / "checkpoint_last.pt",
-               "--max-tokens", 1000)
+    validate = ["fairseq-validate", tiny_bin, "--user-dir", USER_DIR, "--task", "translation", "--path",
+                tmp_path / "checkpoint_last.pt", "--max-tokens", 1000]
+    fp16 = cli(*validate, precision if precision != "--amp" else "--fp16")
+    fp32 = cli(*validate)
     low, full = (valid_line(p.stdout + p.stderr)["loss"] for p in (fp16, fp32))
     assert abs(low - full) < 0.02 * full
 
