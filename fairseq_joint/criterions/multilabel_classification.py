@@ -138,12 +138,15 @@ class MultilabelClassificationCriterion(FairseqCriterion):
         size = loss_normalizer(target[:, seen], self.loss_kind)
         logging.update(loss=loss.detach(), sample_size=size)
         probs = self.probabilities(logits_seen).detach().float().cpu().numpy()
-        sums = ranking_metric_sums(logits_seen.detach().float().cpu().numpy(), target[:, seen].cpu().numpy(),
-                                   probs=probs, threshold=self.threshold)
+        # the gold labels as booleans: under --bf16 fairseq hands over the target in bf16, which numpy cannot hold
+        gold = (sample["target"] > 0).cpu().numpy()
+        seen_np = seen.cpu().numpy()
+        sums = ranking_metric_sums(logits_seen.detach().float().cpu().numpy(), gold[:, seen_np], probs=probs,
+                                   threshold=self.threshold)
         logging.update({f"seen_{k}": v for k, v in sums.items()})
         if logits_all is not None and (~seen).any():
-            scores, gold = logits_all.detach().float().cpu().numpy(), target.cpu().numpy()
-            unseen = (~seen).cpu().numpy()
+            scores = logits_all.detach().float().cpu().numpy()
+            unseen = ~seen_np
             sums = ranking_metric_sums(scores[:, unseen], gold[:, unseen])
             logging.update({f"unseen_{k}": v for k, v in sums.items()})
             gamma = float(getattr(getattr(self.task, "cfg", None), "seen_score_offset", 0.0) or 0.0)

@@ -133,7 +133,7 @@ class ScoresModel(torch.nn.Module):
         self.scores_unseen_labels = unseen_ok
 
     def forward(self, src_tokens, src_lengths=None):
-        return torch.arange(src_tokens.size(0), dtype=torch.float32)
+        return torch.arange(src_tokens.size(0), dtype=self.scores.dtype)  # bf16 features in a --bf16 run
 
     def label_scores(self, features, label_tokens, train_index, label_names=None):
         return self.scores[features.long()][:, label_tokens[:, 0]]
@@ -237,6 +237,22 @@ def test_criterion_reports_seen_and_unseen_separately():
     assert log["loss"] == pytest.approx(float(F.binary_cross_entropy_with_logits(scores[:, :4], target[:, :4], reduction="sum")))
     _, _, log = criterion()(ScoresModel(scores, unseen_ok=False).eval(), fake_sample(target, train_index))
     assert "unseen_n" not in log and log["seen_n"] == 8
+
+
+def test_criterion_metrics_under_bf16():
+    """fairseq's --bf16 casts the whole sample, the 0/1 target included, to bf16 (which numpy cannot hold): the
+    ranking metrics equal those of the same (bf16-rounded) scores in fp32."""
+    rng = np.random.default_rng(2)
+    scores = torch.tensor(rng.normal(size=(8, 6)), dtype=torch.float32).bfloat16()
+    target = torch.zeros(8, 6)
+    target[:, 1] = 1
+    target[1::2, 5] = 1
+    train_index = torch.tensor([0, 1, 2, 3, -1, -1])
+    with torch.no_grad():
+        _, _, low = criterion()(ScoresModel(scores).eval(), fake_sample(target.bfloat16(), train_index))
+        _, _, full = criterion()(ScoresModel(scores.float()).eval(), fake_sample(target, train_index))
+    keys = [k for k in full if k.startswith(("seen_", "unseen_", "gzsl_"))]
+    assert keys and {k: low[k] for k in keys} == pytest.approx({k: full[k] for k in keys})
 
 
 def test_chance_level_is_near_theory():
