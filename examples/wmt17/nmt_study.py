@@ -343,7 +343,7 @@ def plot_learning_curves(a, runs, path: str) -> None:
                         ls="-" if r["seed"] == min(s["seed"] for s in group) else "--",
                         label=f"{r['system']} (seed {r['seed']})")
             ax.set_yscale("log")
-            ax.set_xlabel("updates" if x == "updates" else "training minutes (2-core CPU, train_wall)")
+            ax.set_xlabel("updates" if x == "updates" else "training minutes (fairseq's train_wall)")
             ax.set_ylabel("validation perplexity")
             ax.set_title(f"{model}: validation perplexity vs {'updates' if x == 'updates' else 'training time'}")
             ax.grid(True, which="both", alpha=0.3)
