@@ -86,13 +86,7 @@ def read_examples(path: str, fmt: str = "auto", text_field: str = "text",
         if not line.strip():
             continue
         if fmt == "jsonl":
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise fail(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
-            if not isinstance(obj, dict) or text_field not in obj or labels_field not in obj:
-                raise fail(f"{path}:{lineno}: needs the fields {text_field!r} and {labels_field!r} "
-                           "(set --text-field/--labels-field)")
+            obj = json_record(path, lineno, line, (text_field, labels_field), "set --text-field/--labels-field")
             text, labels = obj[text_field], obj[labels_field]
             if isinstance(labels, str):
                 labels = labels.split()
@@ -112,6 +106,17 @@ def read_examples(path: str, fmt: str = "auto", text_field: str = "text",
     if not rows:
         raise fail(f"{path} holds no examples")
     return rows
+
+
+def json_record(path: str, lineno: int, line: str, fields: Sequence[str], fix: str) -> Dict[str, object]:
+    """One JSONL line as an object holding ``fields``; anything else fails with file:line and ``fix``."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise fail(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
+    if not isinstance(obj, dict) or any(f not in obj for f in fields):
+        raise fail(f"{path}:{lineno}: needs the fields {' and '.join(map(repr, fields))} ({fix})")
+    return obj
 
 
 def named_paths(items: Sequence[str], default_name: Callable[[str], str] = lambda path: path) -> List[Tuple[str, str]]:

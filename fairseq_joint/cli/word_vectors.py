@@ -10,16 +10,43 @@ Example::
 
     fairseq-joint-word-vectors --data data/debtags-sample/train.jsonl \\
         --labels data/debtags-sample/labels.tsv --dim 100 --output vectors.txt
+
+**Aligned vectors for several languages** (GILE-MHAN's shared space; the paper uses multi-CCA vectors):
+``--aligned LANG=FILE ...`` takes one JSONL file per language whose documents are joined across languages by
+their ``id`` (as in debtags-multilingual) and trains one skip-gram space for all of them on pseudo-bilingual
+documents (Vulić & Moens 2015): the words of every version of a document, each tagged with its language, merged
+and shuffled into one document, so translations share contexts. ``--labels`` descriptions are text of the first
+language. It writes ``OUTPUT/vectors.LANG.txt`` per language (its own words, untagged; each file an
+``--embed-path``) and ``OUTPUT/alignment.json``: how well the spaces align, as precision@1 of nearest-neighbour
+translation retrieval on ``--heldout-docs`` parallel documents left out of training (each document of LANG,
+the centred mean of its word vectors, retrieves its version in the first language among all the held-out ones
+by cosine; chance = 1 / documents)::
+
+    fairseq-joint-word-vectors --aligned en=ml/en/train.jsonl pl=ml/pl/train.jsonl \\
+        --labels ml/labels.tsv --dim 100 --window 10 --output vectors/
 """
 
+import json
 import logging
 import os
 import random
 import sys
-from typing import Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
-from fairseq_joint.cli.common import fail, parser, read_examples, read_lines, run, setup_logging
+import numpy as np
+
+from fairseq_joint.cli.common import (
+    fail,
+    json_record,
+    named_paths,
+    parser,
+    read_examples,
+    read_lines,
+    run,
+    setup_logging,
+)
 from fairseq_joint.tasks.gile_classification import read_label_file, tokenize
+from fairseq_joint.text_files import text_lines
 
 PROG = "fairseq-joint-word-vectors"
 logger = logging.getLogger("train_word_vectors")
@@ -39,6 +66,137 @@ def sentences(args):
     return out
 
 
+def read_documents(lang: str, path: str, text_field: str) -> Dict[str, List[str]]:
+    """One language's JSONL documents: {id: tokens}. A document whose ``lang`` field names another language, or
+    an ``id`` given twice, fails with file:line."""
+    if not os.path.isfile(path):
+        raise fail(f"--aligned {lang}={path}: the file does not exist")
+    docs: Dict[str, List[str]] = {}
+    for lineno, line in text_lines(path):
+        if not line.strip():
+            continue
+        obj = json_record(path, lineno, line, ("id", text_field), "documents are joined across languages by id")
+        if "lang" in obj and str(obj["lang"]) != lang:
+            raise fail(f"{path}:{lineno}: the document's lang {obj['lang']!r} contradicts --aligned {lang}={path}: "
+                       "give each language its own file, named by its language")
+        key = str(obj["id"])
+        if key in docs:
+            raise fail(f"{path}:{lineno}: id {key} is given twice in one language: one document per id and language")
+        docs[key] = tokenize(str(obj[text_field]))
+    if not docs:
+        raise fail(f"{path} holds no documents")
+    return docs
+
+
+def pseudo_bilingual_corpus(docs: Dict[str, Dict[str, List[str]]], heldout: set, extra: List[List[str]],
+                            rng: random.Random) -> List[List[str]]:
+    """Every document id not held out -> the language-tagged words of all its versions, merged and shuffled
+    (Vulić & Moens 2015); ``extra``: more tagged texts (label descriptions)."""
+    ids = sorted(set().union(*(d.keys() for d in docs.values())) - heldout)
+    corpus = []
+    for key in ids:
+        words = [f"{lang}:{w}" for lang, d in docs.items() if key in d for w in d[key]]
+        rng.shuffle(words)
+        corpus.append(words)
+    return [c for c in corpus + extra if c]
+
+
+def split_by_language(wv, langs: Sequence[str]):
+    """The joint space's vectors -> {lang: KeyedVectors of that language's words, untagged}."""
+    from gensim.models import KeyedVectors
+
+    out = {}
+    for lang in langs:
+        tag = f"{lang}:"
+        words = [w for w in wv.index_to_key if w.startswith(tag)]
+        kv = KeyedVectors(wv.vector_size)
+        if words:
+            kv.add_vectors([w[len(tag):] for w in words], np.stack([wv[w] for w in words]))
+            # the counts keep the file in frequency order (add_vectors' own `extras` fails in gensim 4.4)
+            kv.allocate_vecattrs(["count"], [np.int64])
+            kv.expandos["count"][:] = [wv.get_vecattr(w, "count") for w in words]
+        out[lang] = kv
+    return out
+
+
+def retrieval_precision(src_kv, src_docs: List[List[str]], tgt_kv, tgt_docs: List[List[str]]) -> float:
+    """Precision@1 of finding document i of ``tgt_docs`` from document i of ``src_docs``: each document is the
+    mean of its known words' vectors, centred by its language's mean document and L2-normalized; cosine."""
+    def matrix(kv, texts):
+        rows = []
+        for words in texts:
+            known = [w for w in words if w in kv.key_to_index]
+            rows.append(np.mean([kv[w] for w in known], axis=0) if known else np.zeros(kv.vector_size))
+        m = np.asarray(rows, dtype=np.float64)
+        m -= m.mean(axis=0, keepdims=True)
+        return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
+
+    sims = matrix(src_kv, src_docs) @ matrix(tgt_kv, tgt_docs).T
+    return float((sims.argmax(axis=1) == np.arange(len(src_docs))).mean())
+
+
+def aligned_vectors(args) -> int:
+    """``--aligned``: one space for several languages from id-parallel documents, per-language files, alignment."""
+    from gensim.models import Word2Vec
+
+    def no_language(item):
+        raise fail(f"--aligned {item}: name the file's language, LANG=FILE (e.g. pl=pl/train.jsonl)")
+
+    named = named_paths(args.aligned, default_name=no_language)
+    if len(named) < 2:
+        raise fail("--aligned needs at least two LANG=FILE (the first language's documents are the pivot)")
+    if args.data or args.text:
+        raise fail("--aligned takes every language's documents itself: drop --data/--text, or give them as LANG=FILE")
+    if args.heldout_docs < 0:
+        raise fail(f"--heldout-docs must be >= 0, got {args.heldout_docs}")
+    langs = [lang for lang, _ in named]
+    docs = {lang: read_documents(lang, path, args.text_field) for lang, path in named}
+    pivot = langs[0]
+    for lang in langs:
+        n_tokens = sum(map(len, docs[lang].values()))
+        chars = sum(len(w) for ws in docs[lang].values() for w in ws)
+        logger.info(f"{lang}: {len(docs[lang])} documents, {n_tokens} tokens")
+        if n_tokens and chars / n_tokens > 15:
+            logger.warning(f"{lang}: {chars / n_tokens:.0f} characters per token: is it a language written without "
+                           "spaces (ja)? Tokenize its texts first, or the vectors are of whole phrases")
+    shared = sorted(k for k in docs[pivot] if all(k in docs[lang] for lang in langs[1:]))
+    if not shared:
+        raise fail(f"no document id is in every --aligned file ({', '.join(langs)}): documents are joined by id")
+    if args.heldout_docs > len(shared) // 2:
+        raise fail(f"--heldout-docs {args.heldout_docs} would leave fewer parallel documents for training than it "
+                   f"holds out ({len(shared)} are parallel): use at most {len(shared) // 2}")
+    rng = random.Random(args.seed)
+    heldout = sorted(rng.sample(shared, args.heldout_docs))
+    extra = []
+    if args.labels:
+        extra = [[f"{pivot}:{w}" for w in tokenize(d)] for d in read_label_file(args.labels).values()]
+    corpus = pseudo_bilingual_corpus(docs, set(heldout), extra, rng)
+    rng.shuffle(corpus)
+    logger.info(f"training {args.dim}-d {'CBOW' if args.cbow else 'skip-gram'} vectors for {', '.join(langs)} on "
+                f"{len(corpus)} pseudo-bilingual texts ({sum(map(len, corpus))} tokens); {len(heldout)} parallel "
+                "documents held out to measure the alignment")
+    model = Word2Vec(corpus, vector_size=args.dim, window=args.window, min_count=args.min_count,
+                     sg=0 if args.cbow else 1, epochs=args.epochs, seed=args.seed, workers=args.workers)
+    spaces = split_by_language(model.wv, langs)
+    os.makedirs(args.output, exist_ok=True)
+    report = {"languages": langs, "pivot": pivot, "heldout_docs": len(heldout), "dim": args.dim, "alignment": {}}
+    for lang in langs:
+        path = os.path.join(args.output, f"vectors.{lang}.txt")
+        spaces[lang].save_word2vec_format(path, binary=False)
+        logger.info(f"wrote {len(spaces[lang])} {lang} vectors to {path}")
+    for lang in langs[1:]:
+        if not heldout:
+            break
+        p1 = retrieval_precision(spaces[lang], [docs[lang][k] for k in heldout],
+                                 spaces[pivot], [docs[pivot][k] for k in heldout])
+        report["alignment"][lang] = {"precision_at_1": p1, "chance": 1.0 / len(heldout)}
+        logger.info(f"alignment {lang} -> {pivot}: precision@1 {100 * p1:.1f}% of {len(heldout)} held-out documents "
+                    f"(chance {100 / len(heldout):.1f}%)")
+    with open(os.path.join(args.output, "alignment.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     setup_logging(levels=True)
     p = parser(__doc__, prog=PROG)
@@ -56,10 +214,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--cbow", action="store_true", help="CBOW instead of skip-gram")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--workers", type=int, default=1, help="threads (1 makes the vectors reproducible)")
-    p.add_argument("--output", required=True, help="word2vec text file to write")
+    p.add_argument("--output", required=True,
+                   help="word2vec text file to write (with --aligned: a directory for vectors.LANG.txt)")
+    p.add_argument("--aligned", nargs="*", default=[], metavar="LANG=FILE",
+                   help="one JSONL file per language, documents joined by 'id': one aligned space for all "
+                        "(pseudo-bilingual skip-gram); the first language is the pivot and the labels' language")
+    p.add_argument("--heldout-docs", type=int, default=200,
+                   help="with --aligned: parallel documents left out of training to measure the alignment")
     args = p.parse_args(argv)
     if args.dim <= 0:
         raise fail(f"--dim must be positive, got {args.dim}")
+    if args.aligned:
+        return aligned_vectors(args)
     from gensim.models import Word2Vec
 
     corpus = sentences(args)
