@@ -27,6 +27,8 @@ setup(
         "matplotlib",
         "gensim",
         "sentence-transformers",
+        # without it fairseq prints "Please install tensorboardX" to stderr on import, before any error of ours
+        "tensorboardX",
     ],
     extras_require={"test": ["pytest", "pytest-xdist"]},
     # the user commands (fairseq_joint/cli/); each is also `python -m fairseq_joint.cli.<module>`
