@@ -66,6 +66,10 @@ def sentences(args):
     return out
 
 
+#: characters of scripts written without spaces between words: hiragana, katakana, CJK ideographs, Thai
+UNSPACED = frozenset(chr(c) for lo, hi in ((0x3040, 0x30FF), (0x4E00, 0x9FFF), (0x0E00, 0x0E7F)) for c in range(lo, hi + 1))
+
+
 def read_documents(lang: str, path: str, text_field: str) -> Dict[str, List[str]]:
     """One language's JSONL documents: {id: tokens}. A document whose ``lang`` field names another language, or
     an ``id`` given twice, fails with file:line."""
@@ -153,12 +157,13 @@ def aligned_vectors(args) -> int:
     docs = {lang: read_documents(lang, path, args.text_field) for lang, path in named}
     pivot = langs[0]
     for lang in langs:
-        n_tokens = sum(map(len, docs[lang].values()))
-        chars = sum(len(w) for ws in docs[lang].values() for w in ws)
-        logger.info(f"{lang}: {len(docs[lang])} documents, {n_tokens} tokens")
-        if n_tokens and chars / n_tokens > 15:
-            logger.warning(f"{lang}: {chars / n_tokens:.0f} characters per token: is it a language written without "
-                           "spaces (ja)? Tokenize its texts first, or the vectors are of whole phrases")
+        chars = "".join(w for ws in docs[lang].values() for w in ws)
+        logger.info(f"{lang}: {len(docs[lang])} documents, {sum(map(len, docs[lang].values()))} tokens")
+        unspaced = sum(c in UNSPACED for c in chars) / max(len(chars), 1)
+        if unspaced > 0.3:
+            logger.warning(f"{lang}: {100 * unspaced:.0f}% of the characters are of a script written without spaces "
+                           "(Japanese, Chinese, Thai): the tokenizer splits only at punctuation and script changes, "
+                           "so its 'words' are phrases; segment the texts first (e.g. MeCab for ja)")
     shared = sorted(k for k in docs[pivot] if all(k in docs[lang] for lang in langs[1:]))
     if not shared:
         raise fail(f"no document id is in every --aligned file ({', '.join(langs)}): documents are joined by id")
