@@ -70,6 +70,22 @@ def sentences(args):
 UNSPACED = frozenset(chr(c) for lo, hi in ((0x3040, 0x30FF), (0x4E00, 0x9FFF), (0x0E00, 0x0E7F)) for c in range(lo, hi + 1))
 
 
+def train_word2vec(corpus: List[List[str]], args, what: str):
+    """gensim's word2vec with the command's options (``--dim``, ``--window``, ...) on ``corpus``."""
+    from gensim.models import Word2Vec
+
+    logger.info(f"training {args.dim}-d {'CBOW' if args.cbow else 'skip-gram'} vectors on {len(corpus)} {what} "
+                f"({sum(map(len, corpus))} tokens)")
+    return Word2Vec(corpus, vector_size=args.dim, window=args.window, min_count=args.min_count,
+                    sg=0 if args.cbow else 1, epochs=args.epochs, seed=args.seed, workers=args.workers)
+
+
+def unspaced_share(docs: Dict[str, List[str]], sample: int = 500) -> float:
+    """The share of characters of scripts written without spaces in (the first ``sample``) documents."""
+    chars = "".join(w for ws in list(docs.values())[:sample] for w in ws)
+    return sum(c in UNSPACED for c in chars) / max(len(chars), 1)
+
+
 def read_documents(lang: str, path: str, text_field: str) -> Dict[str, List[str]]:
     """One language's JSONL documents: {id: tokens}. A document whose ``lang`` field names another language, or
     an ``id`` given twice, fails with file:line."""
@@ -141,8 +157,6 @@ def retrieval_precision(src_kv, src_docs: List[List[str]], tgt_kv, tgt_docs: Lis
 
 def aligned_vectors(args) -> int:
     """``--aligned``: one space for several languages from id-parallel documents, per-language files, alignment."""
-    from gensim.models import Word2Vec
-
     def no_language(item):
         raise fail(f"--aligned {item}: name the file's language, LANG=FILE (e.g. pl=pl/train.jsonl)")
 
@@ -157,9 +171,8 @@ def aligned_vectors(args) -> int:
     docs = {lang: read_documents(lang, path, args.text_field) for lang, path in named}
     pivot = langs[0]
     for lang in langs:
-        chars = "".join(w for ws in docs[lang].values() for w in ws)
         logger.info(f"{lang}: {len(docs[lang])} documents, {sum(map(len, docs[lang].values()))} tokens")
-        unspaced = sum(c in UNSPACED for c in chars) / max(len(chars), 1)
+        unspaced = unspaced_share(docs[lang])
         if unspaced > 0.3:
             logger.warning(f"{lang}: {100 * unspaced:.0f}% of the characters are of a script written without spaces "
                            "(Japanese, Chinese, Thai): the tokenizer splits only at punctuation and script changes, "
@@ -177,11 +190,8 @@ def aligned_vectors(args) -> int:
         extra = [[f"{pivot}:{w}" for w in tokenize(d)] for d in read_label_file(args.labels).values()]
     corpus = pseudo_bilingual_corpus(docs, set(heldout), extra, rng)
     rng.shuffle(corpus)
-    logger.info(f"training {args.dim}-d {'CBOW' if args.cbow else 'skip-gram'} vectors for {', '.join(langs)} on "
-                f"{len(corpus)} pseudo-bilingual texts ({sum(map(len, corpus))} tokens); {len(heldout)} parallel "
-                "documents held out to measure the alignment")
-    model = Word2Vec(corpus, vector_size=args.dim, window=args.window, min_count=args.min_count,
-                     sg=0 if args.cbow else 1, epochs=args.epochs, seed=args.seed, workers=args.workers)
+    logger.info(f"{len(heldout)} parallel documents held out to measure the alignment")
+    model = train_word2vec(corpus, args, f"pseudo-bilingual texts of {', '.join(langs)}")
     spaces = split_by_language(model.wv, langs)
     os.makedirs(args.output, exist_ok=True)
     report = {"languages": langs, "pivot": pivot, "heldout_docs": len(heldout), "dim": args.dim, "alignment": {}}
@@ -231,14 +241,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise fail(f"--dim must be positive, got {args.dim}")
     if args.aligned:
         return aligned_vectors(args)
-    from gensim.models import Word2Vec
-
     corpus = sentences(args)
     random.Random(args.seed).shuffle(corpus)
-    logger.info(f"training {args.dim}-d {'CBOW' if args.cbow else 'skip-gram'} vectors on {len(corpus)} texts "
-                f"({sum(map(len, corpus))} tokens)")
-    model = Word2Vec(corpus, vector_size=args.dim, window=args.window, min_count=args.min_count, sg=0 if args.cbow else 1,
-                     epochs=args.epochs, seed=args.seed, workers=args.workers)
+    model = train_word2vec(corpus, args, "texts")
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     model.wv.save_word2vec_format(args.output, binary=False)
     logger.info(f"wrote {len(model.wv)} vectors to {args.output}")
