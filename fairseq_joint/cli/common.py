@@ -233,7 +233,7 @@ def split_scores(model, task, subset: str, batch_size: int = 64, seen_only: bool
         for sample in itr:
             cols = sample["label_train_index"] >= 0 if seen_only else torch.ones_like(sample["label_train_index"]).bool()
             logits = model.label_scores(model(**sample["net_input"]), sample["label_tokens"][cols],
-                                        sample["label_train_index"][cols])
+                                        sample["label_train_index"][cols], lang=sample.get("lang"))
             scores.append(logits.float().numpy())
             targets.append(sample["target"][:, cols].numpy() > 0)
             ids.append(sample["id"].numpy())

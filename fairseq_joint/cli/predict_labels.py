@@ -6,7 +6,8 @@ input text (one per line, ``--input`` or stdin) and prints, per text, the ``--to
 their scores (the head's logit), tab-separated, or JSON lines with ``--json``. The ``linear`` head can only
 score its training labels and says so. With a pretrained sentence encoder (``--encoder pretrained``) the texts and
 descriptions are embedded by it (the descriptions' embeddings cached beside the data); ``--seen-score-offset``
-(default: the model's) lowers the training labels' scores (calibrated stacking).
+(default: the model's) lowers the training labels' scores (calibrated stacking). A multilingual model
+(``--languages``) needs the texts' language, ``--lang``: one it was trained on.
 
 Example::
 
@@ -39,6 +40,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--seen-score-offset", type=float, default=None,
                    help="γ subtracted from the scores of the labels seen in training (calibrated stacking); "
                    "default: the checkpoint's --seen-score-offset")
+    p.add_argument("--lang", help="the texts' language, for a multilingual model (one of its --languages)")
     p.add_argument("--pretrained-encoder", help="the sentence-transformers directory of a model trained with "
                    "--encoder pretrained, when it is no longer where training found it")
     args = p.parse_args(argv)
@@ -47,6 +49,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     descriptions = read_label_file(args.labels)
     lines = read_lines(args.input, "--input") if args.input else sys.stdin.read().splitlines()
     model, task = load_gile_model(args.checkpoint, args.data, args.pretrained_encoder)
+    if model.languages:
+        try:
+            model.check_language(args.lang)
+        except ValueError as e:
+            raise fail(f"--lang: {e}") from None
+    elif args.lang is not None:
+        raise fail(f"--lang {args.lang}: {args.checkpoint} is a monolingual model (no --languages): drop --lang")
     names = list(descriptions)
     label_set = task.encode_labels(names, descriptions, "predict-labels")
     gamma = getattr(task.cfg, "seen_score_offset", 0.0) if args.seen_score_offset is None else args.seen_score_offset
@@ -61,11 +70,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if len(texts) != len(lines):
         print(f"note: skipped {len(lines) - len(texts)} empty input line(s)", file=sys.stderr)
     k = min(args.topk, len(names))
-    d = task.dictionary
+    d = task.dictionaries[args.lang] if model.languages else task.dictionary
     with torch.no_grad():
         for start in range(0, len(texts), args.batch_size):
             batch = texts[start:start + args.batch_size]
-            scores = model.label_scores(text_vectors(model, batch, d), label_set.tokens, label_set.train_index, names)
+            scores = model.label_scores(text_vectors(model, batch, d, args.lang), label_set.tokens,
+                                        label_set.train_index, names, lang=args.lang)
             scores = scores.float() - offset
             top = scores.topk(k, dim=-1)
             for text, vals, idx in zip(batch, top.values.tolist(), top.indices.tolist()):
@@ -77,8 +87,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
-def text_vectors(model, texts, dictionary):
-    """h of raw texts: the pretrained encoder's embeddings, or the WAN/HAN encoder over the shared dictionary's ids."""
+def text_vectors(model, texts, dictionary, lang=None):
+    """h of raw texts: the pretrained encoder's embeddings, or the WAN/HAN encoder (``lang``'s) over the dictionary's
+    ids."""
     from fairseq.data import data_utils
 
     encoder = model.sentence_encoder
@@ -88,7 +99,7 @@ def text_vectors(model, texts, dictionary):
         rows = [torch.LongTensor(ids) for ids in encoder.tokenize(texts)]
         return model(data_utils.collate_tokens(rows, encoder.pad_id, left_pad=False))
     rows = [torch.LongTensor([dictionary.index(w) for w in tokenize(t)] or [dictionary.unk()]) for t in texts]
-    return model(data_utils.collate_tokens(rows, dictionary.pad(), left_pad=False))
+    return model(data_utils.collate_tokens(rows, dictionary.pad(), left_pad=False), lang=lang)
 
 
 def command() -> int:

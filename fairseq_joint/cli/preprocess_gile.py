@@ -8,7 +8,9 @@ Inputs are JSONL (one object per line with a text field and a list of labels) or
 Writes to ``--destdir``: ``dict.txt`` (one fairseq Dictionary for the words of the training texts and of
 every label description: GILE shares E between words and label words), ``{split}.input.{bin,idx}``,
 ``{split}.labels``, ``{split}.text`` (the raw texts, one JSON string per line, for a pretrained sentence encoder),
-``labels.train.txt`` (the labels training examples carry) and ``labels.tsv``.
+``labels.train.txt`` (the labels training examples carry) and ``labels.tsv``. With ``--lang`` (one language of a
+multilingual model, ``--task gile_classification --languages``), every JSONL record's ``lang`` field must name that
+language, and ``language.txt`` records it for the task to check against the directory it is read from.
 
 Example::
 
@@ -29,7 +31,15 @@ from fairseq.data import Dictionary
 from fairseq.data.indexed_dataset import make_builder
 
 from fairseq_joint.cli.common import fail, parser, read_examples, run, setup_logging
-from fairseq_joint.tasks.gile_classification import LABEL_FILE, RAW_TEXTS, TRAIN_LABELS, read_label_file, tokenize
+from fairseq_joint.tasks.gile_classification import (
+    LABEL_FILE,
+    LANGUAGE_FILE,
+    RAW_TEXTS,
+    TRAIN_LABELS,
+    read_label_file,
+    tokenize,
+)
+from fairseq_joint.text_files import text_lines
 
 PROG = "fairseq-joint-preprocess-gile"
 logger = logging.getLogger("preprocess_gile")
@@ -46,6 +56,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--format", choices=("auto", "jsonl", "tsv"), default="auto", help="input format")
     p.add_argument("--text-field", default="text", help="JSONL field of the text")
     p.add_argument("--labels-field", default="labels", help="JSONL field of the label list")
+    p.add_argument("--lang", help="the language of every text (e.g. pl): JSONL records whose 'lang' field names "
+                   "another are refused; written to DESTDIR/language.txt for --task gile_classification --languages")
     p.add_argument("--min-count", type=int, default=1, help="keep words seen at least this often (others -> <unk>)")
     args = p.parse_args(argv)
     if args.min_count < 1:
@@ -55,6 +67,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     splits = {s: read_examples(getattr(args, s), args.format, args.text_field, args.labels_field)
               for s in ("train", "valid", "test") if getattr(args, s)}
 
+    if args.lang is not None:
+        check_language(args, splits)
     train_seen = {x for _, _, labels in splits["train"] for x in labels}
     for split, rows in splits.items():
         path = getattr(args, split)
@@ -105,8 +119,27 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         f.write("".join(x + "\n" for x in train_labels))
     if args.labels:
         shutil.copyfile(args.labels, os.path.join(args.destdir, LABEL_FILE))
+    if args.lang is not None:
+        with open(os.path.join(args.destdir, LANGUAGE_FILE), "w", encoding="utf-8") as f:
+            f.write(args.lang + "\n")
     logger.info(f"dictionary: {len(dictionary)} types; {len(train_labels)} training labels; wrote {args.destdir}")
     return 0
+
+
+def check_language(args, splits) -> None:
+    """``--lang``: a language name, and every JSONL record's ``lang`` field (where it has one) naming it."""
+    if not args.lang or any(c.isspace() or c in ",=/" for c in args.lang):
+        raise fail(f"--lang {args.lang!r}: give a language name without spaces, commas, '=' or '/' (e.g. pl, pt_BR)")
+    for split in splits:
+        path = getattr(args, split)
+        if args.format == "tsv" or (args.format == "auto" and path.endswith(".tsv")):
+            continue
+        for lineno, line in text_lines(path):
+            if line.strip():
+                lang = json.loads(line).get("lang")
+                if lang is not None and str(lang) != args.lang:
+                    raise fail(f"{path}:{lineno}: the document's lang {lang!r} contradicts --lang {args.lang}: "
+                               "binarize each language's documents into its own directory with its --lang")
 
 
 def command() -> int:

@@ -66,10 +66,6 @@ def sentences(args):
     return out
 
 
-#: characters of scripts written without spaces between words: hiragana, katakana, CJK ideographs, Thai
-UNSPACED = frozenset(chr(c) for lo, hi in ((0x3040, 0x30FF), (0x4E00, 0x9FFF), (0x0E00, 0x0E7F)) for c in range(lo, hi + 1))
-
-
 def train_word2vec(corpus: List[List[str]], args, what: str):
     """gensim's word2vec with the command's options (``--dim``, ``--window``, ...) on ``corpus``."""
     from gensim.models import Word2Vec
@@ -78,12 +74,6 @@ def train_word2vec(corpus: List[List[str]], args, what: str):
                 f"({sum(map(len, corpus))} tokens)")
     return Word2Vec(corpus, vector_size=args.dim, window=args.window, min_count=args.min_count,
                     sg=0 if args.cbow else 1, epochs=args.epochs, seed=args.seed, workers=args.workers)
-
-
-def unspaced_share(docs: Dict[str, List[str]], sample: int = 500) -> float:
-    """The share of characters of scripts written without spaces in (the first ``sample``) documents."""
-    chars = "".join(w for ws in list(docs.values())[:sample] for w in ws)
-    return sum(c in UNSPACED for c in chars) / max(len(chars), 1)
 
 
 def read_documents(lang: str, path: str, text_field: str) -> Dict[str, List[str]]:
@@ -172,11 +162,6 @@ def aligned_vectors(args) -> int:
     pivot = langs[0]
     for lang in langs:
         logger.info(f"{lang}: {len(docs[lang])} documents, {sum(map(len, docs[lang].values()))} tokens")
-        unspaced = unspaced_share(docs[lang])
-        if unspaced > 0.3:
-            logger.warning(f"{lang}: {100 * unspaced:.0f}% of the characters are of a script written without spaces "
-                           "(Japanese, Chinese, Thai): the tokenizer splits only at punctuation and script changes, "
-                           "so its 'words' are phrases; segment the texts first (e.g. MeCab for ja)")
     shared = sorted(k for k in docs[pivot] if all(k in docs[lang] for lang in langs[1:]))
     if not shared:
         raise fail(f"no document id is in every --aligned file ({', '.join(langs)}): documents are joined by id")

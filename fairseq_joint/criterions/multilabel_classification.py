@@ -13,6 +13,9 @@ Losses over the labels of a batch's label set (y the multi-hot target, o the hea
 In ``--classification-mode multiclass`` the loss is softmax cross-entropy (one label per text), which is
 ``distribution_ce`` with one-hot y.
 
+A batch of one language of a multilingual model (``sample["lang"]``) is scored by that language's classification
+unit; the task logs each language's metrics with its prefix (``reduce_metrics(..., prefix="pl_")``).
+
 At validation the seen labels (those of training) and the unseen ones are scored separately and the
 metrics of :mod:`fairseq_joint.metrics` are logged as ``seen_*`` / ``unseen_*``; with unseen labels, the
 generalized zero-shot metrics too (all labels ranked together, the seen ones' scores lowered by the task's
@@ -115,7 +118,7 @@ class MultilabelClassificationCriterion(FairseqCriterion):
                 tokens, train_index, cand_target = tokens[cols], train_index[cols], target[:, cols]
             else:
                 cand_target = target
-            logits = model.label_scores(features, tokens, train_index)
+            logits = model.label_scores(features, tokens, train_index, lang=sample.get("lang"))
             loss = classification_loss(logits, cand_target, self.loss_kind)
             size = loss_normalizer(target, self.loss_kind)
             logging.update(loss=loss.detach(), sample_size=size)
@@ -127,13 +130,13 @@ class MultilabelClassificationCriterion(FairseqCriterion):
         labels (``seen_*`` / ``unseen_*``) added to ``logging``; also used by ``label_embedding_cross_entropy``."""
         target = sample["target"].to(features.dtype)
         tokens, train_index = sample["label_tokens"], sample["label_train_index"]
-        seen = train_index >= 0
+        seen, lang = train_index >= 0, sample.get("lang")
         if model.scores_unseen_labels:
-            logits_all = model.label_scores(features, tokens, train_index)
+            logits_all = model.label_scores(features, tokens, train_index, lang=lang)
             logits_seen = logits_all[:, seen]
         else:
             logits_all = None
-            logits_seen = model.label_scores(features, tokens[seen], train_index[seen])
+            logits_seen = model.label_scores(features, tokens[seen], train_index[seen], lang=lang)
         loss = classification_loss(logits_seen, target[:, seen], self.loss_kind)
         size = loss_normalizer(target[:, seen], self.loss_kind)
         logging.update(loss=loss.detach(), sample_size=size)
@@ -155,31 +158,42 @@ class MultilabelClassificationCriterion(FairseqCriterion):
         return loss, size, logging
 
     @staticmethod
-    def reduce_metrics(logging_outputs) -> None:
+    def reduce_metrics(logging_outputs, prefix: str = ""):
+        """Log the loss and the metrics, each name with ``prefix`` (a multilingual task's ``pl_``); returns the names
+        logged (without the prefix)."""
         def total(key):
             return sum(float(log.get(key, 0.0)) for log in logging_outputs)
 
+        logged = ["loss"]
         size = total("sample_size")
-        fairseq_metrics.log_scalar("loss", total("loss") / max(size, 1.0), size, round=4)
+        fairseq_metrics.log_scalar(f"{prefix}loss", total("loss") / max(size, 1.0), size, round=4)
         if any("seen_n" in log for log in logging_outputs):  # evaluation: how many documents were scored
-            fairseq_metrics.log_scalar_sum("docs", total("nsentences"), round=0)
-        for prefix in ("seen", "unseen", "gzsl_seen", "gzsl_unseen"):
-            n = total(f"{prefix}_n")
+            fairseq_metrics.log_scalar_sum(f"{prefix}docs", total("nsentences"), round=0)
+            logged.append("docs")
+        for group in ("seen", "unseen", "gzsl_seen", "gzsl_unseen"):
+            n = total(f"{group}_n")
             if n > 0:
                 for k in RANKING_KEYS:
-                    fairseq_metrics.log_scalar(f"{prefix}_{k}", 100.0 * total(f"{prefix}_{k}") / n, n, round=2)
-                fairseq_metrics.log_scalar(f"{prefix}_1best", 100.0 - 100.0 * total(f"{prefix}_oneerr") / n, n, round=2)
-            if any(f"{prefix}_tp" in log for log in logging_outputs):
+                    fairseq_metrics.log_scalar(f"{prefix}{group}_{k}", 100.0 * total(f"{group}_{k}") / n, n, round=2)
+                fairseq_metrics.log_scalar(f"{prefix}{group}_1best", 100.0 - 100.0 * total(f"{group}_oneerr") / n, n,
+                                           round=2)
+                logged += [f"{group}_{k}" for k in RANKING_KEYS] + [f"{group}_1best"]
+            if any(f"{group}_tp" in log for log in logging_outputs):
                 for k in ("tp", "fp", "fn"):
-                    fairseq_metrics.log_scalar_sum(f"_{prefix}_{k}", total(f"{prefix}_{k}"))
+                    fairseq_metrics.log_scalar_sum(f"_{prefix}{group}_{k}", total(f"{group}_{k}"))
                 fairseq_metrics.log_derived(
-                    f"{prefix}_f1",
-                    lambda m, p=prefix: round(100.0 * micro_f1(m[f"_{p}_tp"].sum, m[f"_{p}_fp"].sum, m[f"_{p}_fn"].sum), 2),
+                    f"{prefix}{group}_f1",
+                    lambda m, p=prefix + group: round(100.0 * micro_f1(m[f"_{p}_tp"].sum, m[f"_{p}_fp"].sum,
+                                                                       m[f"_{p}_fn"].sum), 2),
                 )
+                logged.append(f"{group}_f1")
         if total("gzsl_seen_n") > 0 and total("gzsl_unseen_n") > 0:
             # the harmonic mean of the validation-wide averages (not an average of per-batch means)
             fairseq_metrics.log_derived(
-                "gzsl_h", lambda m: round(harmonic_mean(m["gzsl_seen_avgpr"].avg, m["gzsl_unseen_avgpr"].avg), 2))
+                f"{prefix}gzsl_h", lambda m: round(harmonic_mean(m[f"{prefix}gzsl_seen_avgpr"].avg,
+                                                                 m[f"{prefix}gzsl_unseen_avgpr"].avg), 2))
+            logged.append("gzsl_h")
+        return logged
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

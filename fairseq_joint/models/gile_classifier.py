@@ -26,8 +26,9 @@ Only ``linear`` has label-set-size dependent parameters, so only it cannot score
 import contextlib
 import logging
 import math
+import os
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Dict, List, Optional
 
 import torch
 import torch.nn as nn
@@ -60,6 +61,58 @@ NEEDS_JOINT_DIM = ("bil_yh15", "gile")
 ENCODER_CHOICES = TEXT_ENCODER_CHOICES + ("pretrained",)
 
 
+#: the head's parameters one joint space shares across the languages of a multilingual model (GILE Sec. 3.3):
+#: U, b_u, V, b_v; the rest (w and b of Eq. 14; W and b of --head linear) is each language's classification unit
+SHARED_HEAD_PARAMETERS = ("class_weight", "class_bias", "context_weight", "context_bias")
+
+
+def share_encoder_parts_(encoder: nn.Module, source: nn.Module, share_encoder: bool, share_attention: bool) -> None:
+    """Make ``encoder`` use ``source``'s word/sentence encoders (MHAN-Enc) and/or attentions (MHAN-Att)."""
+    word_level = (encoder, source) if isinstance(encoder, WordAttentionEncoder) else (encoder.words, source.words)
+    if share_encoder:
+        word_level[0].word = word_level[1].word
+    if share_attention:
+        word_level[0].attention = word_level[1].attention
+    if isinstance(encoder, HierarchicalAttentionEncoder):
+        if share_encoder:
+            encoder.sentence = source.sentence
+        if share_attention:
+            encoder.attention = source.attention
+
+
+def embedding_paths(value: str, languages: List[str]) -> Dict[str, str]:
+    """``--embed-path`` of a multilingual model: ``LANG=FILE,...`` or a path with ``{lang}`` -> {lang: file}; the
+    files' vectors must all have one dimension (read from their first lines)."""
+    if not value:
+        return {}
+    if "{lang}" in value:
+        paths = {lang: value.replace("{lang}", lang) for lang in languages}
+    elif "=" in value:
+        paths = {}
+        for item in value.split(","):
+            lang, _, path = item.partition("=")
+            if lang.strip() not in languages or not path.strip():
+                raise ValueError(f"--embed-path {item!r}: give LANG=FILE with LANG one of {', '.join(languages)}")
+            paths[lang.strip()] = path.strip()
+    else:
+        raise ValueError(f"--embed-path {value}: a multilingual model takes one file per language: "
+                         "LANG=FILE,LANG=FILE or a path with {lang} (e.g. vectors.{lang}.txt)")
+    dims = {}
+    for lang, path in paths.items():
+        if not os.path.isfile(path):
+            raise ValueError(f"--embed-path ({lang}) {path}: no such file; give a word2vec text file per language")
+        with open(path, encoding="utf-8", errors="replace") as f:
+            first = f.readline().split()
+        dims[lang] = int(first[1]) if len(first) == 2 and all(x.isdigit() for x in first) else len(first) - 1
+    first, first_dim = next(iter(dims.items()), (None, None))
+    for lang, dim in dims.items():
+        if dim != first_dim:
+            raise ValueError(f"--embed-path: {paths[lang]} ({lang}) has {dim}-d vectors but {paths[first]} ({first}) "
+                             f"{first_dim}-d: one model embeds every language in one space; give aligned vectors of "
+                             "one dimension")
+    return paths
+
+
 def equal_capacity_joint_dim(hidden_dim: int, embed_dim: int, num_labels: int) -> int:
     """Eq. 19: ``d_j ≈ dh·|Y| / (dh + d)`` (at least 1)."""
     return max(1, round(hidden_dim * num_labels / (hidden_dim + embed_dim)))
@@ -85,7 +138,9 @@ class GileClassifierConfig(FairseqDataclass):
     embed_dim: int = field(default=100, metadata={"help": "d, the size of the shared word/label embedding E"})
     embed_path: str = field(
         default="", metadata={"help": "pre-trained word vectors for E (word2vec text format, e.g. from "
-                              "fairseq-joint-word-vectors); words the file lacks keep the random init"}
+                              "fairseq-joint-word-vectors); words the file lacks keep the random init. With "
+                              "--languages, one file per language: LANG=FILE,LANG=FILE or a path with {lang} "
+                              "(aligned vectors of one dimension, e.g. fairseq-joint-word-vectors --aligned)"}
     )
     freeze_embed: bool = field(default=False, metadata={"help": "do not train E (words and label descriptions)"})
     encoder_dim: int = field(default=100, metadata={"help": "dh, the size of the encoders and of h"})
@@ -95,7 +150,8 @@ class GileClassifierConfig(FairseqDataclass):
     )
     dropout: float = field(default=0.0, metadata={"help": "dropout on the word embeddings"})
     sentence_end_tokens: str = field(
-        default=". ! ?", metadata={"help": "space-separated tokens that end a sentence (HAN)"}
+        default=". ! ? 。 ！ ？", metadata={"help": "space-separated tokens that end a sentence (HAN); those not in the "
+                                        "dictionary are ignored"}
     )
     head: ChoiceEnum(HEAD_CHOICES) = field(
         default="gile", metadata={"help": "label-scoring head: linear (Eq. 3), bil_yh15, bil_n16 (Eq. 5), "
@@ -120,6 +176,14 @@ class GileClassifierConfig(FairseqDataclass):
                                  "unseen in training gets the mean of the seen ones' (then --seen-score-offset "
                                  "calibrates the two groups); not for --head linear (it has one already)"}
     )
+    share_encoder: bool = field(
+        default=False, metadata={"help": "--languages: one word (and sentence) encoder g_w (g_s) for every language "
+                                 "(MHAN-Enc; with --share-attention, MHAN-Both); default one per language"}
+    )
+    share_attention: bool = field(
+        default=False, metadata={"help": "--languages: one word (and sentence) attention for every language "
+                                 "(MHAN-Att; with --share-encoder, MHAN-Both); default one per language"}
+    )
     cooccurrence_init: ChoiceEnum(COOCCURRENCE_INIT_CHOICES) = field(
         default="none", metadata={"help": "Kurata et al. 2016 init of the linear head's W: dedicated units per "
                                   "label co-occurrence pattern with weight UB, f*UB or sqrt(f)*UB"}
@@ -135,14 +199,19 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         ("training label list", "use the data directory the model was trained on (its labels.train.txt)"),
     )
 
-    def __init__(self, cfg: GileClassifierConfig, embed_tokens: Optional[nn.Embedding], encoder: nn.Module,
-                 head: OutputLayer):
+    def __init__(self, cfg: GileClassifierConfig, embed_tokens: Optional[nn.Module], encoder: nn.Module,
+                 head: nn.Module, languages: Optional[List[str]] = None, label_language: str = ""):
         super().__init__()
         self.cfg = cfg
+        #: E, the encoder and the head; a multilingual model's are ModuleDicts by language (E also of the label
+        #: language), their shared parts the same modules/parameters
         self.embed_tokens = embed_tokens
         self.encoder = encoder
         self.head = head
         self.head_name = str(cfg.head)
+        #: the languages of a multilingual model (--languages), else empty
+        self.languages: List[str] = list(languages or [])
+        self.label_language = label_language
         #: b_y of the labels seen in training (``--seen-label-bias``), else None
         self.label_bias: Optional[nn.Parameter] = None
         #: the pretrained sentence encoder (``--encoder pretrained``), else None
@@ -160,23 +229,70 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         if cfg.cooccurrence_init != "none" and cfg.head != "linear":
             raise ValueError(f"--cooccurrence-init initializes the linear head's hidden->output weight W; "
                              f"--head {cfg.head} has none: use --head linear or --cooccurrence-init none")
-        dictionary = task.source_dictionary
         num_labels = len(task.train_labels)
+        languages = getattr(task, "languages", None)
         if cfg.encoder == "pretrained":
+            if languages:
+                raise ValueError("--encoder pretrained is monolingual here: a multilingual model (--languages) "
+                                 "encodes each language with --encoder han or wan")
             return cls.build_pretrained(cfg, task)
         if getattr(cfg, "finetune_encoder", False):
             raise ValueError(f"--finetune-encoder trains a pretrained sentence encoder; --encoder {cfg.encoder} has "
                              "none: use --encoder pretrained --pretrained-encoder PATH, or drop --finetune-encoder")
+        if languages:
+            return cls.build_multilingual(cfg, task)
+        if getattr(cfg, "share_encoder", False) or getattr(cfg, "share_attention", False):
+            raise ValueError("--share-encoder/--share-attention share parts of the encoders of several languages: "
+                             "give --languages (e.g. en,pl), or drop them")
+        dictionary = task.source_dictionary
+        embed = cls.build_embedding(cfg, dictionary, cfg.embed_path)  # no path when built for a checkpoint
+        encoder = cls.build_encoder(cfg, dictionary)
+        head = cls.build_head(cfg, num_labels)
+        return cls.finish(cfg, task, embed, encoder, head)
+
+    @classmethod
+    def build_multilingual(cls, cfg, task):
+        """GILE-MHAN (Sec. 3.3): per language an embedding and an encoder (their word/sentence encoders shared with
+        --share-encoder, their attentions with --share-attention: MHAN-Enc/-Att/-Both) and a head whose joint space
+        (U, b_u, V, b_v) is one for all languages; only the classification unit (w, b; W, b of --head linear) is the
+        language's own. The label language's embedding embeds the label descriptions."""
+        languages = task.languages
+        embed_languages = list(dict.fromkeys(languages + [task.label_language]))
+        paths = embedding_paths(cfg.embed_path, embed_languages)
+        embeds = nn.ModuleDict({lang: cls.build_embedding(cfg, task.dictionaries[lang], paths.get(lang, ""),
+                                                          f"--embed-path ({lang})") for lang in embed_languages})
+        encoders = nn.ModuleDict({lang: cls.build_encoder(cfg, task.dictionaries[lang]) for lang in languages})
+        first = encoders[languages[0]]
+        for lang in languages[1:]:
+            share_encoder_parts_(encoders[lang], first, bool(cfg.share_encoder), bool(cfg.share_attention))
+        heads = nn.ModuleDict({lang: cls.build_head(cfg, len(task.train_labels)) for lang in languages})
+        for lang in languages[1:]:
+            for name in SHARED_HEAD_PARAMETERS:
+                if getattr(heads[languages[0]], name) is not None:
+                    setattr(heads[lang], name, getattr(heads[languages[0]], name))
+        sharing = {(False, False): "none", (True, False): "MHAN-Enc", (False, True): "MHAN-Att",
+                   (True, True): "MHAN-Both"}[(bool(cfg.share_encoder), bool(cfg.share_attention))]
+        logger.info(f"multilingual {cfg.encoder} + {cfg.head} over {', '.join(languages)}: shared encoder parts: "
+                    f"{sharing}; one joint space, a classification unit per language")
+        return cls.finish(cfg, task, embeds, encoders, heads)
+
+    @staticmethod
+    def build_embedding(cfg, dictionary, embed_path: str, option: str = "--embed-path") -> nn.Embedding:
+        """E for ``dictionary`` (N(0, d^-1/2), padding zero), with the vectors of ``embed_path`` where given."""
         embed = nn.Embedding(len(dictionary), cfg.embed_dim, padding_idx=dictionary.pad())
         nn.init.normal_(embed.weight, 0.0, cfg.embed_dim ** -0.5)
         nn.init.zeros_(embed.weight[dictionary.pad()])
-        embed_path = cfg.embed_path  # empty when the model is built for a checkpoint: E comes from there
         if embed_path:
-            found, total = load_word_vectors_(embed, dictionary, embed_path)
-            logger.info(f"--embed-path {embed_path}: {found} of {len(dictionary)} dictionary words have a pre-trained "
+            found, total = load_word_vectors_(embed, dictionary, embed_path, option)
+            logger.info(f"{option} {embed_path}: {found} of {len(dictionary)} dictionary words have a pre-trained "
                         f"vector ({total} vectors in the file)")
         if getattr(cfg, "freeze_embed", False):
             embed.weight.requires_grad = False
+        return embed
+
+    @staticmethod
+    def build_encoder(cfg, dictionary) -> nn.Module:
+        """WAN or HAN (Sec. 2.1) over ``dictionary``'s ids; identity-started with --similarity-init."""
         if cfg.encoder == "wan":
             encoder = WordAttentionEncoder(cfg.embed_dim, cfg.encoder_dim, cfg.attention_dim, str(cfg.word_encoder),
                                            str(cfg.encoder_activation), cfg.dropout)
@@ -196,14 +312,15 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
             layers = [encoder.word] if cfg.encoder == "wan" else [encoder.words.word, encoder.sentence]
             for layer in layers:
                 layer.identity_init_()
-        head = cls.build_head(cfg, num_labels)
-        return cls.finish(cfg, task, embed, encoder, head)
+        return encoder
 
     @classmethod
     def finish(cls, cfg, task, embed, encoder, head):
-        """Bias and Kurata initialisation, the model, the data fingerprints."""
+        """Bias and Kurata initialisation, the model, the data fingerprints (``head`` is one OutputLayer, or a
+        ModuleDict of one per language)."""
         num_labels = len(task.train_labels)
         rows = task.train_label_rows()
+        heads = list(head.values()) if isinstance(head, nn.ModuleDict) else [head]
         label_bias = None
         if getattr(cfg, "seen_label_bias", False):
             if cfg.head == "linear":
@@ -214,24 +331,33 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
                 counts[r] += 1.0
             p = (counts / max(1, len(rows))).clamp(1e-6, 1 - 1e-6)
             label_bias = nn.Parameter(torch.log(p / (1 - p)))
-            if head.bias is not None:
-                with torch.no_grad():
-                    head.bias.zero_()  # the prior is in b_y
-        elif head.bias is not None:
+            with torch.no_grad():
+                for h in heads:
+                    if h.bias is not None:
+                        h.bias.zero_()  # the prior is in b_y
+        else:
             # b starts at the log-odds of the mean label density (the sigmoids of Eq. 13 start at the prior
             # rather than at 0.5, which a shared scalar b would need thousands of updates to leave)
             density = sum(len(r) for r in rows) / max(1, len(rows) * num_labels)
             with torch.no_grad():
-                head.bias.fill_(math.log(density / (1.0 - density)) if 0.0 < density < 1.0 else 0.0)
+                for h in heads:
+                    if h.bias is not None:
+                        h.bias.fill_(math.log(density / (1.0 - density)) if 0.0 < density < 1.0 else 0.0)
         if cfg.cooccurrence_init != "none":
             patterns = label_patterns(rows)
-            used = cooccurrence_init_(head.weight, patterns, str(cfg.cooccurrence_init))
+            for h in heads:
+                used = cooccurrence_init_(h.weight, patterns, str(cfg.cooccurrence_init))
             logger.info(f"Kurata init ({cfg.cooccurrence_init}): {used} of {cfg.encoder_dim} hidden units dedicated "
                         f"to the most frequent of {len(patterns)} label co-occurrence patterns")
-        model = cls(cfg, embed, encoder, head)
+        model = cls(cfg, embed, encoder, head, getattr(task, "languages", None), getattr(task, "label_language", ""))
         if label_bias is not None:
             model.label_bias = label_bias
-        model.record_data(task.source_dictionary.symbols, task.train_labels)
+        dictionaries = getattr(task, "dictionaries", None)
+        if getattr(task, "languages", None):
+            symbols = [f"{lang} {w}" for lang, d in sorted(dictionaries.items()) for w in d.symbols]
+        else:
+            symbols = task.source_dictionary.symbols
+        model.record_data(symbols, task.train_labels)
         return model
 
     @classmethod
@@ -310,8 +436,25 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
     def head_dtype(self):
         return next(self.head.parameters()).dtype
 
-    def forward(self, src_tokens, src_lengths=None, src_embeddings=None, **kwargs):
-        """The document vectors h (B, dh); with a frozen pretrained encoder, ``src_embeddings`` (its cached vectors)."""
+    def check_language(self, lang: Optional[str]) -> Optional[str]:
+        """``lang`` for a multilingual model (it must be one of its languages), None for a monolingual one."""
+        if not self.languages:
+            return None
+        if lang is None:
+            raise ValueError(f"the model is multilingual (trained on {', '.join(self.languages)}): give the texts' "
+                             "language (--lang), one of them")
+        if lang not in self.languages:
+            raise ValueError(f"the model was trained on {', '.join(self.languages)}, not {lang!r}: give one of them "
+                             f"(--lang), or train a model with {lang}")
+        return lang
+
+    def forward(self, src_tokens, src_lengths=None, src_embeddings=None, lang=None, **kwargs):
+        """The document vectors h (B, dh); with a frozen pretrained encoder, ``src_embeddings`` (its cached vectors);
+        a multilingual model encodes with the encoder of ``lang``."""
+        if self.languages:
+            lang = self.check_language(lang)
+            embed = self.embed_tokens[lang]
+            return self.encoder[lang](embed(src_tokens), src_tokens.ne(embed.padding_idx), src_tokens)
         if self.sentence_encoder is not None:
             if src_embeddings is not None:
                 return src_embeddings.to(self.head_dtype)
@@ -334,11 +477,14 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
             if label_tokens.is_floating_point():
                 return label_tokens.to(self.head_dtype)
             return self.sentence_encoder(label_tokens).to(self.head_dtype)
-        mask = label_tokens.ne(self.embed_tokens.padding_idx).unsqueeze(-1).type_as(self.embed_tokens.weight)
-        return (self.embed_tokens(label_tokens) * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        embed = self.embed_tokens[self.label_language] if self.languages else self.embed_tokens
+        mask = label_tokens.ne(embed.padding_idx).unsqueeze(-1).type_as(embed.weight)
+        return (embed(label_tokens) * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 
-    def label_scores(self, features, label_tokens=None, train_index=None, label_names=None):
-        """Logits (B, L) of the given labels: descriptions ``label_tokens`` (L, T), training rows ``train_index``."""
+    def label_scores(self, features, label_tokens=None, train_index=None, label_names=None, lang=None):
+        """Logits (B, L) of the given labels: descriptions ``label_tokens`` (L, T), training rows ``train_index``;
+        a multilingual model scores with the classification unit of ``lang``."""
+        head = self.head[self.check_language(lang)] if self.languages else self.head
         if self.head_name == "linear":
             unseen = (train_index < 0).nonzero().flatten()
             if unseen.numel():
@@ -346,8 +492,8 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
                 raise ValueError(f"--head linear cannot score the {unseen.numel()} label(s) it never saw in training"
                                  f"{first}: it has one weight row per training label; train a joint head (--head gile) "
                                  "to score unseen labels")
-            return self.head(features, ids=train_index)
-        logits = self.head(features, class_inputs=self.label_vectors(label_tokens))
+            return head(features, ids=train_index)
+        logits = head(features, class_inputs=self.label_vectors(label_tokens))
         if self.label_bias is not None:
             bias = torch.where(train_index >= 0, self.label_bias[train_index.clamp(min=0)], self.label_bias.mean())
             logits = logits + bias.to(logits.dtype)

@@ -62,15 +62,14 @@ def test_aligned_spaces_retrieve_translations_and_a_misaligned_corpus_does_not(t
     assert results[True] >= 0.6 and results[False] <= 0.15, results
 
 
-def test_a_language_written_without_spaces_is_warned_about(tmp_path, caplog):
+def test_a_language_written_without_spaces_gets_character_tokens(tmp_path):
     en, _ = parallel_corpus(tmp_path, docs=40)
     rows = [{"id": k, "text": "これはテスト用のパッケージです python", "labels": ["a"], "lang": "ja"} for k in range(40)]
     (tmp_path / "ja.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    with caplog.at_level("WARNING"):
-        main(["--aligned", f"en={en}", f"ja={tmp_path / 'ja.jsonl'}", "--dim", "8", "--epochs", "1",
-              "--heldout-docs", "5", "--output", str(tmp_path / "v")])
-    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "without spaces" in r.getMessage()]
-    assert len(warned) == 1 and warned[0].startswith("ja: ")
+    main(["--aligned", f"en={en}", f"ja={tmp_path / 'ja.jsonl'}", "--dim", "8", "--epochs", "1",
+          "--heldout-docs", "5", "--output", str(tmp_path / "v")])
+    # the tokenizer gives each kana/kanji its own token (a clause is not one 'word'); Latin runs stay words
+    assert set(read_vectors(tmp_path / "v" / "vectors.ja.txt")) == set("これはテスト用のパッケージです") | {"python"}
 
 
 def test_aligned_bad_input_is_refused_in_one_line(tmp_path):

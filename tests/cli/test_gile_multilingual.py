@@ -1,0 +1,205 @@
+"""Multilingual GILE (GILE-MHAN, Sec. 3.3, Eq. 16) on the bundled English/Polish sample: per-language data with one
+label space, paired batches, the weighted joint objective, shared encoder parts and joint space, per-language and
+macro-averaged validation, checkpoint round trip, prediction by language, and the bad-input refusals."""
+
+import shutil
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from conftest import GILE_FAST, GILE_TRAIN, REPO, cli, preprocess_gile, valid_line
+
+from fairseq_joint.models.gile_classifier import GileClassifier, GileClassifierConfig
+from fairseq_joint.tasks.gile_classification import GileClassificationConfig, GileClassificationTask
+
+ML_SAMPLE = REPO / "data" / "debtags-multilingual-sample"
+
+
+@pytest.fixture(scope="module")
+def ml_bin(tmp_path_factory):
+    """DATA/en and DATA/pl binarized from the sample (240 training, 60 validation documents each)."""
+    dest = tmp_path_factory.mktemp("ml_bin")
+    for lang in ("en", "pl"):
+        preprocess_gile("--train", ML_SAMPLE / lang / "train.jsonl", "--valid", ML_SAMPLE / lang / "valid.jsonl",
+                        "--labels", ML_SAMPLE / "labels.tsv", "--lang", lang, "--destdir", dest / lang)
+    return dest
+
+
+def build(data, languages="en,pl", **model_options):
+    task = GileClassificationTask.setup_task(GileClassificationConfig(data=str(data), languages=languages))
+    cfg = GileClassifierConfig(embed_dim=8, encoder_dim=8, attention_dim=8, joint_dim="12", **model_options)
+    return task, GileClassifier.build_model(cfg, task)
+
+
+def test_train_validate_round_trip_and_predict_by_language(ml_bin, tmp_path):
+    save = tmp_path / "ckpt"
+    train = cli("fairseq-train", ml_bin, *GILE_TRAIN, "--languages", "en,pl", "--encoder", "han", "--head", "gile",
+                "--joint-dim", "16", "--share-encoder", "--share-attention", "--criterion", "multilabel_classification",
+                "--max-epoch", "2", "--save-dir", save, "--best-checkpoint-metric", "pl_seen_avgpr",
+                "--maximize-best-checkpoint-metric", *GILE_FAST)
+    out = train.stdout + train.stderr
+    assert "MHAN-Both" in out
+    inner = [line for line in out.splitlines() if "train_inner" in line]
+    assert inner and all("en_loss=" in line and "pl_loss=" in line for line in inner)
+    stats = valid_line(out)
+    assert stats["en_docs"] == 60 and stats["pl_docs"] == 60  # every document of every language, once
+    for metric in ("seen_avgpr", "unseen_avgpr", "gzsl_h", "seen_rl"):
+        # unprefixed: the macro average over the languages (what --best-checkpoint-metric selects on)
+        assert stats[metric] == pytest.approx((stats[f"en_{metric}"] + stats[f"pl_{metric}"]) / 2, abs=0.011), metric
+    val = cli("fairseq-validate", ml_bin, "--user-dir", "fairseq_joint", "--task", "gile_classification",
+              "--path", save / "checkpoint_last.pt", "--batch-size", "32", "--num-workers", "0")
+    again = valid_line(val.stdout + val.stderr)
+    for key in ("loss", "en_seen_avgpr", "pl_seen_avgpr", "pl_unseen_avgpr", "seen_avgpr"):
+        assert again[key] == pytest.approx(stats[key], abs=0.011), key
+
+    texts = tmp_path / "pl.txt"
+    texts.write_text("Biblioteka do obsługi plików graficznych PNG.\nGra strategiczna czasu rzeczywistego.\n")
+    ranked = cli("fairseq-joint-predict-labels", "--checkpoint", save / "checkpoint_last.pt", "--labels",
+                 ML_SAMPLE / "labels.tsv", "--input", texts, "--lang", "pl", "--topk", "3", "--json")
+    assert len(ranked.stdout.splitlines()) == 2
+    for lang, said in (("de", "trained on en, pl, not 'de'"), (None, "give the texts' language (--lang)")):
+        args = ["--lang", lang] if lang else []
+        bad = cli("fairseq-joint-predict-labels", "--checkpoint", save / "checkpoint_last.pt", "--labels",
+                  ML_SAMPLE / "labels.tsv", "--input", texts, *args, check=False)
+        assert bad.returncode != 0 and said in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+@pytest.mark.parametrize("share_encoder,share_attention", [(False, False), (True, False), (False, True), (True, True)])
+def test_shared_parts_are_one_module_and_the_classification_unit_is_per_language(ml_bin, share_encoder, share_attention):
+    task, model = build(ml_bin, encoder="han", head="gile", share_encoder=share_encoder,
+                        share_attention=share_attention)
+    en, pl = model.encoder["en"], model.encoder["pl"]
+    assert (en.words.word is pl.words.word) == share_encoder and (en.sentence is pl.sentence) == share_encoder
+    assert (en.words.attention is pl.words.attention) == share_attention
+    assert (en.attention is pl.attention) == share_attention
+    # one joint space (U, b_u, V, b_v) for all; w and b are each language's (GILE Sec. 3.3)
+    h_en, h_pl = model.head["en"], model.head["pl"]
+    for name in ("class_weight", "class_bias", "context_weight", "context_bias"):
+        assert getattr(h_en, name) is getattr(h_pl, name), name
+    assert h_en.context_scale is not h_pl.context_scale and h_en.bias is not h_pl.bias
+    assert model.embed_tokens["en"] is not model.embed_tokens["pl"]
+    # a gradient step through pl's batch moves the shared projection and pl's w, not en's w
+    x = torch.randint(4, 50, (3, 12))
+    labels = task.label_set("train")
+    model.label_scores(model(x, lang="pl"), labels.tokens, labels.train_index, lang="pl").sum().backward()
+    assert h_en.context_weight.grad is not None and h_pl.context_scale.grad is not None
+    assert h_en.context_scale.grad is None
+    # distinct parameters: every sharing removes exactly the shared modules' parameters
+    word = sum(p.numel() for p in en.words.word.parameters()) + sum(p.numel() for p in en.sentence.parameters())
+    att = sum(p.numel() for p in en.words.attention.parameters()) + sum(p.numel() for p in en.attention.parameters())
+    _, alone = build(ml_bin, encoder="han", head="gile")
+    count = sum(p.numel() for p in model.parameters())
+    assert count == sum(p.numel() for p in alone.parameters()) - share_encoder * word - share_attention * att
+
+
+def test_linear_head_has_a_weight_matrix_per_language(ml_bin):
+    _, model = build(ml_bin, encoder="wan", head="linear")
+    assert model.head["en"].weight is not model.head["pl"].weight
+
+
+def test_paired_batches_cycle_the_smaller_language_and_validation_scores_each_document_once(ml_bin, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(ml_bin / "en", data / "en")
+    small = tmp_path / "raw-pl"
+    small.mkdir()
+    lines = (ML_SAMPLE / "pl" / "train.jsonl").read_text(encoding="utf-8").splitlines()[:70]
+    (small / "train.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    preprocess_gile("--train", small / "train.jsonl", "--valid", ML_SAMPLE / "pl" / "valid.jsonl", "--labels",
+                    ML_SAMPLE / "labels.tsv", "--lang", "pl", "--destdir", data / "pl")
+    task, _ = build(data)
+    for split in ("train", "valid"):
+        task.load_dataset(split)
+    train = task.dataset("train")
+    itr = task.get_batch_iterator(train, max_sentences=32, seed=3, epoch=1).next_epoch_itr(shuffle=True)
+    seen, updates = {"en": [], "pl": []}, 0
+    for sample in itr:
+        updates += 1
+        assert list(sample["languages"]) == ["en", "pl"]  # one batch of each language per update (Eq. 16)
+        for lang, batch in sample["languages"].items():
+            assert batch["lang"] == lang and batch["net_input"]["lang"] == lang
+            seen[lang] += batch["id"].tolist()
+    assert sorted(seen["en"]) == list(range(240))  # an epoch is one pass over the largest language
+    pl_ids = np.array(seen["pl"]) - 240
+    assert updates == 8 and set(pl_ids.tolist()) == set(range(70))  # the smaller one (3 batches) cycled to 8
+    assert np.bincount(pl_ids).min() >= 2
+    valid = task.get_batch_iterator(task.dataset("valid"), max_sentences=32).next_epoch_itr(shuffle=False)
+    ids = []
+    for sample in valid:
+        assert sample["lang"] in ("en", "pl") and "languages" not in sample
+        ids += sample["id"].tolist()
+    assert sorted(ids) == list(range(120))
+
+
+def test_the_objective_is_the_weighted_sum_of_the_languages_losses(ml_bin):
+    """Eq. 16 with --language-weights: L = Σ_l λ_l L_l, gradients of every language's batch accumulated."""
+    from fairseq_joint.criterions.multilabel_classification import MultilabelClassificationCriterion
+
+    torch.manual_seed(0)
+    cfg = GileClassificationConfig(data=str(ml_bin), languages="en,pl", language_weights="pl=0.25")
+    task = GileClassificationTask.setup_task(cfg)
+    model = GileClassifier.build_model(GileClassifierConfig(embed_dim=8, encoder_dim=8, attention_dim=8,
+                                                            joint_dim="12", encoder="wan"), task)
+    criterion = MultilabelClassificationCriterion(task)
+    task.load_dataset("train")
+    sample = next(iter(task.get_batch_iterator(task.dataset("train"), max_sentences=8).next_epoch_itr(shuffle=False)))
+    optimizer = SimpleNamespace(backward=lambda loss: loss.backward())
+    loss, size, log = task.train_step(sample, model, criterion, optimizer, update_num=0)
+    grads = [p.grad.clone() for p in model.parameters() if p.grad is not None]
+    model.zero_grad()
+    model.train()
+    parts = {lang: criterion(model, batch) for lang, batch in sample["languages"].items()}
+    assert float(loss) == pytest.approx(float(parts["en"][0] + 0.25 * parts["pl"][0]), rel=1e-5)
+    assert size == parts["en"][1] + parts["pl"][1]
+    assert set(log["by_language"]) == {"en", "pl"}
+    (parts["en"][0] + 0.25 * parts["pl"][0]).backward()
+    again = [p.grad for p in model.parameters() if p.grad is not None]
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(grads, again))
+
+
+def test_multilingual_bad_input_is_refused_in_one_line(ml_bin, tmp_path):
+    # a language whose label file disagrees with the others'
+    data = tmp_path / "data"
+    shutil.copytree(ml_bin, data)
+    labels = (data / "pl" / "labels.tsv").read_text(encoding="utf-8").splitlines()
+    labels[0] = labels[0].split("\t")[0] + "\tsomething else"
+    (data / "pl" / "labels.tsv").write_text("\n".join(labels) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"pl/labels.tsv disagrees with .*en/labels.tsv .*same --labels file"):
+        build(data)
+    # a directory whose documents are of another language than --languages reads it as
+    data2 = tmp_path / "data2"
+    shutil.copytree(ml_bin / "en", data2 / "en")
+    shutil.copytree(ml_bin / "pl", data2 / "de")
+    with pytest.raises(ValueError, match=r"de/language.txt says its documents are 'pl', but --languages reads"):
+        build(data2, languages="en,de")
+    with pytest.raises(FileNotFoundError, match=r"fr/dict.txt is missing: binarize language fr"):
+        build(ml_bin, languages="en,fr")
+    with pytest.raises(ValueError, match=r"--languages 'en,en': give distinct language names"):
+        build(ml_bin, languages="en,en")
+    with pytest.raises(ValueError, match=r"--language-weights 'xx=1': give LANG=W with LANG one of"):
+        GileClassificationTask.setup_task(GileClassificationConfig(data=str(ml_bin), languages="en,pl",
+                                                                   language_weights="xx=1"))
+    with pytest.raises(ValueError, match=r"--share-encoder/--share-attention share .* give --languages"):
+        GileClassifier.build_model(GileClassifierConfig(share_encoder=True),
+                                   GileClassificationTask.setup_task(GileClassificationConfig(data=str(ml_bin / "en"))))
+    # aligned vectors of different dimensions, and a single file for several languages
+    (tmp_path / "v.en.txt").write_text("2 8\nlibrary " + " ".join(["0.1"] * 8) + "\nfile " + " ".join(["0.2"] * 8) + "\n")
+    (tmp_path / "v.pl.txt").write_text("1 6\nbiblioteka " + " ".join(["0.1"] * 6) + "\n")
+    with pytest.raises(ValueError, match=r"v.pl.txt \(pl\) has 6-d vectors but .*v.en.txt \(en\) 8-d"):
+        build(ml_bin, embed_path=str(tmp_path / "v.{lang}.txt"))
+    with pytest.raises(ValueError, match=r"one file per language: LANG=FILE,LANG=FILE or a path with \{lang\}"):
+        build(ml_bin, embed_path=str(tmp_path / "v.en.txt"))
+    # a document whose lang field contradicts --lang
+    out = preprocess_gile("--train", ML_SAMPLE / "pl" / "train.jsonl", "--lang", "uk", "--destdir", tmp_path / "uk",
+                          check=False)
+    assert out.returncode != 0 and "train.jsonl:1: the document's lang 'pl' contradicts --lang uk" in out.stderr
+
+
+def test_per_language_aligned_vectors_fill_each_languages_embedding(ml_bin, tmp_path):
+    en_words = {"library": 0.5, "file": -0.5}
+    (tmp_path / "v.en.txt").write_text("".join(f"{w} " + " ".join([str(v)] * 8) + "\n" for w, v in en_words.items()))
+    (tmp_path / "v.pl.txt").write_text("biblioteka " + " ".join(["0.25"] * 8) + "\n")
+    task, model = build(ml_bin, embed_path=f"en={tmp_path / 'v.en.txt'},pl={tmp_path / 'v.pl.txt'}")
+    en, pl = task.dictionaries["en"], task.dictionaries["pl"]
+    assert torch.allclose(model.embed_tokens["en"].weight[en.index("library")], torch.full((8,), 0.5))
+    assert torch.allclose(model.embed_tokens["pl"].weight[pl.index("biblioteka")], torch.full((8,), 0.25))
