@@ -87,6 +87,13 @@ def loss_normalizer(target: torch.Tensor, kind: str) -> float:
     return float(target.gt(0).any(-1).sum())
 
 
+def label_scores(model, features, tokens, train_index, lang=None):
+    """The model's logits of the labels; a batch of one language of a multilingual model names it (``lang``)."""
+    if lang is None:
+        return model.label_scores(features, tokens, train_index)
+    return model.label_scores(features, tokens, train_index, lang=lang)
+
+
 @register_criterion("multilabel_classification", dataclass=MultilabelClassificationConfig)
 class MultilabelClassificationCriterion(FairseqCriterion):
     def __init__(self, task, multilabel_loss="bce", label_sample_rate=1.0, threshold=0.5):
@@ -118,7 +125,7 @@ class MultilabelClassificationCriterion(FairseqCriterion):
                 tokens, train_index, cand_target = tokens[cols], train_index[cols], target[:, cols]
             else:
                 cand_target = target
-            logits = model.label_scores(features, tokens, train_index, lang=sample.get("lang"))
+            logits = label_scores(model, features, tokens, train_index, sample.get("lang"))
             loss = classification_loss(logits, cand_target, self.loss_kind)
             size = loss_normalizer(target, self.loss_kind)
             logging.update(loss=loss.detach(), sample_size=size)
@@ -132,11 +139,11 @@ class MultilabelClassificationCriterion(FairseqCriterion):
         tokens, train_index = sample["label_tokens"], sample["label_train_index"]
         seen, lang = train_index >= 0, sample.get("lang")
         if model.scores_unseen_labels:
-            logits_all = model.label_scores(features, tokens, train_index, lang=lang)
+            logits_all = label_scores(model, features, tokens, train_index, lang)
             logits_seen = logits_all[:, seen]
         else:
             logits_all = None
-            logits_seen = model.label_scores(features, tokens[seen], train_index[seen], lang=lang)
+            logits_seen = label_scores(model, features, tokens[seen], train_index[seen], lang)
         loss = classification_loss(logits_seen, target[:, seen], self.loss_kind)
         size = loss_normalizer(target[:, seen], self.loss_kind)
         logging.update(loss=loss.detach(), sample_size=size)
