@@ -200,3 +200,19 @@ def test_gile_epoch_quick(tmp_path, sentence_encoder):
     assert t["threshold"] == 30.0 and t["value"] == pytest.approx(result["results"][0]["epoch_s"])
     assert_target_lines(result, out.stdout)
     assert_png(tmp_path / "g.png")
+
+
+def test_gile_multilingual_quick_compares_one_joint_update_with_the_two_apart(tmp_path):
+    out = python_script("benchmarks/bench_gile_multilingual.py", "--quick", "--json", tmp_path / "m.json",
+                        "--plot", tmp_path / "m.png")
+    result = json.loads((tmp_path / "m.json").read_text())
+    rows = result["results"]
+    assert [r["case"] for r in rows] == ["en alone", "pl alone", "en + pl"]
+    for row in rows:
+        assert len(row["seconds_all"]) == 3
+        assert row["step_ms"] == pytest.approx(1000 * median(row))
+    assert result["ratio"] == pytest.approx(median(rows[2]) / (median(rows[0]) + median(rows[1])))
+    (t,) = result["targets"]
+    assert t["threshold"] == 1.2 and t["value"] == pytest.approx(result["ratio"])
+    assert_target_lines(result, out.stdout)
+    assert_png(tmp_path / "m.png")
