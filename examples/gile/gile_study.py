@@ -26,22 +26,31 @@ import json
 import logging
 import os
 import re
-import subprocess
 import sys
 import time
 from typing import Optional, Sequence
 
 import numpy as np
 
-import fairseq_joint
-from fairseq_joint.cli.common import fail, figure, load_gile_model, parser, run, setup_logging, split_scores
+from fairseq_joint.cli.common import (
+    USER_DIR,
+    aggregate,
+    cell,
+    fail,
+    figure,
+    finished_log,
+    load_gile_model,
+    parser,
+    run,
+    run_logged,
+    setup_logging,
+    split_scores,
+)
 from fairseq_joint.metrics import chance_level, cross_calibrated_gzsl, gzsl_summary, ranking_metric_sums, summarize
 from fairseq_joint.tasks.gile_classification import read_label_file, read_label_lines
 
 logger = logging.getLogger("gile_study")
 BIN = os.path.dirname(sys.executable)
-#: fairseq's --user-dir: the installed package, wherever the study runs from
-USER_DIR = os.path.dirname(os.path.abspath(fairseq_joint.__file__))
 COLUMNS = [("seen", "rl"), ("seen", "avgpr"), ("seen", "oneerr"), ("seen", "f1"), ("unseen", "rl"),
            ("unseen", "avgpr"), ("unseen", "oneerr"), ("gzsl", "h"), ("cal_gzsl", "seen_avgpr"),
            ("cal_gzsl", "unseen_avgpr"), ("cal_gzsl", "h")]
@@ -134,34 +143,6 @@ def display(system):
     return " + ".join([encoder] + shown)
 
 
-def command_line(cmd):
-    return "# command: " + " ".join(str(c) for c in cmd) + "\n"
-
-
-def finished_log(cmd, log_path):
-    """Minutes of a finished earlier run of exactly ``cmd`` logged at ``log_path``, else None."""
-    if not os.path.isfile(log_path):
-        return None
-    with open(log_path) as f:
-        text = f.read()
-    done = re.search(r"done training in ([\d.]+) seconds", text)
-    if not text.startswith(command_line(cmd)) or done is None or "valid on 'valid' subset" not in text:
-        return None
-    return float(done.group(1)) / 60
-
-
-def run_logged(cmd, log_path, env):
-    """Run ``cmd`` in the current directory (the user's: relative paths stay theirs), its output into ``log_path``."""
-    logger.info("running: " + " ".join(cmd))
-    with open(log_path, "w") as log:
-        log.write(command_line(cmd))
-        log.flush()
-        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-    if proc.returncode != 0:
-        name = cmd[2] if cmd[1] == "-m" else os.path.basename(cmd[0])
-        raise fail(f"{name} failed with exit status {proc.returncode}; see its output in {log_path}")
-
-
 def zero_shot_stats(save_dir, bin_dir, select, targets, seen):
     """GZSL figures of the selected checkpoint (best or last) on the validation documents, from its score matrix."""
     path = os.path.join(save_dir, "checkpoint_best.pt" if select == "best" else "checkpoint_last.pt")
@@ -198,26 +179,6 @@ def valid_stats(log_path, select="last"):
     if select == "best":
         return max(epochs, key=lambda s: s.get("seen_avgpr", float("-inf")))
     return epochs[-1]
-
-
-def aggregate(runs):
-    """One seed: its stats. Several: the mean of every metric, ``{metric}_std`` and the per-seed ``runs``."""
-    if len(runs) == 1:
-        return runs[0]
-    out = {"runs": runs}
-    for key in runs[0]:
-        if key == "seed":
-            continue
-        values = [r[key] for r in runs if key in r]
-        out[key] = float(np.mean(values))
-        out[f"{key}_std"] = float(np.std(values, ddof=1))
-    return out
-
-
-def cell(stats, key):
-    if key not in stats:
-        return "–"
-    return f"{stats[key]:.2f}" + (f" ± {stats[key + '_std']:.2f}" if key + "_std" in stats else "")
 
 
 def chance(bin_dir):

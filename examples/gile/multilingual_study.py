@@ -33,11 +33,21 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gile_study import USER_DIR, aggregate, cell, finished_log, run_logged  # noqa: E402
-
-from fairseq_joint.cli.common import fail, figure, load_gile_model, parser, run, setup_logging, split_scores  # noqa: E402
-from fairseq_joint.metrics import chance_level, cross_calibrated_gzsl, ranking_metric_sums, summarize  # noqa: E402
+from fairseq_joint.cli.common import (
+    USER_DIR,
+    aggregate,
+    cell,
+    fail,
+    figure,
+    finished_log,
+    load_gile_model,
+    parser,
+    run,
+    run_logged,
+    setup_logging,
+    split_scores,
+)
+from fairseq_joint.metrics import chance_level, cross_calibrated_gzsl, ranking_metric_sums, summarize
 
 logger = logging.getLogger("multilingual_study")
 BIN = os.path.dirname(sys.executable)

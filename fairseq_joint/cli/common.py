@@ -12,6 +12,8 @@ import contextlib
 import json
 import logging
 import os
+import re
+import subprocess
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from fairseq_joint import errors
@@ -239,6 +241,62 @@ def split_scores(model, task, subset: str, batch_size: int = 64, seen_only: bool
             ids.append(sample["id"].numpy())
     order = np.argsort(np.concatenate(ids))
     return np.concatenate(scores)[order], np.concatenate(targets)[order], task.label_set(subset)
+
+
+# ---------------------------------------------------------------------------------------------- study runs
+#: fairseq's --user-dir for the runs of a study: the installed package, wherever the study runs from
+USER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+study_logger = logging.getLogger("study")
+
+
+def command_line(cmd):
+    return "# command: " + " ".join(str(c) for c in cmd) + "\n"
+
+
+def finished_log(cmd, log_path):
+    """Minutes of a finished earlier run of exactly ``cmd`` logged at ``log_path``, else None."""
+    if not os.path.isfile(log_path):
+        return None
+    with open(log_path) as f:
+        text = f.read()
+    done = re.search(r"done training in ([\d.]+) seconds", text)
+    if not text.startswith(command_line(cmd)) or done is None or "valid on 'valid' subset" not in text:
+        return None
+    return float(done.group(1)) / 60
+
+
+def run_logged(cmd, log_path, env):
+    """Run ``cmd`` in the current directory (the user's: relative paths stay theirs), its output into ``log_path``."""
+    study_logger.info("running: " + " ".join(cmd))
+    with open(log_path, "w") as log:
+        log.write(command_line(cmd))
+        log.flush()
+        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    if proc.returncode != 0:
+        name = cmd[2] if cmd[1] == "-m" else os.path.basename(cmd[0])
+        raise fail(f"{name} failed with exit status {proc.returncode}; see its output in {log_path}")
+
+
+def aggregate(runs):
+    """One seed: its stats. Several: the mean of every metric, ``{metric}_std`` and the per-seed ``runs``."""
+    import numpy as np
+
+    if len(runs) == 1:
+        return runs[0]
+    out = {"runs": runs}
+    for key in runs[0]:
+        if key == "seed":
+            continue
+        values = [r[key] for r in runs if key in r]
+        out[key] = float(np.mean(values))
+        out[f"{key}_std"] = float(np.std(values, ddof=1))
+    return out
+
+
+def cell(stats, key):
+    if key not in stats:
+        return "–"
+    return f"{stats[key]:.2f}" + (f" ± {stats[key + '_std']:.2f}" if key + "_std" in stats else "")
 
 
 # ---------------------------------------------------------------------------------------------- plots

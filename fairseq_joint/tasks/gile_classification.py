@@ -146,6 +146,14 @@ def read_raw_texts(data: str, split: str, count: int) -> List[str]:
     return texts
 
 
+def check_described(label_file: Optional[str], descriptions: Optional[Dict[str, str]], train_labels) -> None:
+    """Every training label has a line in the label file (when there is one)."""
+    missing = [n for n in train_labels if n not in descriptions] if descriptions is not None else []
+    if missing:
+        raise ValueError(f"{label_file}: {len(missing)} training label(s) have no description (first: {missing[0]!r}); "
+                         "add a 'label<TAB>description' line for each")
+
+
 def parse_languages(value: str) -> List[str]:
     """``--languages en,pl`` -> ["en", "pl"]; empty names, repeats and path characters fail."""
     languages = [x.strip() for x in value.split(",")]
@@ -441,13 +449,7 @@ class GileClassificationTask(FairseqTask):
         if label_file is None and os.path.isfile(os.path.join(cfg.data, LABEL_FILE)):
             label_file = os.path.join(cfg.data, LABEL_FILE)
         descriptions = read_label_file(label_file) if label_file else None
-        if descriptions is not None:
-            missing = [n for n in train_labels if n not in descriptions]
-            if missing:
-                raise ValueError(
-                    f"{label_file}: {len(missing)} training label(s) have no description (first: {missing[0]!r}); "
-                    "add a 'label<TAB>description' line for each"
-                )
+        check_described(label_file, descriptions, train_labels)
         eval_descriptions = read_label_file(cfg.eval_label_file) if cfg.eval_label_file else descriptions
         logger.info(f"dictionary: {len(dictionary)} types; {len(train_labels)} training labels; "
                     f"label file {label_file}; eval label file {cfg.eval_label_file or label_file}")
@@ -491,11 +493,8 @@ class GileClassificationTask(FairseqTask):
                                  if (descriptions or {}).get(n) != other.get(n)), None)
                     raise ValueError(f"{path} disagrees with {label_file} (label {diff!r}): the languages of one model "
                                      "share one label space; binarize every language with the same --labels file")
+        check_described(label_file, descriptions, sorted(train_seen))
         if descriptions is not None:
-            missing = sorted(train_seen - set(descriptions))
-            if missing:
-                raise ValueError(f"{label_file}: training label {missing[0]!r} (of {len(missing)}) has no description; "
-                                 "add a 'label<TAB>description' line for each")
             train_labels = [n for n in descriptions if n in train_seen]
         else:
             train_labels = sorted(train_seen)

@@ -172,6 +172,12 @@ def test_multilingual_bad_input_is_refused_in_one_line(ml_bin, tmp_path):
     shutil.copytree(ml_bin / "pl", data2 / "de")
     with pytest.raises(ValueError, match=r"de/language.txt says its documents are 'pl', but --languages reads"):
         build(data2, languages="en,de")
+    # a --label-file without a line for a label the languages' training documents carry
+    short = tmp_path / "short.tsv"
+    short.write_text("".join(line + "\n" for line in labels[1:]), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"short.tsv: 1 training label\(s\) have no description .*add a 'label<TAB>"):
+        GileClassificationTask.setup_task(GileClassificationConfig(data=str(ml_bin), languages="en,pl",
+                                                                   label_file=str(short)))
     with pytest.raises(FileNotFoundError, match=r"fr/dict.txt is missing: binarize language fr"):
         build(ml_bin, languages="en,fr")
     with pytest.raises(ValueError, match=r"--languages 'en,en': give distinct language names"):
