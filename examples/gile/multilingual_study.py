@@ -13,7 +13,8 @@ only English training documents carry (``en_only``: what L can learn from Englis
 language's training carries (``unseen``: scored from their descriptions), and the calibrated GZSL H (seen + unseen
 ranked together, γ cross-calibrated). ``en_*`` columns: the same on English validation documents (for ``en + L ->
 en``; ``--en-baseline`` trains the monolingual English models to compare with). Training time per update is read
-from the logs (``s_per_update``) for the throughput target. Mean ± std over ``--seeds``. Resumable: a finished run
+from the logs (``s_per_update``) for the throughput target. Mean ± std over ``--seeds`` (``--ablations``: more
+systems with their own ``--ablation-seeds``; the table's ``seeds`` column counts them). Resumable: a finished run
 (same command) is reused. Writes ``results.json``, ``results.md`` and ``results.png`` into ``--workdir``.
 
 Example (data binarized per language with ``fairseq-joint-preprocess-gile --lang``, vectors with
@@ -192,12 +193,14 @@ def write_table(results, languages, systems, path, chance_rows, args):
     cols = [("seen_avgpr", "L seen"), ("en_only_avgpr", "L en-only"), ("unseen_avgpr", "L unseen"),
             ("gzsl_h", "L GZSL H (cal.)"), ("en_seen_avgpr", "en seen"), ("en_unseen_avgpr", "en unseen"),
             ("s_per_update", "s / update")]
-    lines = ["| L | system | " + " | ".join(c for _, c in cols) + " |", "|---" * (len(cols) + 2) + "|"]
+    lines = ["| L | system | seeds | " + " | ".join(c for _, c in cols) + " |", "|---" * (len(cols) + 3) + "|"]
     for lang in languages:
-        lines.append(f"| {lang} | chance | " + " | ".join(cell(chance_rows[lang], k) for k, _ in cols) + " |")
+        lines.append(f"| {lang} | chance | – | " + " | ".join(cell(chance_rows[lang], k) for k, _ in cols) + " |")
         for system in systems + (["en-" + s for s in args.en_baseline] if lang == languages[0] else []):
             if system in results[lang]:
-                lines.append(f"| {lang} | {system} | " + " | ".join(cell(results[lang][system], k) for k, _ in cols) + " |")
+                stats = results[lang][system]
+                lines.append(f"| {lang} | {system} | {len(stats.get('runs', [stats]))} | "
+                             + " | ".join(cell(stats, k) for k, _ in cols) + " |")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     return "\n".join(lines)
@@ -217,6 +220,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "with the English vectors of --en-vectors-pair")
     p.add_argument("--en-vectors-pair", default="pl", help="whose en-L English vectors the English baseline uses")
     p.add_argument("--seeds", default="1", help="comma-separated seeds")
+    p.add_argument("--ablations", default="", help="more systems (e.g. the sharing ablations gile-mhan-enc,"
+                   "gile-mhan-att) trained with --ablation-seeds only; the table's seeds column says how many")
+    p.add_argument("--ablation-seeds", default="", help="comma-separated seeds of --ablations (default: --seeds)")
     p.add_argument("--mono-epochs", type=int, default=30, help="epochs over L alone")
     p.add_argument("--multi-epochs", type=int, default=3, help="epochs of en + L (passes over English, L cycled), and "
                    "of the English baseline")
@@ -230,7 +236,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     systems = [x for x in args.systems.split(",") if x]
     args.en_baseline = [x for x in args.en_baseline.split(",") if x]
     seeds = [int(x) for x in args.seeds.split(",")]
-    for s in systems + args.en_baseline:
+    ablations = [x for x in args.ablations.split(",") if x and x not in systems]
+    ablation_seeds = [int(x) for x in (args.ablation_seeds or args.seeds).split(",")]
+    for s in systems + ablations + args.en_baseline:
         if s not in SYSTEMS:
             raise fail(f"--systems: unknown system {s!r}; choose from {', '.join(SYSTEMS)}")
     for lang in languages + ["en"]:
@@ -240,6 +248,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
     jobs = [(s, lang, seed) for seed in seeds for lang in languages for s in systems]
     jobs += [("en-" + s, "en", seed) for seed in seeds for s in args.en_baseline]
+    jobs += [(s, lang, seed) for seed in ablation_seeds for lang in languages for s in ablations]
 
     def work(job):
         system, lang, seed = job
@@ -255,8 +264,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         results[languages[0]][s] = {f"en_{k}" if not k.startswith(("s_per", "updates")) else k: v
                                     for k, v in results["en"][s].items()}
     chance_rows = {lang: chance(args.data_bin, lang) for lang in languages}
-    table = write_table(results, languages, systems, os.path.join(args.workdir, "results.md"), chance_rows, args)
-    plot(results, languages, systems, os.path.join(args.workdir, "results.png"))
+    shown = [s for s in SYSTEMS if s in systems + ablations]
+    table = write_table(results, languages, shown, os.path.join(args.workdir, "results.md"), chance_rows, args)
+    plot(results, languages, shown, os.path.join(args.workdir, "results.png"))
     with open(os.path.join(args.workdir, "results.json"), "w") as f:
         json.dump({"args": {k: v for k, v in vars(args).items()}, "chance": chance_rows, "results": results}, f, indent=1)
     print(table)

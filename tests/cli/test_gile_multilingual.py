@@ -2,13 +2,14 @@
 label space, paired batches, the weighted joint objective, shared encoder parts and joint space, per-language and
 macro-averaged validation, checkpoint round trip, prediction by language, and the bad-input refusals."""
 
+import json
 import shutil
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
-from conftest import GILE_FAST, GILE_TRAIN, REPO, cli, preprocess_gile, valid_line
+from conftest import GILE_FAST, GILE_TRAIN, REPO, cli, preprocess_gile, python_script, valid_line
 
 from fairseq_joint.models.gile_classifier import GileClassifier, GileClassifierConfig
 from fairseq_joint.tasks.gile_classification import GileClassificationConfig, GileClassificationTask
@@ -209,3 +210,37 @@ def test_per_language_aligned_vectors_fill_each_languages_embedding(ml_bin, tmp_
     en, pl = task.dictionaries["en"], task.dictionaries["pl"]
     assert torch.allclose(model.embed_tokens["en"].weight[en.index("library")], torch.full((8,), 0.5))
     assert torch.allclose(model.embed_tokens["pl"].weight[pl.index("biblioteka")], torch.full((8,), 0.25))
+
+
+def test_multilingual_study_table_seeds_ablations_and_reuse(ml_bin, tmp_path):
+    """The study driver end to end on the sample: L alone vs en + L, two seeds (mean ± std), a sharing ablation with
+    one seed (the seeds column says so), evaluation per label group on L's and en's documents, and reuse."""
+    pair = tmp_path / "aligned" / "en-pl"
+    pair.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for lang in ("en", "pl"):
+        words = [w for w in (ml_bin / lang / "dict.txt").read_text(encoding="utf-8").split("\n")[:50] if w]
+        (pair / f"vectors.{lang}.txt").write_text(
+            "".join(w.split()[0] + " " + " ".join(f"{v:.3f}" for v in rng.normal(size=100)) + "\n" for w in words),
+            encoding="utf-8")
+    args = ["--data-bin", ml_bin, "--aligned-dir", tmp_path / "aligned", "--workdir", tmp_path / "w", "--languages",
+            "pl", "--systems", "gile-han,gile-mhan-both", "--ablations", "gile-mhan-enc", "--seeds", "1,2",
+            "--ablation-seeds", "1", "--mono-epochs", "1", "--multi-epochs", "1", "--joint-dim", "8"]
+    first = python_script("examples/gile/multilingual_study.py", *args)
+    assert "reusing" not in first.stdout + first.stderr
+    result = json.loads((tmp_path / "w" / "results.json").read_text())["results"]
+    mono, multi, enc = (result["pl"][s] for s in ("gile-han", "gile-mhan-both", "gile-mhan-enc"))
+    assert [r["seed"] for r in mono["runs"]] == [1, 2] and "runs" not in enc
+    assert mono["seen_avgpr"] == pytest.approx(np.mean([r["seen_avgpr"] for r in mono["runs"]]))
+    assert mono["seen_avgpr_std"] == pytest.approx(np.std([r["seen_avgpr"] for r in mono["runs"]], ddof=1))
+    for stats in (mono, multi, enc):
+        assert 0 <= stats["seen_avgpr"] <= 100 and 0 <= stats["unseen_avgpr"] <= 100 and stats["docs"] == 60
+    # the multilingual models are scored on English documents too (en + L -> en); L alone has no English side
+    assert "en_seen_avgpr" in multi and "en_seen_avgpr" in enc and "en_seen_avgpr" not in mono
+    rows = {line.split(" | ")[1]: line.split(" | ")[2] for line in
+            (tmp_path / "w" / "results.md").read_text().splitlines()[2:]}
+    assert rows == {"chance": "–", "gile-han": "2", "gile-mhan-enc": "1", "gile-mhan-both": "2"}
+    assert (tmp_path / "w" / "results.png").stat().st_size > 0
+    again = python_script("examples/gile/multilingual_study.py", *args)
+    assert (again.stdout + again.stderr).count("reusing the finished run") == 5
+    assert json.loads((tmp_path / "w" / "results.json").read_text())["results"] == result
