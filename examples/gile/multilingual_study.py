@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Optional, Sequence
@@ -79,7 +80,7 @@ def train_command(args, system, lang, seed, save_dir):
            "--best-checkpoint-metric", f"{lang}_seen_avgpr", "--maximize-best-checkpoint-metric",
            "--no-epoch-checkpoints", "--no-last-checkpoints", "--save-dir", save_dir]
     if head == "gile":
-        cmd += ["--joint-dim", str(args.joint_dim)]
+        cmd += ["--joint-dim", str(args.joint_dim), *shlex.split(args.gile_options)]
     return cmd
 
 
@@ -229,6 +230,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--joint-dim", type=int, default=200, help="d_j of the GILE head")
+    p.add_argument("--gile-options", default="", help="more fairseq-train options for the GILE systems, e.g. "
+                   "'--similarity-init --joint-activation tanh' (the zero-shot prior of the English study); give "
+                   "them another --workdir, since a run of another command replaces the one there")
     p.add_argument("--threads", type=int, default=1, help="OMP threads per run")
     p.add_argument("--jobs", type=int, default=1, help="runs at the same time")
     args = p.parse_args(argv)

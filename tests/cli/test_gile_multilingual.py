@@ -225,9 +225,12 @@ def test_multilingual_study_table_seeds_ablations_and_reuse(ml_bin, tmp_path):
             encoding="utf-8")
     args = ["--data-bin", ml_bin, "--aligned-dir", tmp_path / "aligned", "--workdir", tmp_path / "w", "--languages",
             "pl", "--systems", "gile-han,gile-mhan-both", "--ablations", "gile-mhan-enc", "--seeds", "1,2",
-            "--ablation-seeds", "1", "--mono-epochs", "1", "--multi-epochs", "1", "--joint-dim", "8"]
+            "--ablation-seeds", "1", "--mono-epochs", "1", "--multi-epochs", "1", "--joint-dim", "8",
+            "--gile-options", "--similarity-init --joint-activation tanh"]
     first = python_script("examples/gile/multilingual_study.py", *args)
     assert "reusing" not in first.stdout + first.stderr
+    runs = [line for line in (first.stdout + first.stderr).splitlines() if "running: " in line]
+    assert len(runs) == 5 and all("--similarity-init --joint-activation tanh" in line for line in runs)
     result = json.loads((tmp_path / "w" / "results.json").read_text())["results"]
     mono, multi, enc = (result["pl"][s] for s in ("gile-han", "gile-mhan-both", "gile-mhan-enc"))
     assert [r["seed"] for r in mono["runs"]] == [1, 2] and "runs" not in enc
