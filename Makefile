@@ -38,7 +38,7 @@ test: install lint
 test-fast: install lint
 	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) -q tests/unit
 
-# the six benchmarks at full size, one after another (about 1.5 hours on 2 cores; not part of `make test`): figures
+# the seven benchmarks at full size, one after another (about 1.5 hours on 2 cores; not part of `make test`): figures
 # and charts in bench-results/
 BENCH_OUT := bench-results
 bench: install
@@ -49,6 +49,7 @@ bench: install
 	$(PY) benchmarks/bench_label_embedding.py --json $(BENCH_OUT)/label_embedding.json --plot $(BENCH_OUT)/label_embedding.png
 	$(PY) benchmarks/bench_label_sampling.py --json $(BENCH_OUT)/label_sampling.json --plot $(BENCH_OUT)/label_sampling.png
 	$(PY) benchmarks/bench_gile_epoch.py --json $(BENCH_OUT)/gile_epoch.json --plot $(BENCH_OUT)/gile_epoch.png
+	$(PY) benchmarks/bench_gile_multilingual.py --json $(BENCH_OUT)/gile_multilingual.json --plot $(BENCH_OUT)/gile_multilingual.png
 
 lint: install
 	$(PY) -m ruff check .
