@@ -81,6 +81,10 @@ def train_command(args, system, lang, seed, save_dir):
            "--no-epoch-checkpoints", "--no-last-checkpoints", "--save-dir", save_dir]
     if head == "gile":
         cmd += ["--joint-dim", str(args.joint_dim), *shlex.split(args.gile_options)]
+    if multi and args.validate_each_pass:
+        with open(os.path.join(args.data_bin, lang, "train.labels"), encoding="utf-8") as f:
+            every = str(-(-sum(1 for _ in f) // args.batch_size))  # updates of one pass over L
+        cmd += ["--validate-interval-updates", every, "--save-interval-updates", every, "--keep-interval-updates", "1"]
     return cmd
 
 
@@ -233,6 +237,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--gile-options", default="", help="more fairseq-train options for the GILE systems, e.g. "
                    "'--similarity-init --joint-activation tanh' (the zero-shot prior of the English study); give "
                    "them another --workdir, since a run of another command replaces the one there")
+    p.add_argument("--validate-each-pass", action="store_true", help="validate the en + L runs (and keep their best "
+                   "checkpoint) after every pass over L, as often as the runs on L alone, rather than after every "
+                   "pass over English (about ten passes over L): the best epoch is then chosen among as many")
     p.add_argument("--threads", type=int, default=1, help="OMP threads per run")
     p.add_argument("--jobs", type=int, default=1, help="runs at the same time")
     args = p.parse_args(argv)

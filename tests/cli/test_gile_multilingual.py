@@ -226,11 +226,14 @@ def test_multilingual_study_table_seeds_ablations_and_reuse(ml_bin, tmp_path):
     args = ["--data-bin", ml_bin, "--aligned-dir", tmp_path / "aligned", "--workdir", tmp_path / "w", "--languages",
             "pl", "--systems", "gile-han,gile-mhan-both", "--ablations", "gile-mhan-enc", "--seeds", "1,2",
             "--ablation-seeds", "1", "--mono-epochs", "1", "--multi-epochs", "1", "--joint-dim", "8",
-            "--gile-options", "--similarity-init --joint-activation tanh"]
+            "--gile-options", "--similarity-init --joint-activation tanh", "--validate-each-pass"]
     first = python_script("examples/gile/multilingual_study.py", *args)
     assert "reusing" not in first.stdout + first.stderr
     runs = [line for line in (first.stdout + first.stderr).splitlines() if "running: " in line]
     assert len(runs) == 5 and all("--similarity-init --joint-activation tanh" in line for line in runs)
+    # en + L runs validate after every pass over L (240 documents in batches of 32: 8 updates), L alone per epoch
+    assert sum("--validate-interval-updates 8 --save-interval-updates 8" in line for line in runs) == 3
+    assert not any("--validate-interval-updates" in line for line in runs if "--languages pl " in line)
     result = json.loads((tmp_path / "w" / "results.json").read_text())["results"]
     mono, multi, enc = (result["pl"][s] for s in ("gile-han", "gile-mhan-both", "gile-mhan-enc"))
     assert [r["seed"] for r in mono["runs"]] == [1, 2] and "runs" not in enc
