@@ -161,10 +161,13 @@ def train_seconds(log_path):
 def one_run(args, system, lang, seed, env):
     name = f"{lang}/{system}/seed{seed}"
     save_dir = os.path.join(args.workdir, lang, system, f"seed{seed}")
-    os.makedirs(save_dir, exist_ok=True)
     cmd = train_command(args, system, lang, seed, save_dir)
     log_path = os.path.join(save_dir, "train.log")
     if finished_log(cmd, log_path) is None or not os.path.isfile(os.path.join(save_dir, "checkpoint_best.pt")):
+        if args.no_train:
+            logger.info(f"{name}: not finished, left out of the tables (--no-train)")
+            return None
+        os.makedirs(save_dir, exist_ok=True)
         run_logged(cmd, log_path, env)
     else:
         logger.info(f"{name}: reusing the finished run")
@@ -240,6 +243,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--validate-each-pass", action="store_true", help="validate the en + L runs (and keep their best "
                    "checkpoint) after every pass over L, as often as the runs on L alone, rather than after every "
                    "pass over English (about ten passes over L): the best epoch is then chosen among as many")
+    p.add_argument("--no-train", action="store_true", help="train nothing: the tables from the runs that finished "
+                   "(the seeds column counts them); the others are logged as left out")
     p.add_argument("--threads", type=int, default=1, help="OMP threads per run")
     p.add_argument("--jobs", type=int, default=1, help="runs at the same time")
     args = p.parse_args(argv)
@@ -266,7 +271,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return job, one_run(args, system.replace("en-", "", 1), lang, seed, env)
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        done = list(pool.map(work, jobs))
+        done = [(job, row) for job, row in pool.map(work, jobs) if row is not None]
     results = {lang: {} for lang in languages + ["en"]}
     for (system, lang, _), row in done:
         results[lang].setdefault(system, []).append(row)

@@ -250,3 +250,9 @@ def test_multilingual_study_table_seeds_ablations_and_reuse(ml_bin, tmp_path):
     again = python_script("examples/gile/multilingual_study.py", *args)
     assert (again.stdout + again.stderr).count("reusing the finished run") == 5
     assert json.loads((tmp_path / "w" / "results.json").read_text())["results"] == result
+    # --no-train: the tables from what finished; a seed not run is left out and said so, nothing is trained
+    partial = python_script("examples/gile/multilingual_study.py", *[a if a != "1,2" else "1,2,3" for a in args],
+                            "--no-train")
+    assert (partial.stdout + partial.stderr).count("not finished, left out of the tables (--no-train)") == 2
+    assert "running: " not in partial.stdout + partial.stderr and not (tmp_path / "w" / "pl" / "gile-han" / "seed3").exists()
+    assert json.loads((tmp_path / "w" / "results.json").read_text())["results"] == result
