@@ -277,7 +277,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         results[lang].setdefault(system, []).append(row)
     results = {lang: {s: aggregate(rows) for s, rows in by.items()} for lang, by in results.items()}
     for s in list(results["en"]):  # the English baseline's figures, in the en_* columns of the table
-        results[languages[0]][s] = {f"en_{k}" if not k.startswith(("s_per", "updates")) else k: v
+        results[languages[0]][s] = {f"en_{k}" if not k.startswith(("s_per", "updates", "runs")) else k: v
                                     for k, v in results["en"][s].items()}
     chance_rows = {lang: chance(args.data_bin, lang) for lang in languages}
     shown = [s for s in SYSTEMS if s in systems + ablations]
