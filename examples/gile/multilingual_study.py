@@ -180,8 +180,8 @@ def one_run(args, system, lang, seed, env):
     return row
 
 
-def plot(results, languages, systems, path):
-    """Seen and unseen AvgPr per language and system (mean ± std over seeds)."""
+def plot(results, languages, systems, path, chance_rows):
+    """Seen and unseen AvgPr per language and system (mean ± std over seeds), random scores' level dashed."""
     with figure(path, 1, 2, figsize=(12, 4.2)) as (fig, axes):
         width = 0.8 / len(systems)
         for ax, key, title in ((axes[0], "seen_avgpr", "seen labels (L's training)"),
@@ -190,6 +190,10 @@ def plot(results, languages, systems, path):
                 means = [results[lang].get(system, {}).get(key, np.nan) for lang in languages]
                 stds = [results[lang].get(system, {}).get(key + "_std", 0.0) for lang in languages]
                 ax.bar(np.arange(len(languages)) + i * width, means, width, yerr=stds, label=system, capsize=2)
+            for i, lang in enumerate(languages):
+                if key in chance_rows[lang]:
+                    ax.hlines(chance_rows[lang][key], i - width / 2, i + width * (len(systems) - 0.5), colors="k",
+                              linestyles="dashed", label="chance" if i == 0 else None)
             ax.set_xticks(np.arange(len(languages)) + width * (len(systems) - 1) / 2, languages)
             ax.set_ylabel("AvgPr (%)")
             ax.set_title(title)
@@ -261,6 +265,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not os.path.isfile(os.path.join(args.data_bin, lang, "dict.txt")):
             raise fail(f"--data-bin {args.data_bin}: no {lang}/ directory; binarize it with fairseq-joint-preprocess-gile "
                        f"--lang {lang}")
+    os.makedirs(args.workdir, exist_ok=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
     jobs = [(s, lang, seed) for seed in seeds for lang in languages for s in systems]
     jobs += [("en-" + s, "en", seed) for seed in seeds for s in args.en_baseline]
@@ -282,7 +287,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     chance_rows = {lang: chance(args.data_bin, lang) for lang in languages}
     shown = [s for s in SYSTEMS if s in systems + ablations]
     table = write_table(results, languages, shown, os.path.join(args.workdir, "results.md"), chance_rows, args)
-    plot(results, languages, shown, os.path.join(args.workdir, "results.png"))
+    if shown:  # (--systems "" with --en-baseline trains the English models only: a table, no plot)
+        plot(results, languages, shown, os.path.join(args.workdir, "results.png"), chance_rows)
     with open(os.path.join(args.workdir, "results.json"), "w") as f:
         json.dump({"args": {k: v for k, v in vars(args).items()}, "chance": chance_rows, "results": results}, f, indent=1)
     print(table)

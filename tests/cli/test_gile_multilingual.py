@@ -256,3 +256,8 @@ def test_multilingual_study_table_seeds_ablations_and_reuse(ml_bin, tmp_path):
     assert (partial.stdout + partial.stderr).count("not finished, left out of the tables (--no-train)") == 2
     assert "running: " not in partial.stdout + partial.stderr and not (tmp_path / "w" / "pl" / "gile-han" / "seed3").exists()
     assert json.loads((tmp_path / "w" / "results.json").read_text())["results"] == result
+    # nothing to show: a new workdir, no system, nothing trained -> the chance rows only, no plot
+    python_script("examples/gile/multilingual_study.py", "--data-bin", ml_bin, "--aligned-dir", tmp_path / "aligned",
+                  "--workdir", tmp_path / "empty", "--languages", "pl", "--systems", "", "--no-train")
+    assert (tmp_path / "empty" / "results.md").read_text().count("| pl |") == 1
+    assert not (tmp_path / "empty" / "results.png").exists()
