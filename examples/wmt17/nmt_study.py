@@ -126,6 +126,15 @@ def trained_updates(log_path: str) -> int:
     return max((int(n) for n in found), default=0)
 
 
+def saved_updates(log_path: str) -> int:
+    """The update of the last checkpoint a run's training log saved: where a re-run continues (0 when none)."""
+    if not os.path.isfile(log_path):
+        return 0
+    found = re.findall(r"Saved checkpoint \S+ \(epoch \d+ @ (\d+) updates", open(log_path, encoding="utf-8",
+                                                                               errors="replace").read())
+    return int(found[-1]) if found else 0
+
+
 def train(a, model: str, flags: List[str], system: str, seed: int) -> None:
     """Train one run to ``--max-update`` updates with train.sh, continuing from its last checkpoint if any."""
     out = run_dir(a.workdir, model, system, seed)
@@ -140,7 +149,7 @@ def train(a, model: str, flags: List[str], system: str, seed: int) -> None:
            "--validate-interval-updates", str(a.validate_every), "--save-interval-updates", str(a.validate_every),
            "--keep-interval-updates", "1", "--log-interval", str(max(1, a.validate_every // 2)),
            "--num-workers", "0", *a.train_flags.split()]
-    done = trained_updates(log)
+    done = saved_updates(log)  # (not the last update logged: a run stopped between checkpoints redoes those)
     print(f"  {model}/{system}/seed {seed}: training {'from update %d' % done if done else 'from scratch'} "
           f"to {a.max_update} ({a.threads} threads); log {log}", flush=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), MKL_NUM_THREADS=str(a.threads))
