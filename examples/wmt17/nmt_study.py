@@ -284,10 +284,11 @@ def report(a, study) -> str:
     for model in sorted({r["model"] for r in runs}):
         group = [r for r in runs if r["model"] == model]
         systems = list(dict.fromkeys(r["system"] for r in sorted(group, key=lambda r: _order(r["system"]))))
-        tied_final = [r["valid_ppl"] for r in group if r["system"] == "nmt-tied" and r["valid_ppl"]]
+        tied_by_seed = {r["seed"]: r["valid_ppl"] for r in group if r["system"] == "nmt-tied" and r["valid_ppl"]}
+        tied_final = list(tied_by_seed.values())
         lines += [f"## {model}", "",
                   "| system | \\|Θ\\| | output layer | seeds | valid ppl | sacreBLEU | Δ vs NMT | Δ vs NMT-tied | chrF | "
-                  "tok. BLEU | updates to NMT-tied's final ppl |",
+                  "tok. BLEU | updates to NMT-tied's final ppl (same seed) |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for system in systems:
             rs = sorted((r for r in group if r["system"] == system), key=lambda r: r["seed"])
@@ -298,9 +299,9 @@ def report(a, study) -> str:
                 deltas = [r["vs"][base] for r in rs if base in r["vs"]]
                 cells.append(" / ".join(f"{d['delta']:+.2f}{d['mark']}" for d in deltas) if deltas else "–")
             cells += [mean_std([r["scores"]["chrf"] for r in rs]), mean_std([r["scores"]["tok_bleu"] for r in rs])]
-            if tied_final:
-                target = statistics.mean(tied_final)
-                reach = [updates_to_reach(r["curve"], target) for r in rs]
+            if tied_final:  # each seed against NMT-tied of the same seed (their mean when that seed has none)
+                reach = [updates_to_reach(r["curve"], tied_by_seed.get(r["seed"], statistics.mean(tied_final)))
+                         for r in rs]
                 cells.append(" / ".join("not reached" if u is None else str(u) for u in reach))
             else:
                 cells.append("–")
