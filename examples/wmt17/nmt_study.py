@@ -152,7 +152,7 @@ def train(a, model: str, flags: List[str], system: str, seed: int) -> None:
     done = saved_updates(log)  # (not the last update logged: a run stopped between checkpoints redoes those)
     print(f"  {model}/{system}/seed {seed}: training {'from update %d' % done if done else 'from scratch'} "
           f"to {a.max_update} ({a.threads} threads); log {log}", flush=True)
-    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), MKL_NUM_THREADS=str(a.threads))
+    env = dict(run_env(a), MKL_NUM_THREADS=str(a.threads))
     start = time.time()
     with open(log, "a", encoding="utf-8") as f:
         f.write(f"# nmt_study: {' '.join(cmd)}\n")
@@ -168,6 +168,13 @@ def train(a, model: str, flags: List[str], system: str, seed: int) -> None:
         f.write(f"{done}\t{a.max_update}\t{time.time() - start:.1f}\n")
 
 
+def run_env(a) -> dict:
+    """The recipes' environment: ``a.threads`` threads, and this interpreter's fairseq-train / fairseq-generate
+    first on PATH (a study run as ``.venv/bin/python nmt_study.py`` needs no activated virtualenv)."""
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    return dict(os.environ, PATH=path, OMP_NUM_THREADS=str(a.threads), PYTHON=sys.executable)
+
+
 def evaluate(a, model: str, system: str, seed: int) -> Optional[str]:
     """evaluate.sh on the budget's checkpoint into ``eval-u<N>/`` (reused when there); None if not trained yet."""
     out = run_dir(a.workdir, model, system, seed)
@@ -178,7 +185,7 @@ def evaluate(a, model: str, system: str, seed: int) -> Optional[str]:
     if os.path.isfile(os.path.join(dest, "scores.json")):
         return dest
     print(f"  {model}/{system}/seed {seed}: translating the test set (beam {a.beam})", flush=True)
-    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), PYTHON=sys.executable)
+    env = run_env(a)
     with open(os.path.join(out, f"eval-u{a.max_update}.log"), "w") as f:
         proc = subprocess.run(["bash", os.path.join(RECIPE_DIR, "evaluate.sh"), a.data_bin, out, "--beam", str(a.beam),
                                "--checkpoint", ckpt, "--eval-dir", os.path.basename(dest)], stdout=f,

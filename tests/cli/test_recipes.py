@@ -13,6 +13,9 @@ from conftest import BIN, REPO, cli
 
 RECIPE = REPO / "examples" / "wmt17"
 ENV = {"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHON": sys.executable}
+# a PATH without the environment's bin (a user running .venv/bin/python nmt_study.py without activating it)
+BARE_ENV = {"PATH": os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep)
+                                    if d and Path(d).resolve() != BIN.resolve())}
 TINY = ["--bpe-ops", "200", "--workers", "1", "--offline"]
 # one pytest-xdist worker takes the whole module, so the module fixtures (mirror, prepared data, trained systems) are
 # built once, not once per worker (`make test` runs with --dist loadgroup)
@@ -183,13 +186,14 @@ def test_train_sh_rejects_unknown_system_and_uses_sampling_for_large_joint(train
 def test_nmt_study_trains_scores_reuses_and_extends_its_budget(prepared, tmp_path):
     """examples/wmt17/nmt_study.py: Table 2 layout with Δ vs NMT and vs NMT-tied, the Fig. 3 bins, learning curves
     (a point per validation), the Fig. 2 plot; a re-run reuses every finished run; a larger budget continues the runs
-    from their last checkpoint; other flags under the same model name are refused."""
+    from their last checkpoint; other flags under the same model name are refused. Run by the environment's python
+    with its bin off PATH: the study finds fairseq-train / fairseq-generate next to the interpreter."""
     _, bins = prepared
     work = tmp_path / "runs"
     base = [REPO / "examples" / "wmt17" / "nmt_study.py", "--data-bin", bins["wmt17-en-de"], "--workdir", work,
             "--model", "tiny", "--model-flags", "--arch joint_lstm_tiny", "--systems", "nmt,nmt-tied,nmt-joint-48",
             "--validate-every", "2", "--beam", "2", "--threads", "1", "--train-flags", "--max-tokens 2000"]
-    first = cli(sys.executable, *base, "--max-update", "4", env=ENV)
+    first = cli(sys.executable, *base, "--max-update", "4", env=BARE_ENV)
     table = (work / "study.md").read_text(encoding="utf-8")
     rows = {}
     for line in table.splitlines():  # the Table 2 rows: the first row of each system (the bins table follows)
