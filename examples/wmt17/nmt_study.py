@@ -349,9 +349,11 @@ def plot_learning_curves(a, runs, path: str) -> None:
     plt = pyplot()
     models = sorted({r["model"] for r in runs})
     fig, axes = plt.subplots(len(models), 2, figsize=(11, 4 * len(models)), squeeze=False)
+    # one colour per system across all panels (a model without nmt must not shift tied's colour onto joint)
+    systems = dict.fromkeys(r["system"] for r in sorted(runs, key=lambda r: _order(r["system"])))
+    colors = {s: f"C{i}" for i, s in enumerate(systems)}
     for row, model in enumerate(models):
         group = sorted((r for r in runs if r["model"] == model), key=lambda r: (_order(r["system"]), r["seed"]))
-        colors = {s: f"C{i}" for i, s in enumerate(dict.fromkeys(r["system"] for r in group))}
         for col, x in enumerate(("updates", "train_minutes")):
             ax = axes[row][col]
             for r in group:
