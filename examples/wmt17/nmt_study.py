@@ -351,9 +351,8 @@ def plot_learning_curves(a, runs, path: str) -> None:
     fig, axes = plt.subplots(len(models), 2, figsize=(11, 4 * len(models)), squeeze=False)
     # one colour per system in every panel and every study: nmt C0, nmt-tied C1, the others from C2 on (a model or a
     # study without nmt must not shift tied's colour onto joint)
-    others = [s for s in dict.fromkeys(r["system"] for r in sorted(runs, key=lambda r: _order(r["system"])))
-              if s not in BASELINES]
-    colors = {**{s: f"C{i}" for i, s in enumerate(BASELINES)}, **{s: f"C{i}" for i, s in enumerate(others, 2)}}
+    systems = [*BASELINES, *sorted({r["system"] for r in runs} - set(BASELINES), key=_order)]
+    colors = {s: f"C{i}" for i, s in enumerate(systems)}
     for row, model in enumerate(models):
         group = sorted((r for r in runs if r["model"] == model), key=lambda r: (_order(r["system"]), r["seed"]))
         for col, x in enumerate(("updates", "train_minutes")):
