@@ -175,11 +175,17 @@ def preprocess_gile(*args, **kw):
     return cli("fairseq-joint-preprocess-gile", *args, **kw)
 
 
+def valid_lines(output: str, subset: str = "valid") -> list:
+    """The figures of every ``valid on '<subset>' subset`` line of a fairseq log, in order."""
+    return [{k: float(v) for k, v in re.findall(r"\| (\w+) ([-\d.]+)", line)}
+            for line in output.splitlines() if f"valid on '{subset}' subset" in line]
+
+
 def valid_line(output: str, subset: str = "valid") -> dict:
     """The figures of the last ``valid on '<subset>' subset`` line of a fairseq log."""
-    lines = [line for line in output.splitlines() if f"valid on '{subset}' subset" in line]
+    lines = valid_lines(output, subset)
     assert lines, output[-3000:]
-    return {k: float(v) for k, v in re.findall(r"\| (\w+) ([-\d.]+)", lines[-1])}
+    return lines[-1]
 
 
 def write_zero_shot_data(raw, num_seen=12, words_per_label=4, seed=0):

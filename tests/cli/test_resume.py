@@ -7,7 +7,7 @@ import re
 import shutil
 
 import pytest
-from conftest import GILE_FAST, GILE_TRAIN, USER_DIR, assert_same_tensors, cli, state
+from conftest import GILE_FAST, GILE_TRAIN, USER_DIR, assert_same_tensors, cli, state, valid_lines
 
 TRANSLATION = ["--user-dir", USER_DIR, "--arch", "joint_lstm_tiny", "--criterion", "sampled_cross_entropy",
                "--sample-rate", "0.25", "--save-interval-updates", "5", "--max-update", "30", "--seed", "7",
@@ -55,8 +55,7 @@ STUDY = ["--user-dir", USER_DIR, "--arch", "joint_transformer_tiny", "--output-l
 
 
 def valid_losses(output):
-    return [(int(u), float(loss)) for loss, u in re.findall(r"valid on 'valid' subset \| loss ([\d.]+) .*num_updates (\d+)",
-                                                              output)]
+    return [(int(v["num_updates"]), v["loss"]) for v in valid_lines(output)]
 
 
 def test_a_larger_budget_continues_a_finished_run_exactly(tiny_bin, tmp_path):

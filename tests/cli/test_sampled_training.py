@@ -4,7 +4,7 @@ equal to plain cross-entropy, then fairseq-generate."""
 import re
 
 import torch
-from conftest import TRAIN_FAST, USER_DIR, assert_same_tensors, cli, state
+from conftest import TRAIN_FAST, USER_DIR, assert_same_tensors, cli, state, valid_lines
 
 
 def train(data, save_dir, updates, *extra):
@@ -50,7 +50,7 @@ def test_chunked_exact_training_equals_plain_cross_entropy(tiny_bin, tmp_path):
     chunk = cli("fairseq-train", tiny_bin, *common, "--criterion", "sampled_cross_entropy", "--vocab-chunk-size", 100,
                 "--save-dir", tmp_path / "c")
     def valid(out):
-        return re.findall(r"valid on 'valid' subset \| loss ([\d.]+)", out.stdout + out.stderr)
+        return [v["loss"] for v in valid_lines(out.stdout + out.stderr)]
     assert valid(plain) and valid(plain) == valid(chunk)
     p, c = params(tmp_path / "p" / "checkpoint_last.pt"), params(tmp_path / "c" / "checkpoint_last.pt")
     for key, value in p.items():
