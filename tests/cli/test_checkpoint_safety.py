@@ -7,11 +7,13 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 import zipfile
+from pathlib import Path
 
 import pytest
-from conftest import BIN, REPO, USER_DIR, assert_same_tensors, binarize, cli, state
+from conftest import REPO, USER_DIR, assert_same_tensors, binarize, cli, state
 
 TRAIN = ["--user-dir", USER_DIR, "--arch", "joint_lstm_tiny", "--criterion", "sampled_cross_entropy", "--sample-rate",
          "0.25", "--save-interval-updates", "5", "--max-update", "40", "--seed", "7", "--max-tokens", "300",
@@ -105,10 +107,8 @@ def test_a_dictionary_of_the_same_size_and_other_entries_is_refused(tiny_bin, ti
 
 def terminal_like():
     """In the child: SIGINT as in a terminal (a test suite started in the background, e.g. ``make test &``, inherits
-    it ignored, and Python then installs no Ctrl-C handler), and niced below the test process (on a busy machine a
-    starved poller would see the pattern only after the short run had finished)."""
+    it ignored, and Python then installs no Ctrl-C handler)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.nice(19)
 
 
 def run_until(cmd, log, pattern, signum):
@@ -129,14 +129,17 @@ def run_until(cmd, log, pattern, signum):
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_stopped_run_says_how_to_resume_and_resumes_exactly(tiny_bin, tmp_path, signum):
     cli("fairseq-train", tiny_bin, *TRAIN, "--save-dir", tmp_path / "full")
-    cmd = [str(BIN / "fairseq-train"), str(tiny_bin), *TRAIN, "--save-dir", str(tmp_path / "stopped")]
-    # stopped in epoch 2, after its checkpoint at update 15 (an epoch holds about 10 updates)
-    code, err = run_until(cmd, tmp_path / "stopped.log", r"checkpoint_2_15\.pt", signum)
+    args = [str(tiny_bin), *TRAIN, "--save-dir", str(tmp_path / "stopped")]
+    # stopped in epoch 2 (an epoch holds about 10 updates), two updates after its checkpoint at update 15: the run
+    # waits there for the signal (paused_train.py), so that it cannot finish first on a busy machine
+    code, err = run_until([sys.executable, str(Path(__file__).with_name("paused_train.py")), "17", *args],
+                          tmp_path / "stopped.log", r"paused after update 17", signum)
     lines = [line for line in err.splitlines() if line.strip()]
     name = "SIGTERM" if signum == signal.SIGTERM else "SIGINT"
-    assert code == 128 + signum and "Traceback" not in err
+    assert code == 128 + signum and "Traceback" not in err, err[-3000:]
+    assert "checkpoint_2_15.pt" in (tmp_path / "stopped.log").read_text()
     assert lines[-1] == (f"error: fairseq-train stopped by {name}: run the same command to resume from "
                          f"{tmp_path / 'stopped' / 'checkpoint_last.pt'} (exactly as if it had not stopped)")
-    cli(*cmd)  # the same command again
+    cli("fairseq-train", *args)  # the same command again
     assert_same_tensors(state(tmp_path / "full" / "checkpoint_last.pt")["model"],
                         state(tmp_path / "stopped" / "checkpoint_last.pt")["model"])
