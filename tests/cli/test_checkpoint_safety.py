@@ -117,12 +117,17 @@ def run_until(cmd, log, pattern, signum):
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True, cwd=str(REPO), env=env,
                                 preexec_fn=terminal_like)
-        deadline = time.time() + 300
-        while not re.search(pattern, log.read_text()):
-            assert proc.poll() is None and time.time() < deadline, log.read_text()[-2000:]
-            time.sleep(0.05)
-        proc.send_signal(signum)
-        _, err = proc.communicate(timeout=120)
+        try:
+            deadline = time.time() + 300
+            while not re.search(pattern, log.read_text()):
+                assert proc.poll() is None and time.time() < deadline, log.read_text()[-2000:]
+                time.sleep(0.05)
+            proc.send_signal(signum)
+            _, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:  # a failed test leaves no run behind
+                proc.kill()
+                proc.wait()
     return proc.returncode, err
 
 
