@@ -151,3 +151,19 @@ def cross_calibrated_gzsl(scores, targets, seen) -> Dict[str, float]:
     out["gzsl_h"] = harmonic_mean(out["gzsl_seen_avgpr"], out["gzsl_unseen_avgpr"])
     out["gamma"] = float(np.mean(gammas))
     return out
+
+
+def retrieval_precision_at_1(src, tgt) -> float:
+    """Precision@1 of finding row i of ``tgt`` from row i of ``src`` (n x d each: the same n documents in two
+    languages) by cosine among all n rows, after centring each matrix on its own mean row (the languages' offsets
+    removed); chance is 1 / n."""
+    def unit(m):
+        m = np.asarray(m, dtype=np.float64)
+        m = m - m.mean(axis=0, keepdims=True)
+        return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
+
+    if np.shape(src) != np.shape(tgt) or np.ndim(src) != 2:
+        raise ValueError(f"retrieval needs two n x d matrices of the same documents, got {np.shape(src)} and "
+                         f"{np.shape(tgt)}")
+    src, tgt = unit(src), unit(tgt)
+    return float(((src @ tgt.T).argmax(axis=1) == np.arange(len(src))).mean())

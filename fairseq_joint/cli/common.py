@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import os
+import random
 import re
 import subprocess
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -119,6 +120,54 @@ def json_record(path: str, lineno: int, line: str, fields: Sequence[str], fix: s
     if not isinstance(obj, dict) or any(f not in obj for f in fields):
         raise fail(f"{path}:{lineno}: needs the fields {' and '.join(map(repr, fields))} ({fix})")
     return obj
+
+
+def read_parallel_documents(lang: str, path: str, text_field: str = "text") -> Dict[str, str]:
+    """One language's JSONL documents of ``--aligned LANG=FILE``: {id: text}. A document whose ``lang`` field names
+    another language, or an ``id`` given twice, fails with file:line."""
+    if not os.path.isfile(path):
+        raise fail(f"--aligned {lang}={path}: the file does not exist")
+    docs: Dict[str, str] = {}
+    for lineno, line in text_lines(path):
+        if not line.strip():
+            continue
+        obj = json_record(path, lineno, line, ("id", text_field), "documents are joined across languages by id")
+        if "lang" in obj and str(obj["lang"]) != lang:
+            raise fail(f"{path}:{lineno}: the document's lang {obj['lang']!r} contradicts --aligned {lang}={path}: "
+                       "give each language its own file, named by its language")
+        key = str(obj["id"])
+        if key in docs:
+            raise fail(f"{path}:{lineno}: id {key} is given twice in one language: one document per id and language")
+        docs[key] = str(obj[text_field])
+    if not docs:
+        raise fail(f"{path} holds no documents")
+    return docs
+
+
+def read_aligned(items: Sequence[str], text_field: str = "text") -> Dict[str, Dict[str, str]]:
+    """``--aligned LANG=FILE ...`` -> {lang: {id: text}} in the order given (the first language is the pivot)."""
+    def no_language(item):
+        raise fail(f"--aligned {item}: name the file's language, LANG=FILE (e.g. pl=pl/train.jsonl)")
+
+    named = named_paths(items, default_name=no_language)
+    if len(named) < 2:
+        raise fail("--aligned needs at least two LANG=FILE (the first language's documents are the pivot)")
+    return {lang: read_parallel_documents(lang, path, text_field) for lang, path in named}
+
+
+def heldout_parallel_ids(docs: Dict[str, Dict[str, str]], heldout_docs: int, rng: random.Random) -> List[str]:
+    """``--heldout-docs`` ids, drawn with ``rng`` from the documents every language of ``docs`` has (left out of
+    training to measure how well the languages' spaces align)."""
+    langs = list(docs)
+    if heldout_docs < 0:
+        raise fail(f"--heldout-docs must be >= 0, got {heldout_docs}")
+    shared = sorted(k for k in docs[langs[0]] if all(k in docs[lang] for lang in langs[1:]))
+    if not shared:
+        raise fail(f"no document id is in every --aligned file ({', '.join(langs)}): documents are joined by id")
+    if heldout_docs > len(shared) // 2:
+        raise fail(f"--heldout-docs {heldout_docs} would leave fewer parallel documents for training than it "
+                   f"holds out ({len(shared)} are parallel): use at most {len(shared) // 2}")
+    return sorted(rng.sample(shared, heldout_docs))
 
 
 def named_paths(items: Sequence[str], default_name: Callable[[str], str] = lambda path: path) -> List[Tuple[str, str]]:

@@ -37,16 +37,16 @@ import numpy as np
 
 from fairseq_joint.cli.common import (
     fail,
-    json_record,
-    named_paths,
+    heldout_parallel_ids,
     parser,
+    read_aligned,
     read_examples,
     read_lines,
     run,
     setup_logging,
 )
+from fairseq_joint.metrics import retrieval_precision_at_1
 from fairseq_joint.tasks.gile_classification import read_label_file, tokenize
-from fairseq_joint.text_files import text_lines
 
 PROG = "fairseq-joint-word-vectors"
 logger = logging.getLogger("train_word_vectors")
@@ -74,28 +74,6 @@ def train_word2vec(corpus: List[List[str]], args, what: str):
                 f"({sum(map(len, corpus))} tokens)")
     return Word2Vec(corpus, vector_size=args.dim, window=args.window, min_count=args.min_count,
                     sg=0 if args.cbow else 1, epochs=args.epochs, seed=args.seed, workers=args.workers)
-
-
-def read_documents(lang: str, path: str, text_field: str) -> Dict[str, List[str]]:
-    """One language's JSONL documents: {id: tokens}. A document whose ``lang`` field names another language, or
-    an ``id`` given twice, fails with file:line."""
-    if not os.path.isfile(path):
-        raise fail(f"--aligned {lang}={path}: the file does not exist")
-    docs: Dict[str, List[str]] = {}
-    for lineno, line in text_lines(path):
-        if not line.strip():
-            continue
-        obj = json_record(path, lineno, line, ("id", text_field), "documents are joined across languages by id")
-        if "lang" in obj and str(obj["lang"]) != lang:
-            raise fail(f"{path}:{lineno}: the document's lang {obj['lang']!r} contradicts --aligned {lang}={path}: "
-                       "give each language its own file, named by its language")
-        key = str(obj["id"])
-        if key in docs:
-            raise fail(f"{path}:{lineno}: id {key} is given twice in one language: one document per id and language")
-        docs[key] = tokenize(str(obj[text_field]))
-    if not docs:
-        raise fail(f"{path} holds no documents")
-    return docs
 
 
 def pseudo_bilingual_corpus(docs: Dict[str, Dict[str, List[str]]], heldout: set, extra: List[List[str]],
@@ -130,46 +108,30 @@ def split_by_language(wv, langs: Sequence[str]):
 
 
 def retrieval_precision(src_kv, src_docs: List[List[str]], tgt_kv, tgt_docs: List[List[str]]) -> float:
-    """Precision@1 of finding document i of ``tgt_docs`` from document i of ``src_docs``: each document is the
-    mean of its known words' vectors, centred by its language's mean document and L2-normalized; cosine."""
+    """Precision@1 of finding document i of ``tgt_docs`` from document i of ``src_docs``, each document the mean
+    of its known words' vectors (:func:`~fairseq_joint.metrics.retrieval_precision_at_1`)."""
     def matrix(kv, texts):
         rows = []
         for words in texts:
             known = [w for w in words if w in kv.key_to_index]
             rows.append(np.mean([kv[w] for w in known], axis=0) if known else np.zeros(kv.vector_size))
-        m = np.asarray(rows, dtype=np.float64)
-        m -= m.mean(axis=0, keepdims=True)
-        return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
+        return np.asarray(rows, dtype=np.float64)
 
-    sims = matrix(src_kv, src_docs) @ matrix(tgt_kv, tgt_docs).T
-    return float((sims.argmax(axis=1) == np.arange(len(src_docs))).mean())
+    return retrieval_precision_at_1(matrix(src_kv, src_docs), matrix(tgt_kv, tgt_docs))
 
 
 def aligned_vectors(args) -> int:
     """``--aligned``: one space for several languages from id-parallel documents, per-language files, alignment."""
-    def no_language(item):
-        raise fail(f"--aligned {item}: name the file's language, LANG=FILE (e.g. pl=pl/train.jsonl)")
-
-    named = named_paths(args.aligned, default_name=no_language)
-    if len(named) < 2:
-        raise fail("--aligned needs at least two LANG=FILE (the first language's documents are the pivot)")
     if args.data or args.text:
         raise fail("--aligned takes every language's documents itself: drop --data/--text, or give them as LANG=FILE")
-    if args.heldout_docs < 0:
-        raise fail(f"--heldout-docs must be >= 0, got {args.heldout_docs}")
-    langs = [lang for lang, _ in named]
-    docs = {lang: read_documents(lang, path, args.text_field) for lang, path in named}
+    docs = {lang: {key: tokenize(text) for key, text in texts.items()}
+            for lang, texts in read_aligned(args.aligned, args.text_field).items()}
+    langs = list(docs)
     pivot = langs[0]
     for lang in langs:
         logger.info(f"{lang}: {len(docs[lang])} documents, {sum(map(len, docs[lang].values()))} tokens")
-    shared = sorted(k for k in docs[pivot] if all(k in docs[lang] for lang in langs[1:]))
-    if not shared:
-        raise fail(f"no document id is in every --aligned file ({', '.join(langs)}): documents are joined by id")
-    if args.heldout_docs > len(shared) // 2:
-        raise fail(f"--heldout-docs {args.heldout_docs} would leave fewer parallel documents for training than it "
-                   f"holds out ({len(shared)} are parallel): use at most {len(shared) // 2}")
     rng = random.Random(args.seed)
-    heldout = sorted(rng.sample(shared, args.heldout_docs))
+    heldout = heldout_parallel_ids(docs, args.heldout_docs, rng)
     extra = []
     if args.labels:
         extra = [[f"{pivot}:{w}" for w in tokenize(d)] for d in read_label_file(args.labels).values()]

@@ -119,3 +119,17 @@ def test_seen_label_bias_is_the_training_log_odds_and_the_mean_for_unseen_labels
     assert model.label_bias.grad is not None
     with pytest.raises(ValueError, match="which --head linear has already"):
         GileClassifier.build_model(GileClassifierConfig(head="linear", seen_label_bias=True), task)
+
+
+def test_retrieval_precision_at_1_centres_each_language_and_counts_the_diagonal():
+    from fairseq_joint.metrics import retrieval_precision_at_1
+
+    src = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]])
+    # the same documents in a language whose every vector carries a large common offset: centring removes it
+    assert retrieval_precision_at_1(src, src + 10.0) == 1.0
+    # documents 2 and 3 swapped on the target side: half are found
+    assert retrieval_precision_at_1(src, src[[0, 1, 3, 2]]) == 0.5
+    # rotated by 90 degrees: every document finds its neighbour's version, none its own
+    assert retrieval_precision_at_1(src, src @ np.array([[0.0, 1.0], [-1.0, 0.0]])) == 0.0
+    with pytest.raises(ValueError, match="two n x d matrices"):
+        retrieval_precision_at_1(src, src[:3])
