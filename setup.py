@@ -40,6 +40,7 @@ setup(
             "fairseq-joint-export-label-embedding = fairseq_joint.cli.export_label_embedding:command",
             "fairseq-joint-score = fairseq_joint.cli.score:command",
             "fairseq-joint-word-vectors = fairseq_joint.cli.word_vectors:command",
+            "fairseq-joint-distill-encoder = fairseq_joint.cli.distill_encoder:command",
             "fairseq-joint-label-text = fairseq_joint.cli.label_text:command",
         ]
     },

@@ -19,6 +19,7 @@ vectors replaced by a sentence encoder).
 import hashlib
 import json
 import logging
+import math
 import os
 import time
 from typing import List, Optional, Sequence
@@ -92,14 +93,19 @@ class PretrainedSentenceEncoder(nn.Module):
     path). With ``finetune`` it is a sub-module: trained, and saved with the model.
     """
 
-    def __init__(self, path: str, finetune: bool = False):
+    def __init__(self, path: str, finetune: bool = False, option: str = "--pretrained-encoder"):
         super().__init__()
-        model = load_sentence_encoder(path)
+        model = load_sentence_encoder(path, option)
         self.path, self.finetune = path, finetune
         self.fingerprint = encoder_fingerprint(path)
         self.dim = int(model.get_embedding_dimension())
-        self.max_seq_length = int(model.max_seq_length or 0)
-        self.pad_id = int(model.tokenizer.pad_token_id or 0)
+        # 0: no limit (a static word-piece model, e.g. fairseq-joint-distill-encoder's, reads whole texts: inf)
+        limit = model.max_seq_length
+        self.max_seq_length = int(limit) if limit and math.isfinite(limit) else 0
+        self.pad_id = int(getattr(model.tokenizer, "pad_token_id", None) or 0)
+        if finetune and not hasattr(model.tokenizer, "pad_token_id"):
+            raise ValueError(f"--finetune-encoder trains a transformer sentence encoder over padded word pieces; {path} "
+                             f"is a static one ({type(model[0]).__name__}): drop --finetune-encoder")
         if finetune:
             self.model = model
         else:
