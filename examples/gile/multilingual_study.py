@@ -5,7 +5,10 @@ For each low-resource language L of ``--languages``: the monolingual models trai
 the linear head, ``gile-han``: HAN with the GILE head) against the multilingual ones trained on en + L with one batch
 of each language per update (Eq. 16): ``mhan-{enc,att,both}`` and ``gile-mhan-{enc,att,both}`` (which encoder parts
 the languages share). Every model embeds words with the aligned vectors of ``--aligned-dir``/en-L (from
-``fairseq-joint-word-vectors --aligned``) and the label descriptions (English) with the English ones.
+``fairseq-joint-word-vectors --aligned``) and the label descriptions (English) with the English ones; or, with
+``--sentence-encoder DIR``, every language's texts and the descriptions with one frozen sentence encoder (e.g. the
+multilingual student of ``fairseq-joint-distill-encoder``: the system names keep their heads and their en + L
+pairing, ``*-both`` since the encoder is one).
 
 Each run's best checkpoint (the epoch with the best seen AvgPr on L's validation documents) is scored on L's and
 on en's validation documents over every label: AvgPr of the labels seen in L's training (``seen``), of the labels
@@ -69,18 +72,23 @@ def system_flags(system: str):
 def train_command(args, system, lang, seed, save_dir):
     head, share, multi = system_flags(system)
     languages = f"en,{lang}" if multi else lang
-    pair = os.path.join(args.aligned_dir, f"en-{lang if lang != 'en' else args.en_vectors_pair}")
+    if args.sentence_encoder:  # one sentence encoder for every language: nothing to share or align
+        encoder = ["--encoder", "pretrained", "--pretrained-encoder", args.sentence_encoder]
+    else:
+        pair = os.path.join(args.aligned_dir, f"en-{lang if lang != 'en' else args.en_vectors_pair}")
+        encoder = ["--encoder", "han", "--embed-dim", "100", "--encoder-dim", "100", "--attention-dim", "100",
+                   "--embed-path", os.path.join(pair, "vectors.{lang}.txt"), *share]
     cmd = [os.path.join(BIN, "fairseq-train"), args.data_bin, "--user-dir", USER_DIR, "--task", "gile_classification",
-           "--languages", languages, "--label-language", "en", "--arch", "gile_classifier", "--encoder", "han",
-           "--head", head, "--embed-dim", "100", "--encoder-dim", "100", "--attention-dim", "100",
-           "--embed-path", os.path.join(pair, "vectors.{lang}.txt"), *share,
+           "--languages", languages, "--label-language", "en", "--arch", "gile_classifier", encoder[0], encoder[1],
+           "--head", head, *encoder[2:],
            "--criterion", "multilabel_classification", "--optimizer", "adam", "--lr", str(args.lr),
            "--batch-size", str(args.batch_size), "--max-epoch", str(args.multi_epochs if multi or lang == "en" else args.mono_epochs),
            "--seed", str(seed), "--num-workers", "0", "--no-progress-bar", "--log-interval", "100",
            "--best-checkpoint-metric", f"{lang}_seen_avgpr", "--maximize-best-checkpoint-metric",
            "--no-epoch-checkpoints", "--no-last-checkpoints", "--save-dir", save_dir]
     if head == "gile":
-        cmd += ["--joint-dim", str(args.joint_dim), *shlex.split(args.gile_options)]
+        cmd += ["--joint-dim", args.joint_dim or ("auto" if args.sentence_encoder else "200"),
+                *shlex.split(args.gile_options)]
     if multi and args.validate_each_pass:
         with open(os.path.join(args.data_bin, lang, "train.labels"), encoding="utf-8") as f:
             every = str(-(-sum(1 for _ in f) // args.batch_size))  # updates of one pass over L
@@ -180,7 +188,7 @@ def one_run(args, system, lang, seed, env):
     return row
 
 
-def plot(results, languages, systems, path, chance_rows):
+def plot(results, languages, systems, path, chance_rows, encoder="HAN"):
     """Seen and unseen AvgPr per language and system (mean ± std over seeds), random scores' level dashed."""
     with figure(path, 1, 2, figsize=(12, 4.2)) as (fig, axes):
         width = 0.8 / len(systems)
@@ -198,7 +206,7 @@ def plot(results, languages, systems, path, chance_rows):
             ax.set_ylabel("AvgPr (%)")
             ax.set_title(title)
         axes[1].legend(fontsize=8)
-        fig.suptitle("debtags-multilingual valid: monolingual (L) vs multilingual (en + L) HAN / GILE-HAN")
+        fig.suptitle(f"debtags-multilingual valid: monolingual (L) vs multilingual (en + L), encoder: {encoder}")
 
 
 def write_table(results, languages, systems, path, chance_rows, args):
@@ -223,7 +231,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p = parser(__doc__, prog="multilingual_study.py")
     p.add_argument("--data-bin", required=True, help="DIR with one fairseq-joint-preprocess-gile --lang directory per "
                    "language (en and each of --languages)")
-    p.add_argument("--aligned-dir", required=True, help="DIR/en-L/vectors.{en,L}.txt: aligned vectors per pair")
+    p.add_argument("--aligned-dir", help="DIR/en-L/vectors.{en,L}.txt: aligned vectors per pair (the HAN encoders)")
+    p.add_argument("--sentence-encoder", help="encode every language with this sentence-transformers model "
+                   "(--encoder pretrained; e.g. made by fairseq-joint-distill-encoder) instead of HAN over "
+                   "--aligned-dir's vectors: one encoder for all languages, so of the en + L systems only *-both")
     p.add_argument("--workdir", required=True)
     p.add_argument("--languages", default="pl,uk,pt_BR,ja", help="the low-resource languages L")
     p.add_argument("--systems", default="han,gile-han,mhan-both,gile-mhan-both",
@@ -240,7 +251,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "of the English baseline")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--joint-dim", type=int, default=200, help="d_j of the GILE head")
+    p.add_argument("--joint-dim", default="", help="d_j of the GILE head (default 200 with HAN, auto with "
+                   "--sentence-encoder)")
     p.add_argument("--gile-options", default="", help="more fairseq-train options for the GILE systems, e.g. "
                    "'--similarity-init --joint-activation tanh' (the zero-shot prior of the English study); give "
                    "them another --workdir, since a run of another command replaces the one there")
@@ -261,6 +273,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for s in systems + ablations + args.en_baseline:
         if s not in SYSTEMS:
             raise fail(f"--systems: unknown system {s!r}; choose from {', '.join(SYSTEMS)}")
+        if args.sentence_encoder and s.endswith(("-enc", "-att")):
+            raise fail(f"--systems {s}: with --sentence-encoder one encoder serves every language (nothing to share "
+                       "part of): use the *-both systems")
+    if bool(args.sentence_encoder) == bool(args.aligned_dir):
+        raise fail("give --aligned-dir (HAN over aligned word vectors) or --sentence-encoder (one sentence encoder), "
+                   "one of the two")
     for lang in languages + ["en"]:
         if not os.path.isfile(os.path.join(args.data_bin, lang, "dict.txt")):
             raise fail(f"--data-bin {args.data_bin}: no {lang}/ directory; binarize it with fairseq-joint-preprocess-gile "
@@ -288,7 +306,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     shown = [s for s in SYSTEMS if s in systems + ablations]
     table = write_table(results, languages, shown, os.path.join(args.workdir, "results.md"), chance_rows, args)
     if shown:  # (--systems "" with --en-baseline trains the English models only: a table, no plot)
-        plot(results, languages, shown, os.path.join(args.workdir, "results.png"), chance_rows)
+        plot(results, languages, shown, os.path.join(args.workdir, "results.png"), chance_rows,
+             os.path.basename(os.path.normpath(args.sentence_encoder)) if args.sentence_encoder else "HAN")
     with open(os.path.join(args.workdir, "results.json"), "w") as f:
         json.dump({"args": {k: v for k, v in vars(args).items()}, "chance": chance_rows, "results": results}, f, indent=1)
     print(table)

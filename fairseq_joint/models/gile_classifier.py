@@ -17,7 +17,9 @@ gile_input_only   E σ(W h)                        Eq. 6b ablation             c
 
 ``--encoder pretrained`` replaces the encoder and the averaged word vectors by a sentence-transformers model: h and
 the label vectors are its normalized embeddings of the text and of the description (``--similarity-init`` then
-starts ``gile`` and ``bil_n16`` exactly at their cosine); ``--seen-label-bias`` adds b_y per training label.
+starts ``gile`` and ``bil_n16`` exactly at their cosine); ``--seen-label-bias`` adds b_y per training label. With
+``--languages`` that one encoder serves every language (a multilingual sentence encoder, e.g. one made by
+``fairseq-joint-distill-encoder``), the joint space is shared and the classification unit per language (Sec. 3.3).
 
 ``--joint-dim auto`` sets d_j by Eq. 19, ``d_j = dh·|Y| / (dh + d)``, the capacity of the linear head.
 Only ``linear`` has label-set-size dependent parameters, so only it cannot score labels unseen in training.
@@ -232,9 +234,9 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         num_labels = len(task.train_labels)
         languages = getattr(task, "languages", None)
         if cfg.encoder == "pretrained":
-            if languages:
-                raise ValueError("--encoder pretrained is monolingual here: a multilingual model (--languages) "
-                                 "encodes each language with --encoder han or wan")
+            if getattr(cfg, "share_encoder", False) or getattr(cfg, "share_attention", False):
+                raise ValueError("--share-encoder/--share-attention share parts of per-language HAN/WAN encoders; "
+                                 "--encoder pretrained is one sentence encoder for every language: drop them")
             return cls.build_pretrained(cfg, task)
         if getattr(cfg, "finetune_encoder", False):
             raise ValueError(f"--finetune-encoder trains a pretrained sentence encoder; --encoder {cfg.encoder} has "
@@ -265,16 +267,23 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         first = encoders[languages[0]]
         for lang in languages[1:]:
             share_encoder_parts_(encoders[lang], first, bool(cfg.share_encoder), bool(cfg.share_attention))
-        heads = nn.ModuleDict({lang: cls.build_head(cfg, len(task.train_labels)) for lang in languages})
-        for lang in languages[1:]:
-            for name in SHARED_HEAD_PARAMETERS:
-                if getattr(heads[languages[0]], name) is not None:
-                    setattr(heads[lang], name, getattr(heads[languages[0]], name))
+        heads = cls.build_language_heads(cfg, task)
         sharing = {(False, False): "none", (True, False): "MHAN-Enc", (False, True): "MHAN-Att",
                    (True, True): "MHAN-Both"}[(bool(cfg.share_encoder), bool(cfg.share_attention))]
         logger.info(f"multilingual {cfg.encoder} + {cfg.head} over {', '.join(languages)}: shared encoder parts: "
                     f"{sharing}; one joint space, a classification unit per language")
         return cls.finish(cfg, task, embeds, encoders, heads)
+
+    @classmethod
+    def build_language_heads(cls, cfg, task) -> nn.ModuleDict:
+        """A head per language of ``task``, the joint space (U, b_u, V, b_v) the first language's for all (Sec. 3.3)."""
+        languages = task.languages
+        heads = nn.ModuleDict({lang: cls.build_head(cfg, len(task.train_labels)) for lang in languages})
+        for lang in languages[1:]:
+            for name in SHARED_HEAD_PARAMETERS:
+                if getattr(heads[languages[0]], name) is not None:
+                    setattr(heads[lang], name, getattr(heads[languages[0]], name))
+        return heads
 
     @staticmethod
     def build_embedding(cfg, dictionary, embed_path: str, option: str = "--embed-path") -> nn.Embedding:
@@ -381,11 +390,15 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
             cfg.embed_dim = cfg.encoder_dim = encoder.dim
             if similarity and cfg.head == "gile" and str(cfg.joint_dim) == "auto":
                 cfg.joint_dim = str(4 * encoder.dim)  # the cosine needs four blocks of d (cosine_init_)
+        languages = getattr(task, "languages", None)
         logger.info(f"--pretrained-encoder {cfg.pretrained_encoder}: {encoder.dim}-d sentence vectors, "
-                    + ("fine-tuned" if encoder.finetune else "frozen (embeddings cached beside the data)"))
-        head = cls.build_head(cfg, len(task.train_labels))
+                    + ("fine-tuned" if encoder.finetune else "frozen (embeddings cached beside the data)")
+                    + (f", one encoder for {', '.join(languages)}; one joint space, a classification unit per language"
+                       if languages else ""))
+        head = cls.build_language_heads(cfg, task) if languages else cls.build_head(cfg, len(task.train_labels))
         if similarity and cfg.head == "gile":
-            head.cosine_init_()
+            for h in (head.values() if languages else [head]):
+                h.cosine_init_()  # the shared U, V once per language: the same values
         return cls.finish(cfg, task, None, encoder, head)
 
     @staticmethod
@@ -453,6 +466,7 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         a multilingual model encodes with the encoder of ``lang``."""
         if self.languages:
             lang = self.check_language(lang)
+        if self.languages and self.sentence_encoder is None:
             embed = self.embed_tokens[lang]
             return self.encoder[lang](embed(src_tokens), src_tokens.ne(embed.padding_idx), src_tokens)
         if self.sentence_encoder is not None:

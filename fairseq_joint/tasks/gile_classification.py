@@ -28,7 +28,9 @@ takes one batch of every language and sums their losses, λ_l-weighted (Eq. 16; 
 one pass over the largest language, the smaller ones cycled in a new order each time. Validation scores every
 language's documents once, in batches of one language; it logs each language's metrics with its prefix
 (``pl_seen_avgpr``, ``pl_gzsl_h``, ``pl_loss``, ...) and, unprefixed, their macro average over the languages
-(``seen_avgpr``, ...: what ``--best-checkpoint-metric`` selects on).
+(``seen_avgpr``, ...: what ``--best-checkpoint-metric`` selects on). With ``--encoder pretrained`` one sentence
+encoder embeds every language's texts and the descriptions (a multilingual one, e.g. made by
+``fairseq-joint-distill-encoder``), each language's embeddings cached in its own directory.
 """
 
 import contextlib
@@ -523,7 +525,7 @@ class GileClassificationTask(FairseqTask):
             rows = [torch.LongTensor(ids) for ids in encoder.tokenize(texts)]
             tokens = data_utils.collate_tokens(rows, encoder.pad_id, left_pad=False)
         else:
-            tokens = EmbeddingCache(self.cfg.data).get(encoder, cache_name, texts)
+            tokens = EmbeddingCache(self.data_dir(self.label_language)).get(encoder, cache_name, texts)
         train_pos = {n: i for i, n in enumerate(self.train_labels)}
         return LabelSet(list(names), tokens, torch.LongTensor([train_pos.get(n, -1) for n in names]))
 
@@ -581,7 +583,7 @@ class GileClassificationTask(FairseqTask):
             if self.sentence_encoder.finetune:
                 texts, pad = [torch.LongTensor(ids) for ids in self.sentence_encoder.tokenize(raw)], self.sentence_encoder.pad_id
             else:
-                embeddings = EmbeddingCache(self.cfg.data).get(self.sentence_encoder, split, raw)
+                embeddings = EmbeddingCache(data).get(self.sentence_encoder, split, raw)
         position = {n: i for i, n in enumerate(label_set.names)}
         label_ids = []
         multiclass = self.cfg.classification_mode == "multiclass"

@@ -261,3 +261,67 @@ def test_multilingual_study_table_seeds_ablations_and_reuse(ml_bin, tmp_path):
                   "--workdir", tmp_path / "empty", "--languages", "pl", "--systems", "", "--no-train")
     assert (tmp_path / "empty" / "results.md").read_text().count("| pl |") == 1
     assert not (tmp_path / "empty" / "results.png").exists()
+
+
+def test_one_pretrained_sentence_encoder_serves_every_language(ml_bin, tmp_path, sentence_encoder):
+    """--encoder pretrained with --languages: one frozen sentence encoder for every language (each language's
+    embeddings cached in its own directory, the descriptions in the label language's), one joint space, a
+    classification unit per language; trained, validated per language, reloaded, and used to predict by language."""
+    data = tmp_path / "data"
+    shutil.copytree(ml_bin, data)
+    task = GileClassificationTask.setup_task(GileClassificationConfig(data=str(data), languages="en,pl"))
+    model = GileClassifier.build_model(GileClassifierConfig(encoder="pretrained", pretrained_encoder=str(sentence_encoder),
+                                                            head="gile", joint_dim="24"), task)
+    assert model.sentence_encoder is not None and model.embed_tokens is None
+    h_en, h_pl = model.head["en"], model.head["pl"]
+    for name in ("class_weight", "class_bias", "context_weight", "context_bias"):
+        assert getattr(h_en, name) is getattr(h_pl, name), name
+    assert h_en.context_scale is not h_pl.context_scale  # w is each language's own
+    with pytest.raises(ValueError, match=r"one sentence encoder for every language: drop them"):
+        GileClassifier.build_model(GileClassifierConfig(encoder="pretrained", pretrained_encoder=str(sentence_encoder),
+                                                        share_encoder=True), task)
+
+    save = tmp_path / "ckpt"
+    train = cli("fairseq-train", data, *GILE_TRAIN, "--languages", "en,pl", "--encoder", "pretrained",
+                "--pretrained-encoder", sentence_encoder, "--head", "gile", "--similarity-init",
+                "--criterion", "multilabel_classification", "--max-epoch", "2", "--save-dir", save,
+                "--optimizer", "adam", "--lr", "2e-3", "--batch-size", "32", "--no-progress-bar", "--log-interval", "1",
+                "--seed", "1", "--num-workers", "0", "--no-epoch-checkpoints")
+    out = train.stdout + train.stderr
+    assert "one encoder for en, pl" in out
+    stats = valid_line(out)
+    assert stats["en_docs"] == 60 and stats["pl_docs"] == 60
+    assert stats["unseen_avgpr"] == pytest.approx((stats["en_unseen_avgpr"] + stats["pl_unseen_avgpr"]) / 2, abs=0.011)
+    for lang in ("en", "pl"):  # each language's texts cached beside its own data
+        cached = sorted(p.name.split(".")[0] for p in (data / lang / "embeddings").glob("*.npy"))
+        assert {"train", "valid"} <= set(cached), (lang, cached)
+    assert list((data / "en" / "embeddings").glob("train-labels.*.npy"))  # the descriptions: the label language's
+    val = cli("fairseq-validate", data, "--user-dir", "fairseq_joint", "--task", "gile_classification",
+              "--path", save / "checkpoint_last.pt", "--batch-size", "32", "--num-workers", "0")
+    again = valid_line(val.stdout + val.stderr)
+    for key in ("loss", "en_seen_avgpr", "pl_seen_avgpr", "pl_unseen_avgpr"):
+        assert again[key] == pytest.approx(stats[key], abs=0.011), key
+    texts = tmp_path / "pl.txt"
+    texts.write_text("Biblioteka do obsługi plików graficznych PNG.\nGra strategiczna czasu rzeczywistego.\n")
+    ranked = {}
+    for lang in ("en", "pl"):  # the same text, scored by each language's classification unit
+        run = cli("fairseq-joint-predict-labels", "--checkpoint", save / "checkpoint_last.pt", "--labels",
+                  ML_SAMPLE / "labels.tsv", "--input", texts, "--lang", lang, "--topk", "5", "--json")
+        ranked[lang] = [json.loads(line) for line in run.stdout.splitlines()]
+        assert len(ranked[lang]) == 2
+    assert ranked["en"] != ranked["pl"]
+
+    # the study driver with the one sentence encoder instead of HAN over aligned vectors
+    args = ["--data-bin", data, "--sentence-encoder", sentence_encoder, "--workdir", tmp_path / "w", "--languages",
+            "pl", "--systems", "gile-han,gile-mhan-both", "--seeds", "1", "--mono-epochs", "1", "--multi-epochs", "1",
+            "--gile-options", "--similarity-init --seen-label-bias"]
+    study = python_script("examples/gile/multilingual_study.py", *args)
+    runs = [line for line in (study.stdout + study.stderr).splitlines() if "running: " in line]
+    assert len(runs) == 2 and all("--encoder pretrained " in line and f"--pretrained-encoder {sentence_encoder} " in line
+                                  and "--joint-dim auto" in line and "--embed-path" not in line for line in runs)
+    result = json.loads((tmp_path / "w" / "results.json").read_text())["results"]["pl"]
+    assert result["gile-mhan-both"]["docs"] == 60 and "en_unseen_avgpr" in result["gile-mhan-both"]
+    for extra, said in ((["--systems", "gile-mhan-enc"], "one encoder serves every language"),
+                        (["--aligned-dir", tmp_path], "one of the two")):
+        bad = python_script("examples/gile/multilingual_study.py", *args, *extra, check=False)
+        assert bad.returncode == 2 and said in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
