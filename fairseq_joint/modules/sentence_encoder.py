@@ -187,7 +187,7 @@ class EmbeddingCache:
                     + (" (the cached ones were made from other data or another model: replaced)" if stale else ""))
         try:
             os.makedirs(self.dir, exist_ok=True)
-            tmp = path + ".tmp.npy"
+            tmp = f"{path}.{os.getpid()}.tmp.npy"  # runs started together on one data directory write apart
             np.save(tmp, vectors.numpy())
             os.replace(tmp, path)
             with open(os.path.join(self.dir, f"{name}.{key}.json"), "w") as f:
