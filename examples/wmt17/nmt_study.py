@@ -16,7 +16,10 @@ updates, validating every ``--validate-every`` updates (the learning curves), th
 It is resumable: a re-run reuses finished runs and evaluations, continues unfinished runs from their last checkpoint
 (``--save-interval-updates`` = ``--validate-every``), and adds runs of other models, systems or seeds to the same
 work directory; a larger ``--max-update`` continues finished runs to the new budget (each budget is evaluated
-separately, ``eval-u<N>``). Example (the CPU study of examples/wmt17/README.md)::
+separately, ``eval-u<N>``). ``--jobs N`` trains N runs at once. A study continued on another machine (whose run
+directories are not here) reports its earlier runs from their committed ``study.json`` with ``--add-results``, beside
+the runs trained here: the same budget and the same prepared data (BPE codes and test set) only; Δ and the paired
+bootstrap are those each file recorded. Example (the CPU study of examples/wmt17/README.md)::
 
     DATA=$(bash examples/wmt17/prepare-parallel.sh --train $CORPUS/train --valid $CORPUS/valid --test $CORPUS/test \\
            --src de --tgt en --bpe-ops 8000 --work /tmp/study/data | tail -1)
@@ -32,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, List, Optional
 
 from fairseq_joint.cli.common import fail, parser, pyplot, read_lines, run
@@ -71,6 +75,12 @@ def parse_args(argv):
     p.add_argument("--beam", type=int, default=5, help="beam size of the test-set translation")
     p.add_argument("--threads", type=int, default=2, help="torch threads per run (OMP_NUM_THREADS)")
     p.add_argument("--train-flags", default="", help="more fairseq-train flags for every run of this call (one string)")
+    p.add_argument("--jobs", type=int, default=1, help="runs trained at the same time (each with --threads threads)")
+    p.add_argument("--add-results", action="append", default=[], metavar="STUDY_JSON",
+                   help="add the runs of a study.json written earlier at the same budget (e.g. results committed "
+                   "from another machine, whose run directories are not here) to the tables and plots; its BPE "
+                   "codes and test set must be this data-bin's (recipe.env's SHA-256 sums); a run of this work "
+                   "directory replaces the same run of the file; repeatable")
     p.add_argument("--no-train", action="store_true", help="only evaluate and report the runs that have finished")
     p.add_argument("--no-eval", action="store_true", help="only train (evaluate later with another call)")
     a = p.parse_args(argv)
@@ -79,8 +89,8 @@ def parse_args(argv):
         a.seeds = [int(s) for s in a.seeds.split(",") if s]
     except ValueError:
         raise fail(f"--seeds {a.seeds!r}: give comma-separated integers, e.g. 1,2") from None
-    if a.max_update <= 0 or a.validate_every <= 0 or a.threads <= 0:
-        raise fail("--max-update, --validate-every and --threads must be positive")
+    if min(a.max_update, a.validate_every, a.threads, a.jobs) <= 0:
+        raise fail("--max-update, --validate-every, --threads and --jobs must be positive")
     if not os.path.isfile(os.path.join(a.data_bin, "recipe.env")):
         raise fail(f"--data-bin {a.data_bin}: no recipe.env; give a data-bin made by examples/wmt17/prepare-*.sh")
     a.data_bin = os.path.abspath(a.data_bin)
@@ -240,8 +250,13 @@ def mean_std(values: List[float]) -> str:
 
 
 def collect(a) -> Dict[str, object]:
-    """Every finished run of the work directory at this budget, with its scores and learning curve."""
+    """Every finished run of the work directory at this budget, with its scores, learning curve and frequency-bin
+    word F1, then the runs of ``--add-results`` that the work directory does not have."""
+    from frequency_bins import bin_scores, frequency_bins
+
     recipe = dict(line.rstrip("\n").split("=", 1) for line in open(os.path.join(a.data_bin, "recipe.env")) if "=" in line)
+    word_bin = frequency_bins(read_lines(recipe["RECIPE_TRAIN_TGT_TOK"], "training target"))
+    refs = read_lines(recipe["RECIPE_REF_TOK"], "tokenized reference")
     runs = []
     for model in sorted(os.listdir(a.workdir)):
         if not os.path.isdir(os.path.join(a.workdir, model)):
@@ -259,9 +274,11 @@ def collect(a) -> Dict[str, object]:
             with open(os.path.join(ev, "params.json")) as f:
                 params = json.load(f)
             curve = [p for p in learning_curve(out) if p["updates"] <= a.max_update]
+            word_f1 = {b: s["f1"] for b, s in bin_scores(word_bin, read_lines(os.path.join(ev, "hyp.tok"), "hypotheses"),
+                                                         refs).items()}
             runs.append({"model": model, "system": m.group(1), "seed": int(m.group(2)), "dir": out, "eval": ev,
                          "scores": scores, "params": params, "curve": curve,
-                         "valid_ppl": curve[-1]["ppl"] if curve else None})
+                         "valid_ppl": curve[-1]["ppl"] if curve else None, "word_f1": word_f1})
     # paired bootstrap against each baseline of the same model and seed
     for r in runs:
         r["vs"] = {}
@@ -279,7 +296,42 @@ def collect(a) -> Dict[str, object]:
                     json.dump(sig, f, indent=1)
             with open(cache) as f:
                 r["vs"][base] = json.load(f)
+    for path in a.add_results:
+        runs += added_runs(a, path, recipe, runs)
     return {"recipe": recipe, "runs": runs}
+
+
+def added_runs(a, path: str, recipe: Dict[str, str], runs: List[dict]) -> List[dict]:
+    """The runs of an earlier study.json (``--add-results``) that ``runs`` does not have, marked ``added_from``;
+    refused when it is of another budget, corpus, BPE or test set, or when a run of the same model and system here
+    has another size (other model flags)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            earlier = json.load(f)
+        theirs, their_runs = earlier["recipe"], earlier["runs"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise fail(f"--add-results {path}: not a study.json written by nmt_study.py ({err})") from None
+    if earlier.get("max_update") != a.max_update:
+        raise fail(f"--add-results {path}: its runs were scored at {earlier.get('max_update')} updates, not "
+                   f"--max-update {a.max_update}; add the study.json of the same budget")
+    for key in ("RECIPE_SRC", "RECIPE_TGT", "RECIPE_BPE", "RECIPE_BPE_OPS", "RECIPE_CODES_SHA", "RECIPE_TEST_SHA"):
+        if theirs.get(key) != recipe.get(key):
+            raise fail(f"--add-results {path}: its {key} is {theirs.get(key)!r}, this --data-bin's is "
+                       f"{recipe.get(key)!r}; add results of the same prepared data only")
+    out = []
+    for r in their_runs:
+        key = (r["model"], r["system"], r["seed"])
+        here = next((x for x in runs if (x["model"], x["system"], x["seed"]) == key), None)
+        same = next((x for x in runs if (x["model"], x["system"]) == key[:2]), None)
+        if same is not None and same["params"]["total"] != r["params"]["total"]:
+            raise fail(f"--add-results {path}: {key[0]}/{key[1]} has {r['params']['total']} parameters there and "
+                       f"{same['params']['total']} here (other model flags); give this --model another name")
+        if here is not None:
+            print(f"  {key[0]}/{key[1]}/seed {key[2]}: left out of {path} (this work directory or an earlier "
+                  "--add-results has it)", flush=True)
+            continue
+        out.append({**r, "added_from": path})
+    return out
 
 
 def report(a, study) -> str:
@@ -315,12 +367,16 @@ def report(a, study) -> str:
             lines.append("| " + " | ".join(cells) + " |")
         lines += ["", "Δ: per seed, sacreBLEU difference with the paired bootstrap (1,000 resamples) against the "
                   "baseline of the same seed; * p < .05, † p < .01, ‡ p < .001. Mean ± std over seeds.", ""]
-        bins = frequency_table(group, recipe)
+        bins = frequency_table(group)
         if bins:
             lines += ["Word F1 (%) by the training frequency of the reference words (Fig. 3; high / medium / low "
                       "thirds of the training vocabulary), seed-averaged:", "", bins, ""]
     sig = next((r["scores"]["bleu_signature"] for r in runs), "")
     lines += [f"sacreBLEU signature: `{sig}`.", ""]
+    added = sorted({r["added_from"] for r in runs if "added_from" in r})
+    for path in added:
+        names = ", ".join(f"{r['model']}/{r['system']}/seed {r['seed']}" for r in runs if r.get("added_from") == path)
+        lines += [f"Added from `{path}` (trained and scored earlier, same BPE codes and test set): {names}.", ""]
     return "\n".join(lines)
 
 
@@ -330,19 +386,16 @@ def _order(system: str):
     return (order.get(system, 2), int(m.group(1)) if m else 0, system)
 
 
-def frequency_table(group, recipe) -> str:
-    from frequency_bins import bin_scores, frequency_bins
-
-    train = read_lines(recipe["RECIPE_TRAIN_TGT_TOK"], "training target")
-    refs = read_lines(recipe["RECIPE_REF_TOK"], "tokenized reference")
-    word_bin = frequency_bins(train)
-    rows = ["| system | high | medium | low | unseen |", "|---|---|---|---|---|"]
+def frequency_table(group) -> str:
+    """Fig. 3's word F1 per frequency bin, seed-averaged over the runs that have it (an added study.json older than
+    the ``word_f1`` field does not)."""
+    rows = ["| system | seeds | high | medium | low | unseen |", "|---|---|---|---|---|---|"]
     for system in dict.fromkeys(r["system"] for r in sorted(group, key=lambda r: _order(r["system"]))):
-        scores = [bin_scores(word_bin, read_lines(os.path.join(r["eval"], "hyp.tok"), "hypotheses"), refs)
-                  for r in group if r["system"] == system]
-        rows.append(f"| {system} | " + " | ".join(mean_std([s[b]["f1"] for s in scores])
-                                                 for b in ("high", "medium", "low", "unseen")) + " |")
-    return "\n".join(rows)
+        rs = sorted((r for r in group if r["system"] == system and r.get("word_f1")), key=lambda r: r["seed"])
+        if rs:
+            rows.append(f"| {system} | {','.join(str(r['seed']) for r in rs)} | " + " | ".join(
+                mean_std([r["word_f1"][b] for r in rs]) for b in ("high", "medium", "low", "unseen")) + " |")
+    return "\n".join(rows) if len(rows) > 2 else ""
 
 
 def plot_learning_curves(a, runs, path: str) -> None:
@@ -357,10 +410,11 @@ def plot_learning_curves(a, runs, path: str) -> None:
         group = sorted((r for r in runs if r["model"] == model), key=lambda r: (_order(r["system"]), r["seed"]))
         for col, x in enumerate(("updates", "train_minutes")):
             ax = axes[row][col]
-            for r in group:
+            seeds = sorted({r["seed"] for r in group})
+            for r in group:  # one line style per seed: solid, dashed, dotted, dash-dot
                 curve = r["curve"]
                 ax.plot([p[x] for p in curve], [p["ppl"] for p in curve], color=colors[r["system"]],
-                        ls="-" if r["seed"] == min(s["seed"] for s in group) else "--",
+                        ls=("-", "--", ":", "-.")[seeds.index(r["seed"]) % 4],
                         label=f"{r['system']} (seed {r['seed']})")
             ax.set_yscale("log")
             ax.set_xlabel("updates" if x == "updates" else "training minutes (fairseq's train_wall)")
@@ -379,9 +433,8 @@ def main(argv=None) -> int:
     flags = model_flags(a.workdir, a.model, a.model_flags)
     if not a.no_train:
         print(f"training {len(a.systems) * len(a.seeds)} run(s) of {a.model} to {a.max_update} updates", flush=True)
-        for seed in a.seeds:
-            for system in a.systems:
-                train(a, a.model, flags, system, seed)
+        with ThreadPoolExecutor(max_workers=a.jobs) as pool:  # list(): a failed run's refusal is raised here
+            list(pool.map(lambda job: train(a, a.model, flags, *job), [(s, seed) for seed in a.seeds for s in a.systems]))
     if a.no_eval:
         return 0
     for model in sorted(os.listdir(a.workdir)):
@@ -398,9 +451,10 @@ def main(argv=None) -> int:
     with open(os.path.join(a.workdir, "study.json"), "w", encoding="utf-8") as f:
         json.dump({"max_update": a.max_update, **study}, f, indent=1)
     plot_learning_curves(a, study["runs"], os.path.join(a.workdir, "learning_curves.png"))
-    joint = [r for r in study["runs"] if r["system"].startswith("nmt-joint-")]
+    here = [r for r in study["runs"] if "added_from" not in r]  # Fig. 2 reads the runs' evaluation directories
+    joint = [r for r in here if r["system"].startswith("nmt-joint-")]
     if joint:
-        dirs = [r["dir"] for r in study["runs"] if r["seed"] == joint[0]["seed"] and r["model"] == joint[0]["model"]]
+        dirs = [r["dir"] for r in here if r["seed"] == joint[0]["seed"] and r["model"] == joint[0]["model"]]
         subprocess.run([sys.executable, os.path.join(RECIPE_DIR, "plot_bleu_vs_dj.py"), *dirs, "--eval-dir",
                         f"eval-u{a.max_update}", "--output", os.path.join(a.workdir, "bleu_vs_dj.png")], check=False)
     print(md)

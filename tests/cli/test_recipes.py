@@ -219,3 +219,51 @@ def test_nmt_study_trains_scores_reuses_and_extends_its_budget(prepared, tmp_pat
     clash = cli(sys.executable, *base[:7], "--model-flags", "--arch joint_lstm", *base[9:], "--max-update", "4",
                 check=False, env=ENV)
     assert clash.returncode == 2 and "--model tiny was trained in" in clash.stderr.strip().splitlines()[-1]
+
+
+def test_nmt_study_adds_the_runs_of_an_earlier_study_json(prepared, tmp_path):
+    """--add-results: a study continued on another machine reports the runs committed from the first (their
+    study.json) beside its own: the seeds column, the bins table and the learning curves count both; a run trained
+    here replaces the same run of the file; a file of another budget or other prepared data, or not a study.json,
+    is refused in one line. --jobs 2 trains two runs at once."""
+    _, bins = prepared
+    base = [REPO / "examples" / "wmt17" / "nmt_study.py", "--data-bin", bins["wmt17-en-de"], "--model", "tiny",
+            "--model-flags", "--arch joint_lstm_tiny", "--validate-every", "2", "--beam", "2", "--threads", "1",
+            "--train-flags", "--max-tokens 2000", "--max-update", "4"]
+    first = cli(sys.executable, *base, "--workdir", tmp_path / "a", "--systems", "nmt-tied,nmt-joint-48",
+                "--seeds", "1", "--jobs", "2", env=ENV)
+    assert first.stdout.count("training from scratch") == 2
+    earlier = tmp_path / "earlier.json"  # as committed: the run directories stay behind on the first machine
+    earlier.write_text((tmp_path / "a" / "study.json").read_text())
+    second = cli(sys.executable, *base, "--workdir", tmp_path / "b", "--systems", "nmt-tied", "--seeds", "2",
+                 "--add-results", earlier, env=ENV)
+    study = json.loads((tmp_path / "b" / "study.json").read_text())
+    assert sorted((r["system"], r["seed"], "added_from" in r) for r in study["runs"]) == \
+        [("nmt-joint-48", 1, True), ("nmt-tied", 1, True), ("nmt-tied", 2, False)]
+    table = (tmp_path / "b" / "study.md").read_text(encoding="utf-8")
+    tied = [line for line in table.splitlines() if line.startswith("| nmt-tied |")]
+    assert len(tied) == 2 and tied[0].split(" | ")[3] == "1,2" and tied[1].split(" | ")[1] == "1,2"  # Table 2, bins
+    assert f"Added from `{earlier}`" in table and "nmt-tied/seed 1" in table and "seed 2" not in table.split("Added")[1]
+    assert all(r["word_f1"] and len(r["curve"]) == 2 for r in study["runs"])
+    assert second.stdout.count("training from scratch") == 1
+    # the same run trained here replaces the file's
+    again = cli(sys.executable, *base, "--workdir", tmp_path / "b", "--systems", "nmt-tied", "--seeds", "1",
+                "--add-results", earlier, env=ENV)
+    assert "tiny/nmt-tied/seed 1: left out of" in again.stdout
+    study = json.loads((tmp_path / "b" / "study.json").read_text())
+    assert sorted((r["system"], r["seed"], "added_from" in r) for r in study["runs"]) == \
+        [("nmt-joint-48", 1, True), ("nmt-tied", 1, False), ("nmt-tied", 2, False)]
+    # refusals: another budget, other prepared data, not a study.json
+    good = json.loads(earlier.read_text())
+    for name, change, message in [
+        ("budget.json", {"max_update": 6}, "scored at 6 updates, not --max-update 4"),
+        ("data.json", {"recipe": {**good["recipe"], "RECIPE_TEST_SHA": "0" * 64}}, "its RECIPE_TEST_SHA is '000"),
+    ]:
+        (tmp_path / name).write_text(json.dumps({**good, **change}))
+        bad = cli(sys.executable, *base, "--workdir", tmp_path / "b", "--no-train", "--add-results", tmp_path / name,
+                  check=False, env=ENV)
+        assert bad.returncode == 2 and message in bad.stderr.strip().splitlines()[-1], bad.stderr
+    (tmp_path / "table.json").write_text("[1, 2]")
+    bad = cli(sys.executable, *base, "--workdir", tmp_path / "b", "--no-train", "--add-results", tmp_path / "table.json",
+              check=False, env=ENV)
+    assert bad.returncode == 2 and "not a study.json written by nmt_study.py" in bad.stderr.strip().splitlines()[-1]
