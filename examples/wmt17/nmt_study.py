@@ -18,7 +18,7 @@ It is resumable: a re-run reuses finished runs and evaluations, continues unfini
 work directory; a larger ``--max-update`` continues finished runs to the new budget (each budget is evaluated
 separately, ``eval-u<N>``). ``--jobs N`` trains N runs at once. A study continued on another machine (whose run
 directories are not here) reports its earlier runs from their committed ``study.json`` with ``--add-results``, beside
-the runs trained here: the same budget and the same prepared data (BPE codes and test set) only; Δ and the paired
+the runs trained here (those of ``--model``): the same budget and the same prepared data (BPE codes and test set) only; Δ and the paired
 bootstrap are those each file recorded. Example (the CPU study of examples/wmt17/README.md)::
 
     DATA=$(bash examples/wmt17/prepare-parallel.sh --train $CORPUS/train --valid $CORPUS/valid --test $CORPUS/test \\
@@ -77,7 +77,7 @@ def parse_args(argv):
     p.add_argument("--train-flags", default="", help="more fairseq-train flags for every run of this call (one string)")
     p.add_argument("--jobs", type=int, default=1, help="runs trained at the same time (each with --threads threads)")
     p.add_argument("--add-results", action="append", default=[], metavar="STUDY_JSON",
-                   help="add the runs of a study.json written earlier at the same budget (e.g. results committed "
+                   help="add the --model runs of a study.json written earlier at the same budget (e.g. results committed "
                    "from another machine, whose run directories are not here) to the tables and plots; its BPE "
                    "codes and test set must be this data-bin's (recipe.env's SHA-256 sums); a run of this work "
                    "directory replaces the same run of the file; repeatable")
@@ -302,9 +302,9 @@ def collect(a) -> Dict[str, object]:
 
 
 def added_runs(a, path: str, recipe: Dict[str, str], runs: List[dict]) -> List[dict]:
-    """The runs of an earlier study.json (``--add-results``) that ``runs`` does not have, marked ``added_from``;
-    refused when it is of another budget, corpus, BPE or test set, or when a run of the same model and system here
-    has another size (other model flags)."""
+    """The ``--model`` runs of an earlier study.json (``--add-results``) that ``runs`` does not have, marked
+    ``added_from``; refused when it is of another budget, corpus, BPE or test set, or when a run of the same model
+    and system here has another size (other model flags)."""
     try:
         with open(path, encoding="utf-8") as f:
             earlier = json.load(f)
@@ -320,6 +320,8 @@ def added_runs(a, path: str, recipe: Dict[str, str], runs: List[dict]) -> List[d
                        f"{recipe.get(key)!r}; add results of the same prepared data only")
     out = []
     for r in their_runs:
+        if r["model"] != a.model:
+            continue
         key = (r["model"], r["system"], r["seed"])
         here = next((x for x in runs if (x["model"], x["system"], x["seed"]) == key), None)
         same = next((x for x in runs if (x["model"], x["system"]) == key[:2]), None)

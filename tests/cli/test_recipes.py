@@ -222,8 +222,8 @@ def test_nmt_study_trains_scores_reuses_and_extends_its_budget(prepared, tmp_pat
 
 
 def test_nmt_study_adds_the_runs_of_an_earlier_study_json(prepared, tmp_path):
-    """--add-results: a study continued on another machine reports the runs committed from the first (their
-    study.json) beside its own: the seeds column, the bins table and the learning curves count both; a run trained
+    """--add-results: a study continued on another machine reports the runs of its --model committed from the first
+    (their study.json) beside its own: the seeds column, the bins table and the learning curves count both; a run trained
     here replaces the same run of the file; a file of another budget or other prepared data, or not a study.json,
     is refused in one line. --jobs 2 trains two runs at once."""
     _, bins = prepared
@@ -234,7 +234,9 @@ def test_nmt_study_adds_the_runs_of_an_earlier_study_json(prepared, tmp_path):
                 "--seeds", "1", "--jobs", "2", env=ENV)
     assert first.stdout.count("training from scratch") == 2
     earlier = tmp_path / "earlier.json"  # as committed: the run directories stay behind on the first machine
-    earlier.write_text((tmp_path / "a" / "study.json").read_text())
+    committed = json.loads((tmp_path / "a" / "study.json").read_text())
+    committed["runs"].append({**committed["runs"][0], "model": "another"})  # another --model's run: not added
+    earlier.write_text(json.dumps(committed))
     second = cli(sys.executable, *base, "--workdir", tmp_path / "b", "--systems", "nmt-tied", "--seeds", "2",
                  "--add-results", earlier, env=ENV)
     study = json.loads((tmp_path / "b" / "study.json").read_text())
