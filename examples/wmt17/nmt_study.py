@@ -35,7 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Dict, List, Optional
 
 from fairseq_joint.cli.common import fail, parser, pyplot, read_lines, run
@@ -84,9 +84,9 @@ def parse_args(argv):
     p.add_argument("--no-train", action="store_true", help="only evaluate and report the runs that have finished")
     p.add_argument("--no-eval", action="store_true", help="only train (evaluate later with another call)")
     a = p.parse_args(argv)
-    a.systems = [s for s in a.systems.split(",") if s]
+    a.systems = list(dict.fromkeys(s for s in a.systems.split(",") if s))  # a run listed twice is trained once
     try:
-        a.seeds = [int(s) for s in a.seeds.split(",") if s]
+        a.seeds = list(dict.fromkeys(int(s) for s in a.seeds.split(",") if s))
     except ValueError:
         raise fail(f"--seeds {a.seeds!r}: give comma-separated integers, e.g. 1,2") from None
     if min(a.max_update, a.validate_every, a.threads, a.jobs) <= 0:
@@ -124,6 +124,12 @@ def model_flags(workdir: str, name: str, flags: Optional[str]) -> List[str]:
     return chosen
 
 
+def say(line: str) -> None:
+    """One line of progress, written at once (runs trained side by side by ``--jobs`` print between each other)."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def run_dir(workdir: str, model: str, system: str, seed: int) -> str:
     return os.path.join(workdir, model, f"{system}-seed{seed}")
 
@@ -150,7 +156,7 @@ def train(a, model: str, flags: List[str], system: str, seed: int) -> None:
     out = run_dir(a.workdir, model, system, seed)
     budget_ckpt = os.path.join(out, f"checkpoint_u{a.max_update}.pt")
     if os.path.isfile(budget_ckpt):
-        print(f"  {model}/{system}/seed {seed}: trained to {a.max_update} updates (reused)", flush=True)
+        say(f"  {model}/{system}/seed {seed}: trained to {a.max_update} updates (reused)")
         return
     os.makedirs(out, exist_ok=True)
     log = os.path.join(out, "train.log")
@@ -160,8 +166,8 @@ def train(a, model: str, flags: List[str], system: str, seed: int) -> None:
            "--keep-interval-updates", "1", "--log-interval", str(max(1, a.validate_every // 2)),
            "--num-workers", "0", *a.train_flags.split()]
     done = saved_updates(log)  # (not the last update logged: a run stopped between checkpoints redoes those)
-    print(f"  {model}/{system}/seed {seed}: training {'from update %d' % done if done else 'from scratch'} "
-          f"to {a.max_update} ({a.threads} threads); log {log}", flush=True)
+    say(f"  {model}/{system}/seed {seed}: training {'from update %d' % done if done else 'from scratch'} "
+          f"to {a.max_update} ({a.threads} threads); log {log}")
     env = dict(run_env(a), MKL_NUM_THREADS=str(a.threads))
     start = time.time()
     with open(log, "a", encoding="utf-8") as f:
@@ -194,7 +200,7 @@ def evaluate(a, model: str, system: str, seed: int) -> Optional[str]:
     dest = os.path.join(out, f"eval-u{a.max_update}")
     if os.path.isfile(os.path.join(dest, "scores.json")):
         return dest
-    print(f"  {model}/{system}/seed {seed}: translating the test set (beam {a.beam})", flush=True)
+    say(f"  {model}/{system}/seed {seed}: translating the test set (beam {a.beam})")
     env = run_env(a)
     with open(os.path.join(out, f"eval-u{a.max_update}.log"), "w") as f:
         proc = subprocess.run(["bash", os.path.join(RECIPE_DIR, "evaluate.sh"), a.data_bin, out, "--beam", str(a.beam),
@@ -301,6 +307,11 @@ def collect(a) -> Dict[str, object]:
     return {"recipe": recipe, "runs": runs}
 
 
+def settings(a) -> Dict[str, object]:
+    """What makes two runs of --model comparable besides the data: recorded in study.json, checked by --add-results."""
+    return {"model_flags": a.flags, "train_flags": a.train_flags.split(), "beam": a.beam}
+
+
 def added_runs(a, path: str, recipe: Dict[str, str], runs: List[dict]) -> List[dict]:
     """The ``--model`` runs of an earlier study.json (``--add-results``) that ``runs`` does not have, marked
     ``added_from``; refused when it is of another budget, corpus, BPE or test set, or when a run of the same model
@@ -309,6 +320,8 @@ def added_runs(a, path: str, recipe: Dict[str, str], runs: List[dict]) -> List[d
         with open(path, encoding="utf-8") as f:
             earlier = json.load(f)
         theirs, their_runs = earlier["recipe"], earlier["runs"]
+        if not isinstance(theirs, dict) or not isinstance(their_runs, list):
+            raise TypeError("no recipe and runs")
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise fail(f"--add-results {path}: not a study.json written by nmt_study.py ({err})") from None
     if earlier.get("max_update") != a.max_update:
@@ -318,10 +331,19 @@ def added_runs(a, path: str, recipe: Dict[str, str], runs: List[dict]) -> List[d
         if theirs.get(key) != recipe.get(key):
             raise fail(f"--add-results {path}: its {key} is {theirs.get(key)!r}, this --data-bin's is "
                        f"{recipe.get(key)!r}; add results of the same prepared data only")
+    mine = settings(a)  # recorded since --add-results exists; older files are taken at their word
+    for key, value in earlier.get("settings", {}).get(a.model, {}).items():
+        if mine.get(key) != value:
+            raise fail(f"--add-results {path}: its {a.model} runs were made with {key} {value!r}, this call's is "
+                       f"{mine.get(key)!r}; add results made the same way only")
     out = []
+    signatures = {x["scores"]["bleu_signature"] for x in runs}
     for r in their_runs:
         if r["model"] != a.model:
             continue
+        if signatures and r["scores"]["bleu_signature"] not in signatures:
+            raise fail(f"--add-results {path}: its BLEU signature {r['scores']['bleu_signature']} is not this study's "
+                       f"({', '.join(sorted(signatures))}); score both with the same sacreBLEU")
         key = (r["model"], r["system"], r["seed"])
         here = next((x for x in runs if (x["model"], x["system"], x["seed"]) == key), None)
         same = next((x for x in runs if (x["model"], x["system"]) == key[:2]), None)
@@ -329,10 +351,21 @@ def added_runs(a, path: str, recipe: Dict[str, str], runs: List[dict]) -> List[d
             raise fail(f"--add-results {path}: {key[0]}/{key[1]} has {r['params']['total']} parameters there and "
                        f"{same['params']['total']} here (other model flags); give this --model another name")
         if here is not None:
-            print(f"  {key[0]}/{key[1]}/seed {key[2]}: left out of {path} (this work directory or an earlier "
-                  "--add-results has it)", flush=True)
+            say(f"  {key[0]}/{key[1]}/seed {key[2]}: left out of {path} (this work directory or an earlier "
+                "--add-results has it)")
             continue
         out.append({**r, "added_from": path})
+    # a Δ is kept only where the file's baseline run is the one the table shows
+    for r in out:
+        for base in list(r.get("vs", {})):
+            if not any((x["model"], x["system"], x["seed"]) == (r["model"], base, r["seed"]) for x in out):
+                del r["vs"][base]
+    for r in runs:  # a run here cannot be bootstrapped against a baseline whose translations stayed elsewhere
+        for x in out:
+            if (x["model"], x["seed"]) == (r["model"], r["seed"]) and x["system"] in BASELINES and \
+                    _order(x["system"]) < _order(r["system"]) and x["system"] not in r["vs"]:
+                say(f"  {r['model']}/{r['system']}/seed {r['seed']}: no Δ vs {x['system']}, whose seed-{r['seed']} run "
+                    f"is only in {path} (train it here for the paired bootstrap)")
     return out
 
 
@@ -417,7 +450,7 @@ def plot_learning_curves(a, runs, path: str) -> None:
                 curve = r["curve"]
                 ax.plot([p[x] for p in curve], [p["ppl"] for p in curve], color=colors[r["system"]],
                         ls=("-", "--", ":", "-.")[seeds.index(r["seed"]) % 4],
-                        label=f"{r['system']} (seed {r['seed']})")
+                        label=f"{r['system']} (seed {r['seed']}{', added' if 'added_from' in r else ''})")
             ax.set_yscale("log")
             ax.set_xlabel("updates" if x == "updates" else "training minutes (fairseq's train_wall)")
             ax.set_ylabel("validation perplexity")
@@ -432,11 +465,16 @@ def plot_learning_curves(a, runs, path: str) -> None:
 def main(argv=None) -> int:
     a = parse_args(argv)
     os.makedirs(a.workdir, exist_ok=True)
-    flags = model_flags(a.workdir, a.model, a.model_flags)
+    flags = a.flags = model_flags(a.workdir, a.model, a.model_flags)
     if not a.no_train:
         print(f"training {len(a.systems) * len(a.seeds)} run(s) of {a.model} to {a.max_update} updates", flush=True)
-        with ThreadPoolExecutor(max_workers=a.jobs) as pool:  # list(): a failed run's refusal is raised here
-            list(pool.map(lambda job: train(a, a.model, flags, *job), [(s, seed) for seed in a.seeds for s in a.systems]))
+        pool = ThreadPoolExecutor(max_workers=a.jobs)
+        futures = [pool.submit(train, a, a.model, flags, s, seed) for seed in a.seeds for s in a.systems]
+        wait(futures, return_when=FIRST_EXCEPTION)
+        pool.shutdown(cancel_futures=True)  # after a failed run no other starts (those running finish first)
+        for f in futures:
+            if not f.cancelled():
+                f.result()  # a failed run's refusal
     if a.no_eval:
         return 0
     for model in sorted(os.listdir(a.workdir)):
@@ -451,7 +489,7 @@ def main(argv=None) -> int:
     with open(os.path.join(a.workdir, "study.md"), "w", encoding="utf-8") as f:
         f.write(md)
     with open(os.path.join(a.workdir, "study.json"), "w", encoding="utf-8") as f:
-        json.dump({"max_update": a.max_update, **study}, f, indent=1)
+        json.dump({"max_update": a.max_update, "settings": {a.model: settings(a)}, **study}, f, indent=1)
     plot_learning_curves(a, study["runs"], os.path.join(a.workdir, "learning_curves.png"))
     here = [r for r in study["runs"] if "added_from" not in r]  # Fig. 2 reads the runs' evaluation directories
     joint = [r for r in here if r["system"].startswith("nmt-joint-")]
