@@ -17,9 +17,10 @@ It is resumable: a re-run reuses finished runs and evaluations, continues unfini
 (``--save-interval-updates`` = ``--validate-every``), and adds runs of other models, systems or seeds to the same
 work directory; a larger ``--max-update`` continues finished runs to the new budget (each budget is evaluated
 separately, ``eval-u<N>``). ``--jobs N`` trains N runs at once. A study continued on another machine (whose run
-directories are not here) reports its earlier runs from their committed ``study.json`` with ``--add-results``, beside
-the runs trained here (those of ``--model``): the same budget and the same prepared data (BPE codes and test set) only; Δ and the paired
-bootstrap are those each file recorded. Example (the CPU study of examples/wmt17/README.md)::
+directories are not here) reports its earlier runs of ``--model`` from their committed ``study.json`` with
+``--add-results``, beside the runs trained here: the same budget, prepared data (BPE codes and test set), model flags
+and sacreBLEU only; Δ and the paired bootstrap are those each file recorded. Example (the CPU study of
+examples/wmt17/README.md)::
 
     DATA=$(bash examples/wmt17/prepare-parallel.sh --train $CORPUS/train --valid $CORPUS/valid --test $CORPUS/test \\
            --src de --tgt en --bpe-ops 8000 --work /tmp/study/data | tail -1)
@@ -167,7 +168,7 @@ def train(a, model: str, flags: List[str], system: str, seed: int) -> None:
            "--num-workers", "0", *a.train_flags.split()]
     done = saved_updates(log)  # (not the last update logged: a run stopped between checkpoints redoes those)
     say(f"  {model}/{system}/seed {seed}: training {'from update %d' % done if done else 'from scratch'} "
-          f"to {a.max_update} ({a.threads} threads); log {log}")
+        f"to {a.max_update} ({a.threads} threads); log {log}")
     env = dict(run_env(a), MKL_NUM_THREADS=str(a.threads))
     start = time.time()
     with open(log, "a", encoding="utf-8") as f:
@@ -308,14 +309,16 @@ def collect(a) -> Dict[str, object]:
 
 
 def settings(a) -> Dict[str, object]:
-    """What makes two runs of --model comparable besides the data: recorded in study.json, checked by --add-results."""
-    return {"model_flags": a.flags, "train_flags": a.train_flags.split(), "beam": a.beam}
+    """What makes two runs of --model comparable besides the data, recorded in study.json and checked by
+    --add-results: the model's flags (fixed per work directory by model.json; --train-flags and --beam belong to the
+    call that trained or translated, which need not be the call that writes the report, so they are not recorded)."""
+    return {"model_flags": a.flags}
 
 
 def added_runs(a, path: str, recipe: Dict[str, str], runs: List[dict]) -> List[dict]:
     """The ``--model`` runs of an earlier study.json (``--add-results``) that ``runs`` does not have, marked
-    ``added_from``; refused when it is of another budget, corpus, BPE or test set, or when a run of the same model
-    and system here has another size (other model flags)."""
+    ``added_from``; refused when it is of another budget, corpus, BPE or test set, model flags (where the file records
+    them) or sacreBLEU signature, or when a run of the same model and system here has another size."""
     try:
         with open(path, encoding="utf-8") as f:
             earlier = json.load(f)
@@ -331,11 +334,11 @@ def added_runs(a, path: str, recipe: Dict[str, str], runs: List[dict]) -> List[d
         if theirs.get(key) != recipe.get(key):
             raise fail(f"--add-results {path}: its {key} is {theirs.get(key)!r}, this --data-bin's is "
                        f"{recipe.get(key)!r}; add results of the same prepared data only")
-    mine = settings(a)  # recorded since --add-results exists; older files are taken at their word
-    for key, value in earlier.get("settings", {}).get(a.model, {}).items():
-        if mine.get(key) != value:
-            raise fail(f"--add-results {path}: its {a.model} runs were made with {key} {value!r}, this call's is "
-                       f"{mine.get(key)!r}; add results made the same way only")
+    recorded = earlier.get("settings", {}).get(a.model, {})  # since --add-results exists; older files: taken as given
+    for key, value in settings(a).items():
+        if key in recorded and recorded[key] != value:
+            raise fail(f"--add-results {path}: its {a.model} runs were made with {key} {recorded[key]!r}, this call's "
+                       f"is {value!r}; add results made the same way only")
     out = []
     signatures = {x["scores"]["bleu_signature"] for x in runs}
     for r in their_runs:

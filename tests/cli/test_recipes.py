@@ -226,7 +226,7 @@ def test_nmt_study_adds_the_runs_of_an_earlier_study_json(prepared, tmp_path):
     """--add-results: a study continued on another machine reports the runs of its --model committed from the first
     (their study.json) beside its own: the seeds column, the bins table and the learning curves count both; a run trained
     here replaces the same run of the file; a file of another budget or other prepared data, or not a study.json,
-    is refused in one line, as is one made with another beam. --jobs 2 trains two runs at once."""
+    is refused in one line, as is one of other model flags. --jobs 2 trains two runs at once."""
     _, bins = prepared
     base = [REPO / "examples" / "wmt17" / "nmt_study.py", "--data-bin", bins["wmt17-en-de"], "--model", "tiny",
             "--model-flags", "--arch joint_lstm_tiny", "--validate-every", "2", "--beam", "2", "--threads", "1",
@@ -262,8 +262,8 @@ def test_nmt_study_adds_the_runs_of_an_earlier_study_json(prepared, tmp_path):
     for name, change, message in [
         ("budget.json", {"max_update": 6}, "scored at 6 updates, not --max-update 4"),
         ("data.json", {"recipe": {**good["recipe"], "RECIPE_TEST_SHA": "0" * 64}}, "its RECIPE_TEST_SHA is '000"),
-        ("beam.json", {"settings": {"tiny": {**good["settings"]["tiny"], "beam": 5}}},
-         "its tiny runs were made with beam 5, this call's is 2"),
+        ("flags.json", {"settings": {"tiny": {"model_flags": ["--arch", "joint_lstm"]}}},
+         "its tiny runs were made with model_flags ['--arch', 'joint_lstm'], this call's is ['--arch', 'joint_lstm_tiny']"),
     ]:
         (tmp_path / name).write_text(json.dumps({**good, **change}))
         bad = cli(sys.executable, *base, "--workdir", tmp_path / "b", "--no-train", "--add-results", tmp_path / name,
