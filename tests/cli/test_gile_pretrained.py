@@ -61,7 +61,8 @@ def test_frozen_encoder_cache_round_trip_and_gzsl(data, tmp_path, sentence_encod
 
 
 def test_similarity_init_starts_at_the_encoders_cosine(data, tmp_path, sentence_encoder):
-    """Before any update the gile head ranks exactly as the encoder's cosine (the study's cosine baseline)."""
+    """Before any update the gile head scores the encoder's cosine up to a constant (the study's cosine baseline), so
+    it ranks as the cosine does, up to float32 noise between near-tied labels."""
     import numpy as np
 
     from fairseq_joint.cli.common import split_scores
@@ -79,7 +80,10 @@ def test_similarity_init_starts_at_the_encoders_cosine(data, tmp_path, sentence_
     cosine = (texts @ label_set.tokens.T).numpy()
     assert np.allclose(scores - scores.mean(), cosine - cosine.mean(), atol=1e-4)
     seen = label_set.train_index.numpy() >= 0
-    assert gzsl_summary(scores, gold, seen) == pytest.approx(gzsl_summary(cosine, gold, seen))
+    # two float32 computations of one cosine (within 1e-4 above): labels tied closer than that may swap ranks, which
+    # moves the tiny random encoder's AvgPr in the fourth digit (seen with transformers 5.24 / sentence-transformers
+    # 6.2), so the metrics agree to 5e-3, not to the last bit
+    assert gzsl_summary(scores, gold, seen) == pytest.approx(gzsl_summary(cosine, gold, seen), abs=5e-3)
 
 
 def test_predict_unseen_labels_seen_score_offset_and_encoder_errors(data, tmp_path, sentence_encoder):
