@@ -97,7 +97,7 @@ def text_vectors(model, texts, dictionary, lang=None):
         if not encoder.finetune:
             return model.embed_texts(texts)
         rows = [torch.LongTensor(ids) for ids in encoder.tokenize(texts)]
-        return model(data_utils.collate_tokens(rows, encoder.pad_id, left_pad=False))
+        return model(data_utils.collate_tokens(rows, encoder.pad_id, left_pad=False), lang=lang)
     rows = [torch.LongTensor([dictionary.index(w) for w in tokenize(t)] or [dictionary.unk()]) for t in texts]
     return model(data_utils.collate_tokens(rows, dictionary.pad(), left_pad=False), lang=lang)
 

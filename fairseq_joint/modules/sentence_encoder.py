@@ -10,7 +10,8 @@ vectors replaced by a sentence encoder).
 * :func:`encoder_fingerprint` identifies the model's files (a cache or checkpoint made with other weights is
   recognised);
 * :class:`PretrainedSentenceEncoder` embeds texts (frozen: without autograd, batched, with progress lines) or
-  runs the encoder on token ids inside the model (``--finetune-encoder``);
+  runs the encoder on token ids inside the model (``--finetune-encoder``; a transformer over padded word pieces, or
+  a static model's bag of word pieces);
 * :class:`EmbeddingCache` keeps embeddings next to the binarized data, keyed by the model's fingerprint and the
   texts' content: a later run, or ``fairseq-joint-predict-labels``, reuses them; changed data or another model
   gives another key, so a stale cache is rebuilt, never read.
@@ -102,10 +103,14 @@ class PretrainedSentenceEncoder(nn.Module):
         # 0: no limit (a static word-piece model, e.g. fairseq-joint-distill-encoder's, reads whole texts: inf)
         limit = model.max_seq_length
         self.max_seq_length = int(limit) if limit and math.isfinite(limit) else 0
-        self.pad_id = int(getattr(model.tokenizer, "pad_token_id", None) or 0)
-        if finetune and not hasattr(model.tokenizer, "pad_token_id"):
-            raise ValueError(f"--finetune-encoder trains a transformer sentence encoder over padded word pieces; {path} "
-                             f"is a static one ({type(model[0]).__name__}): drop --finetune-encoder")
+        #: a static model (sentence-transformers' StaticEmbedding, e.g. fairseq-joint-distill-encoder's student): the
+        #: mean of word-piece vectors over a bare ``tokenizers.Tokenizer``, no special tokens, no pad token
+        self.static = not hasattr(model.tokenizer, "pad_token_id")
+        if self.static:
+            # padding for the batches of token ids: one past the last word piece, never a word piece's own id
+            self.pad_id = int(model.tokenizer.get_vocab_size())
+        else:
+            self.pad_id = int(getattr(model.tokenizer, "pad_token_id", None) or 0)
         if finetune:
             self.model = model
         else:
@@ -122,6 +127,8 @@ class PretrainedSentenceEncoder(nn.Module):
         """Token ids of every text, cut at the encoder's ``max_seq_length`` (as it was trained); the count of cut
         texts is logged."""
         tok = self.st.tokenizer
+        if self.static:  # the ids StaticEmbedding averages (as its own preprocessing makes them; never cut)
+            return [e.ids for e in tok.encode_batch(list(texts), add_special_tokens=False)]
         limit = self.max_seq_length or None
         ids = tok(list(texts), add_special_tokens=True, truncation=False)["input_ids"]
         long = [i for i, row in enumerate(ids) if limit and len(row) > limit]
@@ -134,8 +141,12 @@ class PretrainedSentenceEncoder(nn.Module):
         return ids
 
     def forward(self, input_ids: Tensor) -> Tensor:
-        """Normalized embeddings (B, d) of right-padded token ids (B, T) (padding: the tokenizer's pad id)."""
+        """Normalized embeddings (B, d) of right-padded token ids (B, T) (padding: :attr:`pad_id`)."""
         mask = input_ids.ne(self.pad_id)
+        if self.static:  # one bag of word pieces per text, as StaticEmbedding reads them: ids in a row, bag offsets
+            lengths = mask.sum(dim=1)
+            features = {"input_ids": input_ids[mask], "offsets": lengths.cumsum(0) - lengths}
+            return F.normalize(self.st(features)["sentence_embedding"].float(), dim=-1)
         mask[:, 0] = True
         features = {"input_ids": input_ids, "attention_mask": mask.long(),
                     "token_type_ids": torch.zeros_like(input_ids)}

@@ -6,10 +6,9 @@ seeded reproducibility, and the bad-input refusals."""
 import json
 import re
 
-import numpy as np
 import pytest
 import torch
-from conftest import REPO, cli
+from conftest import GILE_FAST, GILE_TRAIN, REPO, cli, preprocess_gile, valid_line
 
 from fairseq_joint.modules.sentence_encoder import PretrainedSentenceEncoder, encoder_fingerprint
 
@@ -91,11 +90,54 @@ def test_the_student_learns_the_teachers_space_and_is_reproducible(teacher, tmp_
     assert encoder_fingerprint(str(tmp_path / "a")) != encoder_fingerprint(str(tmp_path / "c"))
 
 
-def test_a_static_student_cannot_be_fine_tuned(teacher, tmp_path):
-    distill(teacher, tmp_path / "s", "--epochs", "1")
-    with pytest.raises(ValueError, match="is a static one .*drop --finetune-encoder"):
-        PretrainedSentenceEncoder(str(tmp_path / "s"), finetune=True)
-    assert np.isfinite(PretrainedSentenceEncoder(str(tmp_path / "s")).embed(["a text"]).numpy()).all()
+def test_a_static_student_fine_tunes_inside_gile(teacher, tmp_path):
+    """--finetune-encoder over a static student: token ids padded with an id no word piece has give exactly the frozen
+    embeddings at the start, gradients reach only the word pieces of the batch, and multilingual GILE trains the
+    student with the head (saved in the checkpoint, validated again from it, used by predict-labels)."""
+    from fairseq.data import data_utils
+
+    distill(teacher, tmp_path / "s", "--epochs", "5")
+    frozen = PretrainedSentenceEncoder(str(tmp_path / "s"))
+    tuned = PretrainedSentenceEncoder(str(tmp_path / "s"), finetune=True)
+    assert tuned.static and tuned.pad_id == tuned.st[0].embedding.num_embeddings
+    texts = [r["text"] for r in read_jsonl(ML_SAMPLE / "pl" / "valid.jsonl")[:7]] + ["gra", "a library for png images"]
+    ids = tuned.tokenize(texts)
+    assert len({len(row) for row in ids}) > 1  # rows of different lengths: the batch is padded
+    batch = data_utils.collate_tokens([torch.LongTensor(row) for row in ids], tuned.pad_id, left_pad=False)
+    out = tuned(batch)
+    assert torch.allclose(out, frozen.embed(texts), atol=1e-6)
+    out[:, 0].sum().backward()
+    grad = tuned.st[0].embedding.weight.grad
+    touched = set(grad.abs().sum(dim=1).nonzero().flatten().tolist())
+    assert touched and touched <= {i for row in ids for i in row}
+
+    data = tmp_path / "bin"
+    for lang in ("en", "pl"):
+        preprocess_gile("--train", ML_SAMPLE / lang / "train.jsonl", "--valid", ML_SAMPLE / lang / "valid.jsonl",
+                        "--labels", ML_SAMPLE / "labels.tsv", "--lang", lang, "--destdir", data / lang)
+    save = tmp_path / "ckpt"
+    run = cli("fairseq-train", data, *GILE_TRAIN, "--languages", "en,pl", "--encoder", "pretrained",
+              "--pretrained-encoder", tmp_path / "s", "--finetune-encoder", "--head", "gile", "--similarity-init",
+              "--seen-label-bias", "--criterion", "multilabel_classification", "--max-epoch", "2", "--save-dir", save,
+              *GILE_FAST)
+    stats = valid_line(run.stdout + run.stderr)
+    assert "fine-tuned, one encoder for en, pl" in run.stdout + run.stderr
+    assert stats["en_docs"] == 60 and stats["pl_docs"] == 60
+    state = torch.load(save / "checkpoint_last.pt", weights_only=True)["model"]
+    start = frozen.st[0].embedding.weight.detach()  # the student as distilled
+    trained = state["encoder.model.0.embedding.weight"]
+    assert trained.shape == start.shape and not torch.equal(trained, start)  # the student was trained, and saved
+    assert not any((data / lang / "embeddings").exists() for lang in ("en", "pl"))  # token ids, not cached vectors
+    val = cli("fairseq-validate", data, "--user-dir", GILE_TRAIN[1], "--task", "gile_classification", "--path",
+              save / "checkpoint_last.pt", "--batch-size", "32", "--num-workers", "0")
+    again = valid_line(val.stdout + val.stderr)
+    for key in ("loss", "en_seen_avgpr", "pl_seen_avgpr", "pl_unseen_avgpr"):
+        assert again[key] == pytest.approx(stats[key], abs=0.011), key
+    texts = tmp_path / "pl.txt"
+    texts.write_text("Biblioteka do obsługi plików graficznych PNG.\n")
+    ranked = cli("fairseq-joint-predict-labels", "--checkpoint", save / "checkpoint_last.pt", "--labels",
+                 ML_SAMPLE / "labels.tsv", "--input", texts, "--lang", "pl", "--topk", "3", "--json")
+    assert len(json.loads(ranked.stdout)["labels"]) == 3
 
 
 def test_bad_input_fails_with_one_line_naming_the_fix(teacher, tmp_path):
