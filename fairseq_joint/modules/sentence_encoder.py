@@ -143,14 +143,26 @@ class PretrainedSentenceEncoder(nn.Module):
     def forward(self, input_ids: Tensor) -> Tensor:
         """Normalized embeddings (B, d) of right-padded token ids (B, T) (padding: :attr:`pad_id`)."""
         mask = input_ids.ne(self.pad_id)
-        if self.static:  # one bag of word pieces per text, as StaticEmbedding reads them: ids in a row, bag offsets
-            lengths = mask.sum(dim=1)
-            features = {"input_ids": input_ids[mask], "offsets": lengths.cumsum(0) - lengths}
-            return F.normalize(self.st(features)["sentence_embedding"].float(), dim=-1)
+        if self.static:
+            return F.normalize(self.static_forward(input_ids[mask], mask.sum(dim=1)).float(), dim=-1)
         mask[:, 0] = True
         features = {"input_ids": input_ids, "attention_mask": mask.long(),
                     "token_type_ids": torch.zeros_like(input_ids)}
         return F.normalize(self.st(features)["sentence_embedding"].float(), dim=-1)
+
+    def static_forward(self, ids: Tensor, lengths: Tensor) -> Tensor:
+        """A static model's output for the texts whose word-piece ids are ``ids`` in a row, ``lengths`` of them each:
+        one bag per text (the mean of its word-piece vectors, as StaticEmbedding reads them), then the model's other
+        modules (its normalization). A bag of vectors that are all zero (word pieces the student never learned:
+        ``fairseq-joint-distill-encoder`` starts every vector at zero) embeds to zero, as when frozen, and passes no
+        gradient: normalizing a zero vector has none but 1/eps (~1e12), which would swamp every other."""
+        st = self.st
+        features = st[0]({"input_ids": ids, "offsets": lengths.cumsum(0) - lengths})
+        bags = features["sentence_embedding"]
+        features["sentence_embedding"] = torch.where(bags.norm(dim=-1, keepdim=True) > 1e-6, bags, bags.detach())
+        for module in list(st)[1:]:
+            features = module(features)
+        return features["sentence_embedding"]
 
     @torch.no_grad()
     def embed(self, texts: Sequence[str], what: str = "texts") -> Tensor:

@@ -100,16 +100,20 @@ def test_a_static_student_fine_tunes_inside_gile(teacher, tmp_path):
     frozen = PretrainedSentenceEncoder(str(tmp_path / "s"))
     tuned = PretrainedSentenceEncoder(str(tmp_path / "s"), finetune=True)
     assert tuned.static and tuned.pad_id == tuned.st[0].embedding.num_embeddings
-    texts = [r["text"] for r in read_jsonl(ML_SAMPLE / "pl" / "valid.jsonl")[:7]] + ["gra", "a library for png images"]
+    # the last text's only word piece is unknown to the tokenizer's training texts: its vector is zero (never learned)
+    texts = [r["text"] for r in read_jsonl(ML_SAMPLE / "pl" / "valid.jsonl")[:7]] + ["gra", "a library for png", "☃"]
     ids = tuned.tokenize(texts)
     assert len({len(row) for row in ids}) > 1  # rows of different lengths: the batch is padded
     batch = data_utils.collate_tokens([torch.LongTensor(row) for row in ids], tuned.pad_id, left_pad=False)
     out = tuned(batch)
     assert torch.allclose(out, frozen.embed(texts), atol=1e-6)
+    assert not out[-1].any() and out[:-1].norm(dim=1).sub(1).abs().max() < 1e-5
     out[:, 0].sum().backward()
     grad = tuned.st[0].embedding.weight.grad
     touched = set(grad.abs().sum(dim=1).nonzero().flatten().tolist())
-    assert touched and touched <= {i for row in ids for i in row}
+    assert touched and touched <= {i for row in ids[:-1] for i in row}
+    # the zero text passes no gradient (normalizing a zero vector would pass 1/eps = 1e12), the others a bounded one
+    assert not touched & set(ids[-1]) and grad.abs().max() < 100
 
     data = tmp_path / "bin"
     for lang in ("en", "pl"):
