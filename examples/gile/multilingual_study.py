@@ -306,8 +306,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     shown = [s for s in SYSTEMS if s in systems + ablations]
     table = write_table(results, languages, shown, os.path.join(args.workdir, "results.md"), chance_rows, args)
     if shown:  # (--systems "" with --en-baseline trains the English models only: a table, no plot)
-        plot(results, languages, shown, os.path.join(args.workdir, "results.png"), chance_rows,
-             os.path.basename(os.path.normpath(args.sentence_encoder)) if args.sentence_encoder else "HAN")
+        encoder = os.path.basename(os.path.normpath(args.sentence_encoder)) if args.sentence_encoder else "HAN"
+        if "--finetune-encoder" in shlex.split(args.gile_options):
+            encoder += " (fine-tuned)"
+        plot(results, languages, shown, os.path.join(args.workdir, "results.png"), chance_rows, encoder)
     with open(os.path.join(args.workdir, "results.json"), "w") as f:
         json.dump({"args": {k: v for k, v in vars(args).items()}, "chance": chance_rows, "results": results}, f, indent=1)
     print(table)
