@@ -155,7 +155,8 @@ class PretrainedSentenceEncoder(nn.Module):
         one bag per text (the mean of its word-piece vectors, as StaticEmbedding reads them), then the model's other
         modules (its normalization). A bag of vectors that are all zero (word pieces the student never learned:
         ``fairseq-joint-distill-encoder`` starts every vector at zero) embeds to zero, as when frozen, and passes no
-        gradient: normalizing a zero vector has none but 1/eps (~1e12), which would swamp every other."""
+        gradient: a zero vector has no direction to normalize, and the gradient of normalizing it, 1/eps (~1e12), would
+        swamp every other."""
         st = self.st
         features = st[0]({"input_ids": ids, "offsets": lengths.cumsum(0) - lengths})
         bags = features["sentence_embedding"]
