@@ -31,6 +31,7 @@ TOOLS = {
     "examples/wmt17/frequency_bins.py": (["--train-tgt", "{tmp}/missing.txt", "--ref", "{tmp}/ref.txt", "--hyp",
                                           "{tmp}/hyp.txt"], "missing.txt"),
     "examples/wmt17/nearest_neighbours.py": (["{tmp}/missing.pt", "--dict", "{tmp}/ref.txt"], "missing.pt"),
+    "examples/wmt17/reference_bins.py": (["--data-bin", "{tmp}", "--checkpoint", "{tmp}/missing.pt"], "--train-tgt"),
     "examples/gile/gile_study.py": (["--data", "{tmp}", "--workdir", "{tmp}/w", "--labels", "{tmp}/none.tsv"],
                                     "none.tsv"),
     "examples/gile/label_frequency_bins.py": (["--data", "{tmp}", "--checkpoint", "{tmp}/missing.pt", "--bins", "5,2"],

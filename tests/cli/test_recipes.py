@@ -2,6 +2,7 @@
 few updates, evaluate.sh, the results table and the plot; the bad-input errors; the scoring helpers' math."""
 
 import json
+import math
 import os
 import re
 import shutil
@@ -158,6 +159,34 @@ def test_results_table_and_plot(trained, tmp_path):
     assert f"{joint['bleu']:.2f} ({joint['significance']['delta']:+.2f}" in rows[1]
     cli(sys.executable, RECIPE / "plot_bleu_vs_dj.py", runs / "nmt", runs / "nmt-joint-48", "--output", png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_reference_bins_match_fairseq_validate_and_count_every_test_word(trained, prepared):
+    data_bin, runs = trained
+    work, _ = prepared
+    tgt = dict(line.split("=", 1) for line in lines(data_bin / "recipe.env"))["RECIPE_TGT"]
+    js, bpe = runs / "ref_bins.json", work / "wmt17-en-de" / "bpe200" / f"test.{tgt}"
+    args = [RECIPE / "reference_bins.py", "--data-bin", data_bin, "--checkpoint",
+            f"nmt={runs / 'nmt' / 'checkpoint_last.pt'}", "--checkpoint",
+            f"joint={runs / 'nmt-joint-48' / 'checkpoint_last.pt'}", "--json", js]
+    # the tiny dictionary lacks some test pieces: their <unk> has lost its @@, so the word boundaries need the text
+    refused = cli(sys.executable, *args, check=False)
+    assert refused.returncode == 2 and "<unk> pieces" in refused.stderr and "--ref-bpe" in refused.stderr
+    wrong = runs / "wrong.bpe"
+    wrong.write_text("\n".join(lines(bpe)[1:] + ["x"]) + "\n", encoding="utf-8")
+    refused = cli(sys.executable, *args, "--ref-bpe", wrong, check=False)
+    assert refused.returncode == 2 and "wrong.bpe:1 is not the binarized reference" in refused.stderr
+    cli(sys.executable, *args, "--ref-bpe", bpe)
+    out = json.loads(js.read_text())["systems"]
+    ref_words = sum(len(s.replace("@@ ", "").split()) for s in lines(bpe))
+    for name, run_dir in (("nmt", "nmt"), ("joint", "nmt-joint-48")):
+        r = out[name]
+        assert r["sentences"] == 40 and sum(b["words"] for b in r["bins"].values()) == ref_words
+        val = cli("fairseq-validate", data_bin, "--user-dir", "fairseq_joint", "--task", "translation", "--path",
+                  runs / run_dir / "checkpoint_last.pt", "--valid-subset", "test", "--max-tokens", "2000")
+        bits = float(re.search(r"valid on 'test' subset \| loss ([0-9.]+)", val.stdout + val.stderr).group(1))
+        assert r["nll_per_token"] / math.log(2) == pytest.approx(bits, abs=6e-4)  # fairseq prints 3 decimals
+    assert out["nmt"]["tokens"] == out["joint"]["tokens"]
 
 
 def test_evaluate_refuses_a_differently_preprocessed_test_set(trained, prepared, mirror):

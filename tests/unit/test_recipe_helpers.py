@@ -5,6 +5,7 @@ import frequency_bins
 import make_mirror
 import prepare_text
 import pytest
+import reference_bins
 
 from fairseq_joint.cli import score as score_translations
 
@@ -22,6 +23,22 @@ def test_frequency_bins_cut_the_vocabulary_in_thirds_and_clip_matches():
     # low: hyp none, ref e -> 0; unseen tokens x (hyp) and y (ref) counted, not dropped
     assert s["low"]["f1"] == 0 and s["low"]["ref_tokens"] == 1
     assert s["unseen"]["hyp_tokens"] == 1 and s["unseen"]["ref_tokens"] == 1 and s["unseen"]["matches"] == 0
+
+
+def test_reference_bins_sum_each_words_pieces_and_average_per_bin():
+    pieces = ["vis@@", "it@@", "ed", "the", "x@@"]
+    words = reference_bins.words_of(pieces, [1.0, 2.0, 3.0, 0.5, 4.0])
+    # a word's NLL is the sum over its pieces; a trailing "@@" piece still closes a word (nothing dropped)
+    assert words == [("visited", 6.0), ("the", 0.5), ("x", 4.0)]
+    with pytest.raises(ValueError, match="5 pieces but 4 scores"):
+        reference_bins.words_of(pieces, [1.0] * 4)
+    word_bin = {"the": "high", "visited": "low"}
+    b = reference_bins.bin_nll(word_bin, words + [("the", 1.5)])
+    assert b["high"]["words"] == 2 and b["high"]["nll_per_word"] == pytest.approx(1.0)
+    assert b["high"]["ppl_per_word"] == pytest.approx(2.718281828)
+    assert b["low"]["nll_per_word"] == pytest.approx(6.0)
+    assert b["unseen"]["words"] == 1 and b["unseen"]["nll"] == pytest.approx(4.0)  # "x": not in training
+    assert b["medium"]["words"] == 0
 
 
 def test_clean_pairs_length_and_ratio_like_clean_corpus_n():
