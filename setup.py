@@ -24,6 +24,7 @@ setup(
         "sentencepiece",
         "subword-nmt",
         "scikit-learn",
+        "scipy",
         "matplotlib",
         "gensim",
         "sentence-transformers",

@@ -10,6 +10,8 @@ thirds, plus ``unseen``), and each bin reports its mean NLL per word (nats) and 
 NLL). The last row is the per-token perplexity of the whole subset (BPE pieces and ``</s>``), which equals
 ``fairseq-validate``'s on the same subset. Two models with the same perplexity can differ in where their
 probability goes: a lower low-bin NLL means the model ranks rare reference words higher, whatever the beam does.
+Every checkpoint after the first is compared with the first word by word (mean NLL difference, the share of words
+it gives more probability, and the Wilcoxon signed-rank p-value of the paired differences).
 
     python examples/wmt17/reference_bins.py --data-bin DATA_BIN --checkpoint tied=RUN1/checkpoint_u4000.pt \\
         --checkpoint joint=RUN2/checkpoint_u4000.pt [--subset test] [--json ref_bins.json] [--markdown ref_bins.md]
@@ -68,6 +70,27 @@ def bin_nll(word_bin: Dict[str, str], scored: Sequence[Tuple[str, float]]) -> Di
     return out
 
 
+def paired_vs(word_bin: Dict[str, str], scored: Sequence[Tuple[str, float]],
+              baseline: Sequence[Tuple[str, float]]) -> Dict[str, Dict[str, float]]:
+    """Per bin, against the baseline's NLL of the same reference words: the mean difference (nats per word), the
+    share of words this model gives a lower NLL, and the two-sided Wilcoxon signed-rank p-value of the paired
+    differences (nan for a bin without words or without a difference)."""
+    from scipy.stats import wilcoxon
+
+    diffs = defaultdict(list)
+    for (word, nll), (base_word, base_nll) in zip(scored, baseline):
+        if word != base_word:
+            raise ValueError(f"the two scorings disagree on a reference word ({word!r} vs {base_word!r})")
+        diffs[word_bin.get(word, "unseen")].append(nll - base_nll)
+    out = {}
+    for b in ROWS:
+        d = diffs[b]
+        p = float(wilcoxon(d).pvalue) if any(d) else float("nan")
+        out[b] = {"delta_nll_per_word": sum(d) / len(d) if d else float("nan"),
+                  "lower_share": sum(x < 0 for x in d) / len(d) if d else float("nan"), "wilcoxon_p": p}
+    return out
+
+
 def reference_nll(path: str, data_bin: str, subset: str, max_tokens: int):
     """Teacher-forced NLL (nats) of every target token of ``subset`` under one checkpoint:
     [(sentence id, pieces, per-piece NLL)] with ``</s>`` last, in id order."""
@@ -123,15 +146,21 @@ def text_pieces(sentences, ref_bpe: Optional[str]) -> List[List[str]]:
 
 def markdown(results: Dict[str, dict], sizes: Dict[str, int]) -> str:
     names = list(results)
-    rows = ["| bin (train words) | ref words | " + " | ".join(f"{n} NLL/word (ppl)" for n in names) + " |",
+    heads = [f"{n} NLL/word (ppl)" + (f"; Δ vs {names[0]}, p" if i else "") for i, n in enumerate(names)]
+    rows = ["| bin (train words) | ref words | " + " | ".join(heads) + " |",
             "|" + "---|" * (2 + len(names))]
     for b in ROWS:
         first = results[names[0]]["bins"][b]
         cells = [f"{results[n]['bins'][b]['nll_per_word']:.3f} ({results[n]['bins'][b]['ppl_per_word']:.1f})"
-                 for n in names]
+                 + (f"; {results[n]['vs'][b]['delta_nll_per_word']:+.3f}, p = {results[n]['vs'][b]['wilcoxon_p']:.2g}"
+                    if "vs" in results[n] else "") for n in names]
         rows.append(f"| {b} ({sizes.get(b, 0):,d}) | {first['words']:,d} | " + " | ".join(cells) + " |")
     cells = [f"{results[n]['nll_per_token']:.3f} ({results[n]['ppl_per_token']:.2f})" for n in names]
     rows.append(f"| all tokens (BPE pieces and </s>) | {results[names[0]]['tokens']:,d} | " + " | ".join(cells) + " |")
+    if len(names) > 1:
+        rows.append("")
+        rows.append(f"Δ: mean NLL difference per word against {names[0]} on the same reference words (negative: more "
+                    "probability); p: two-sided Wilcoxon signed-rank test of the paired differences.")
     return "\n".join(rows)
 
 
@@ -158,7 +187,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raise fail(f"{env_path} has no RECIPE_TRAIN_TGT_TOK; pass --train-tgt")
         train_tgt = env["RECIPE_TRAIN_TGT_TOK"]
     word_bin = frequency_bins(read_lines(train_tgt, "--train-tgt"))
-    results = {}
+    results, first = {}, None
     for name, path in named_paths(a.checkpoint):
         sentences = reference_nll(path, a.data_bin, a.subset, a.max_tokens)
         tokens = sum(len(s[1]) for s in sentences)
@@ -171,6 +200,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         results[name] = {"checkpoint": path, "sentences": len(sentences), "tokens": tokens,
                          "nll_per_token": total / tokens, "ppl_per_token": math.exp(total / tokens),
                          "bins": bin_nll(word_bin, scored)}
+        if first is None:
+            first = scored
+        else:
+            results[name]["vs"] = paired_vs(word_bin, scored, first)
     sizes = {b: sum(1 for v in word_bin.values() if v == b) for b in BINS}
     write_report(markdown(results, sizes), a.markdown, a.json, {"subset": a.subset, "bin_sizes": sizes,
                                                                 "systems": results})

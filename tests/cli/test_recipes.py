@@ -187,6 +187,10 @@ def test_reference_bins_match_fairseq_validate_and_count_every_test_word(trained
         bits = float(re.search(r"valid on 'test' subset \| loss ([0-9.]+)", val.stdout + val.stderr).group(1))
         assert r["nll_per_token"] / math.log(2) == pytest.approx(bits, abs=6e-4)  # fairseq prints 3 decimals
     assert out["nmt"]["tokens"] == out["joint"]["tokens"]
+    assert "vs" not in out["nmt"] and set(out["joint"]["vs"]) == {"high", "medium", "low", "unseen"}
+    high = out["joint"]["vs"]["high"]
+    assert high["delta_nll_per_word"] == pytest.approx(out["joint"]["bins"]["high"]["nll_per_word"]
+                                                       - out["nmt"]["bins"]["high"]["nll_per_word"])
 
 
 def test_evaluate_refuses_a_differently_preprocessed_test_set(trained, prepared, mirror):

@@ -39,6 +39,14 @@ def test_reference_bins_sum_each_words_pieces_and_average_per_bin():
     assert b["low"]["nll_per_word"] == pytest.approx(6.0)
     assert b["unseen"]["words"] == 1 and b["unseen"]["nll"] == pytest.approx(4.0)  # "x": not in training
     assert b["medium"]["words"] == 0
+    # against a baseline, word by word: "the" 0.5 -> 0.25 and 1.5 -> 1.0 (both lower), the low word level
+    base = words + [("the", 1.5)]
+    vs = reference_bins.paired_vs(word_bin, [("visited", 6.0), ("the", 0.25), ("x", 4.0), ("the", 1.0)], base)
+    assert vs["high"]["delta_nll_per_word"] == pytest.approx(-0.375) and vs["high"]["lower_share"] == 1.0
+    assert 0 < vs["high"]["wilcoxon_p"] <= 1
+    assert vs["low"]["delta_nll_per_word"] == 0 and vs["low"]["wilcoxon_p"] != vs["low"]["wilcoxon_p"]  # nan
+    with pytest.raises(ValueError, match="disagree on a reference word"):
+        reference_bins.paired_vs(word_bin, [("then", 1.0)], [("the", 1.0)])
 
 
 def test_clean_pairs_length_and_ratio_like_clean_corpus_n():
