@@ -30,11 +30,9 @@ from collections import defaultdict
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
+from frequency_bins import BINS, frequency_bins  # the recipe's binning (this script's folder is on sys.path)
 
 from fairseq_joint.cli.common import fail, named_paths, parser, read_lines, run, write_report
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from frequency_bins import BINS, frequency_bins  # noqa: E402  (the recipe's binning, one implementation)
 
 ROWS = BINS + ("unseen",)
 
