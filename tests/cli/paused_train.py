@@ -20,7 +20,12 @@ def pause_after(update: int) -> None:
         out = step(self, *args, **kwargs)
         if self.get_num_updates() == update:
             print(f"paused after update {update}", flush=True)
-            time.sleep(600)  # a signal's KeyboardInterrupt ends it
+            # short sleeps, not one long one: the kernel may deliver the test's signal to another thread of the
+            # process (torch's), and then a long sleep of the main thread is not interrupted; Python acts on the
+            # pending signal (KeyboardInterrupt) at the next wake-up
+            end = time.monotonic() + 600
+            while time.monotonic() < end:
+                time.sleep(0.05)
         return out
 
     Trainer.train_step = train_step
