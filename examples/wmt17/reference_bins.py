@@ -75,6 +75,9 @@ def paired_vs(word_bin: Dict[str, str], scored: Sequence[Tuple[str, float]],
     differences (nan for a bin without words or without a difference)."""
     from scipy.stats import wilcoxon
 
+    if len(scored) != len(baseline):
+        raise ValueError(f"the two scorings have {len(scored)} and {len(baseline)} reference words: score the same "
+                         "subset of the same data-bin")
     diffs = defaultdict(list)
     for (word, nll), (base_word, base_nll) in zip(scored, baseline):
         if word != base_word:

@@ -47,6 +47,8 @@ def test_reference_bins_sum_each_words_pieces_and_average_per_bin():
     assert vs["low"]["delta_nll_per_word"] == 0 and vs["low"]["wilcoxon_p"] != vs["low"]["wilcoxon_p"]  # nan
     with pytest.raises(ValueError, match="disagree on a reference word"):
         reference_bins.paired_vs(word_bin, [("then", 1.0)], [("the", 1.0)])
+    with pytest.raises(ValueError, match="1 and 2 reference words"):
+        reference_bins.paired_vs(word_bin, [("the", 1.0)], [("the", 1.0), ("x", 2.0)])
 
 
 def test_clean_pairs_length_and_ratio_like_clean_corpus_n():
