@@ -68,6 +68,24 @@ def test_features_only_feeds_the_output_layer(tiny_bin, arch, extra, kind):
         torch.testing.assert_close(layer(h, ids=ids), logits[..., ids])
 
 
+@pytest.mark.parametrize("arch, extra", [("joint_transformer", SMALL_TRANSFORMER), ("joint_lstm", SMALL_LSTM)])
+def test_uniform_output_layer_init_is_one_change(tiny_bin, arch, extra):
+    """--output-layer-init uniform changes the output layer's start and nothing else: with the same seed, the
+    decoder layers that fairseq's Transformer builds after the output layer start as in the default run, and the
+    next random draw after the build is the default run's. It used to shift the random stream, so a Transformer's
+    decoder layers started differently too (study runs made before then changed the whole decoder's start)."""
+    built = {}
+    for init in ("fairseq", "uniform"):
+        _, model = build(tiny_bin, arch, "--output-layer", "joint", "--joint-dim", 12, "--output-layer-init", init, *extra)
+        built[init] = ({k: v for k, v in model.state_dict().items() if torch.is_tensor(v)}, torch.rand(4))
+    (default, next_default), (uniform, next_uniform) = built["fairseq"], built["uniform"]
+    changed = {k for k in default if not torch.equal(default[k], uniform[k])}
+    assert changed == {f"decoder.output_projection.{n}" for n in
+                       ("class_weight", "class_bias", "context_weight", "context_bias", "bias")}
+    assert all(uniform[k].abs().max() <= 0.1 for k in changed)
+    torch.testing.assert_close(next_default, next_uniform, rtol=0, atol=0)
+
+
 def test_joint_lstm_wmt17_is_the_papers_configuration(tiny_bin):
     task, model = build(tiny_bin, "joint_lstm_wmt17", "--joint-dim", 512)
     assert model.encoder.num_layers == 2 and model.decoder.num_layers == 2
