@@ -20,6 +20,7 @@ from fairseq_joint.models.output_layer_model import (
     OutputLayerModelMixin,
     build_output_layer,
     check_output_layer_args,
+    initial_parameters_seed,
     output_layer_defaults,
 )
 
@@ -77,6 +78,14 @@ class JointLSTMModel(OutputLayerModelMixin, LSTMModel):
         for flag in ("encoder_embed_path", "decoder_embed_path"):
             if getattr(args, flag, None):
                 raise ValueError(f"--{flag.replace('_', '-')} is not supported by joint_lstm yet; drop it")
+        with initial_parameters_seed(args):
+            model = cls._build_modules(args, task)
+        model.record_dictionaries(task)
+        return model
+
+    @classmethod
+    def _build_modules(cls, args, task):
+        """The encoder, the decoder and their embeddings, in fairseq's LSTMModel's order of random draws."""
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
         encoder_embed = Embedding(len(src_dict), args.encoder_embed_dim, src_dict.pad())
         if args.share_all_embeddings:
@@ -112,9 +121,7 @@ class JointLSTMModel(OutputLayerModelMixin, LSTMModel):
             max_target_positions=getattr(args, "max_target_positions", DEFAULT_MAX_TARGET_POSITIONS),
             residuals=False,
         )
-        model = cls(encoder, decoder)
-        model.record_dictionaries(task)
-        return model
+        return cls(encoder, decoder)
 
     def forward(self, src_tokens, src_lengths, prev_output_tokens, incremental_state=None,
                 features_only: bool = False, **kwargs):

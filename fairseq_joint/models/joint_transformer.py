@@ -13,6 +13,7 @@ from fairseq_joint.models.output_layer_model import (
     OutputLayerModelMixin,
     build_output_layer,
     check_output_layer_args,
+    initial_parameters_seed,
     output_layer_defaults,
 )
 
@@ -52,7 +53,8 @@ class JointTransformerModel(OutputLayerModelMixin, TransformerModel):
                 "--adaptive-softmax-cutoff replaces the output layer with fairseq's adaptive softmax; "
                 "drop it to use --output-layer (or use --arch transformer)"
             )
-        model = super().build_model(args, task)
+        with initial_parameters_seed(args):
+            model = super().build_model(args, task)
         model.record_dictionaries(task)
         return model
 

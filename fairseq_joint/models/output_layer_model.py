@@ -6,7 +6,9 @@ The options' defaults live in :class:`OutputLayerConfig` (which takes them from
 :func:`output_layer_defaults`, so the builder reads ``args`` without fallbacks of its own.
 """
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Optional
 
 import torch
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
@@ -59,6 +61,33 @@ class OutputLayerConfig(FairseqDataclass):
             "so the first logits are sigma(E)·sigma(h) (weight tying for --joint-activation identity)"
         },
     )
+
+
+@dataclass
+class InitSeedConfig(FairseqDataclass):
+    init_seed: Optional[int] = field(
+        default=None,
+        metadata={
+            "help": "draw the model's initial parameters from this seed instead of --seed; the batches' order and "
+            "the dropout masks still follow --seed. Two runs with one --seed and two --init-seed values differ in "
+            "their random start only (how much a start alone moves a result); --init-seed equal to --seed is the "
+            "default run"
+        },
+    )
+
+
+@contextmanager
+def initial_parameters_seed(args):
+    """Build the model's parameters inside this block: with ``--init-seed S`` they are drawn from seed S and the
+    random stream is left as it was before the block, so whatever fairseq draws next (it reseeds with --seed before
+    every update anyway) is the same for every S. Without ``--init-seed`` the block changes nothing."""
+    seed = getattr(args, "init_seed", None)
+    if seed is None:
+        yield
+        return
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        yield
 
 
 _DEFAULTS = OutputLayerConfig()
@@ -152,7 +181,8 @@ class DataFingerprintMixin:
 class OutputLayerModelMixin(UpdateCountMixin, DataFingerprintMixin):
     """Mixed into a fairseq translation model whose decoder has an :class:`OutputLayer` (``decoder.output_projection``):
 
-    * ``add_args``: the model's own options plus :class:`OutputLayerConfig`'s;
+    * ``add_args``: the model's own options plus :class:`OutputLayerConfig`'s and ``--init-seed``
+      (:class:`InitSeedConfig`: the subclasses build their parameters inside :func:`initial_parameters_seed`);
     * ``load_state_dict``: a checkpoint trained with other dictionaries than the data's (another size, or the same
       size and other entries: :class:`DataFingerprintMixin`) fails with a one-line fix (the output layer checks its
       own configuration, see ``OutputLayer.set_extra_state``);
@@ -163,6 +193,7 @@ class OutputLayerModelMixin(UpdateCountMixin, DataFingerprintMixin):
     def add_args(cls, parser):
         super().add_args(parser)
         gen_parser_from_dataclass(parser, OutputLayerConfig(), delete_default=True)
+        gen_parser_from_dataclass(parser, InitSeedConfig())
 
     data_names = (
         ("source dictionary", "binarize the data with the checkpoint's dictionary (fairseq-preprocess --srcdict "

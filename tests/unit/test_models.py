@@ -86,6 +86,37 @@ def test_uniform_output_layer_init_is_one_change(tiny_bin, arch, extra):
     torch.testing.assert_close(next_default, next_uniform, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("arch, extra", [("joint_transformer", SMALL_TRANSFORMER), ("joint_lstm", SMALL_LSTM)])
+def test_init_seed_changes_the_start_only(tiny_bin, arch, extra):
+    """--init-seed S draws every initial parameter from S, whatever --seed's random state: the same S gives the same
+    start, another S another start of every random parameter, S equal to the seed the default run's start; the random
+    stream after the build (fairseq's next draws) is the same for every S."""
+
+    def start(*flags, seed=0):
+        from fairseq import tasks
+
+        args = training_args(tiny_bin, arch, "--output-layer", "joint", "--joint-dim", 12, *extra, *flags)
+        task = tasks.setup_task(args)
+        torch.manual_seed(seed)
+        model = task.build_model(args)
+        return {k: v for k, v in model.state_dict().items() if torch.is_tensor(v) and v.is_floating_point()}, torch.rand(4)
+
+    default, next_default = start()
+    s7, next_s7 = start("--init-seed", 7)
+    s7_other_seed, _ = start("--init-seed", 7, seed=3)
+    s8, next_s8 = start("--init-seed", 8)
+    s0, _ = start("--init-seed", 0)
+    for k in default:
+        torch.testing.assert_close(s7[k], s7_other_seed[k], rtol=0, atol=0)
+        torch.testing.assert_close(s0[k], default[k], rtol=0, atol=0)
+    redrawn = {k for k in s7 if not torch.equal(s7[k], s8[k])}
+    constant = {k for k in s7 if s7[k].unique().numel() <= 2}  # zero biases, ones of layer norms
+    assert redrawn == set(s7) - constant and len(redrawn) >= 10
+    assert all(not torch.equal(s7[k], default[k]) for k in redrawn)
+    torch.testing.assert_close(next_s7, next_s8, rtol=0, atol=0)
+    assert not torch.equal(next_s7, next_default)  # the stream is left as it was before the build
+
+
 def test_joint_lstm_wmt17_is_the_papers_configuration(tiny_bin):
     task, model = build(tiny_bin, "joint_lstm_wmt17", "--joint-dim", 512)
     assert model.encoder.num_layers == 2 and model.decoder.num_layers == 2
