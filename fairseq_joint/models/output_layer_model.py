@@ -85,7 +85,10 @@ def initial_parameters_seed(args):
     if seed is None:
         yield
         return
-    with torch.random.fork_rng():
+    # the CPU stream and this process's GPU's (torch.manual_seed reseeds the GPUs too); naming the device keeps
+    # fork_rng quiet on multi-GPU machines, where each process uses one
+    cuda = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=cuda):
         torch.manual_seed(seed)
         yield
 
