@@ -117,6 +117,24 @@ def test_init_seed_changes_the_start_only(tiny_bin, arch, extra):
     assert not torch.equal(next_s7, next_default)  # the stream is left as it was before the build
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_init_seed_leaves_the_gpu_stream_as_it_was(tiny_bin):
+    """--init-seed reseeds the CPU and this process's GPU for the build only: afterwards the GPU's random state (the
+    dropout masks of a CUDA run) is the one it had before, so two --init-seed values train with the same masks."""
+    from fairseq import tasks
+
+    args = training_args(tiny_bin, "joint_lstm", "--output-layer", "joint", "--joint-dim", 12, *SMALL_LSTM,
+                         "--init-seed", 7)
+    task = tasks.setup_task(args)
+    torch.cuda.manual_seed(5)
+    before = torch.cuda.get_rng_state()
+    task.build_model(args)
+    torch.testing.assert_close(torch.cuda.get_rng_state(), before, rtol=0, atol=0)
+    torch.cuda.manual_seed(7)  # what the build's reseed would have left behind without the fork
+    assert not torch.equal(torch.cuda.get_rng_state(), before)
+
+
 def test_joint_lstm_wmt17_is_the_papers_configuration(tiny_bin):
     task, model = build(tiny_bin, "joint_lstm_wmt17", "--joint-dim", 512)
     assert model.encoder.num_layers == 2 and model.decoder.num_layers == 2
