@@ -39,7 +39,27 @@ FAIRSEQ_NOTICES = (
 
 
 class Refusal(ValueError):
-    """A refusal raised by code that lives outside the package (a recipe's tool): one line wherever it was raised."""
+    """A user's mistake, refused: the message names the option, file or checkpoint and says how to fix it.
+
+    Printed as one ``error: ...`` line by the plugin's commands and under ``fairseq-*`` programs; any other exception
+    (a bug included) keeps its traceback. A ``ValueError`` so that callers that caught the plain ``ValueError`` of
+    earlier versions still catch it. Raise the subclass that says what was wrong."""
+
+
+class OptionError(Refusal):
+    """An option's value is out of range, not finite, unknown, or incompatible with another option."""
+
+
+class InputError(Refusal):
+    """An input file or value is malformed or inconsistent (a line, a label, a dimension, a text that is not one)."""
+
+
+class MissingFileError(InputError, FileNotFoundError):
+    """A file the user must provide (data, label file, encoder directory) does not exist."""
+
+
+class CheckpointError(Refusal):
+    """A checkpoint is damaged, unsafe to unpickle, of another kind, or does not match the data or options."""
 
 
 class Interrupted(KeyboardInterrupt):
