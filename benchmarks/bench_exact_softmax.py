@@ -38,7 +38,7 @@ from bench_harness import config as run_config
 from bench_harness import main as run_benchmark
 
 from fairseq_joint.modules.chunked_softmax import chunked_cross_entropy
-from fairseq_joint.modules.output_layers import OutputLayer
+from fairseq_joint.modules.output_layers import OutputLayer, OutputLayerSpec
 
 MiB = 2 ** 20
 TARGET_LARGE_TIME = 1.0  # chunked / plain time, joint dj=4096 at the largest |V|
@@ -57,7 +57,8 @@ def build(layer_name: str, vocab: int, dim: int):
     torch.manual_seed(0)
     E = nn.Embedding(vocab, dim)
     nn.init.normal_(E.weight, 0, dim ** -0.5)
-    layer = OutputLayer(kind, vocab, dim, None if kind == "softmax" else E, joint_dim=int(dj) if dj else dim)
+    layer = OutputLayer(OutputLayerSpec(kind, joint_dim=int(dj) if dj else dim), vocab, dim,
+                        None if kind == "softmax" else E)
     return layer, E
 
 

@@ -40,7 +40,7 @@ from bench_harness import config as run_config
 from bench_harness import main as run_benchmark
 
 from fairseq_joint.modules.chunked_softmax import chunked_cross_entropy
-from fairseq_joint.modules.output_layers import OutputLayer
+from fairseq_joint.modules.output_layers import OutputLayer, OutputLayerSpec
 from fairseq_joint.modules.sampling import CandidateSampler, candidate_logits
 
 MiB = 2 ** 20
@@ -102,7 +102,8 @@ def bench_speed(args) -> List[Dict[str, object]]:
     for vocab in args.vocabs:
         E = embedding(vocab, args.dim)  # one E per vocabulary, shared by tied and joint
         for kind, dj in [("softmax", 0), ("tied", 0)] + [("joint", d) for d in args.joint_dims]:
-            layer = OutputLayer(kind, vocab, args.dim, None if kind == "softmax" else E, joint_dim=dj or args.dim)
+            layer = OutputLayer(OutputLayerSpec(kind, joint_dim=dj or args.dim), vocab, args.dim,
+                                    None if kind == "softmax" else E)
             for rate in args.rates:
                 keys.append((layer_name(kind, dj), vocab, rate))
                 cases["{}|{}|{}".format(*keys[-1])] = step_fn(layer, E, args.tokens, rate)
@@ -113,7 +114,7 @@ def bench_speed(args) -> List[Dict[str, object]]:
 def memory_child(cfg, mode: str) -> Dict[str, object]:
     """One exact-softmax step (``plain`` or ``chunked``) in this fresh process: its peak memory above the model."""
     E = embedding(cfg.mem_vocab, cfg.dim)
-    layer = OutputLayer("joint", cfg.mem_vocab, cfg.dim, E, joint_dim=cfg.mem_joint_dim)
+    layer = OutputLayer(OutputLayerSpec("joint", joint_dim=cfg.mem_joint_dim), cfg.mem_vocab, cfg.dim, E)
     h = torch.randn(cfg.mem_tokens, cfg.dim).requires_grad_()
     targets = torch.randint(0, cfg.mem_vocab, (cfg.mem_tokens,))
     _ = [p.sum().item() for p in layer.parameters()] + [E.weight.sum().item(), h.sum().item()]  # touch pages

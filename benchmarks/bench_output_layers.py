@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from bench_harness import Timing, add_rounds, bars_with_spread, parse_args, parser, round_robin, rounds_note, target
 from bench_harness import main as run_benchmark
 
-from fairseq_joint.modules.output_layers import PAPER_EQUATION, OutputLayer
+from fairseq_joint.modules.output_layers import PAPER_EQUATION, OutputLayer, OutputLayerSpec
 
 logger = logging.getLogger("bench_output_layers")
 
@@ -93,7 +93,7 @@ class TrainStep:
             with torch.no_grad():  # fairseq's Embedding: N(0, d^-1/2)
                 self.embedding.weight.normal_(0.0, dim ** -0.5, generator=g)
         torch.manual_seed(seed)
-        self.layer = OutputLayer(preset, vocab, dim, embedding=self.embedding, joint_dim=joint_dim)
+        self.layer = OutputLayer(OutputLayerSpec(preset, joint_dim=joint_dim), vocab, dim, embedding=self.embedding)
         self.layer.train()
         # decoder features after a LayerNorm: unit variance; they receive gradients as in a model
         self.features = torch.randn(tokens, dim, generator=g).requires_grad_()

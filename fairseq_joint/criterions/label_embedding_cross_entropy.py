@@ -53,7 +53,7 @@ from fairseq_joint.modules.label_embedding import (
     full_embedding_bytes,
     label_embedding_terms,
 )
-from fairseq_joint.modules.output_layers import OutputLayer
+from fairseq_joint.modules.output_layers import OutputLayer, OutputLayerSpec
 
 logger = logging.getLogger(__name__)
 
@@ -169,7 +169,8 @@ class LabelEmbeddingCrossEntropyCriterion(SampledCrossEntropyCriterion):
         if not label_embedding_input_dim:
             raise ValueError(f"{name} needs the feature size dh for its second output layer o2: use a fairseq-joint "
                              "model (--arch joint_*, gile_classifier) or pass --label-embedding-input-dim")
-        self.o2 = OutputLayer("softmax", num_classes=num_labels, input_dim=int(label_embedding_input_dim))
+        self.o2 = OutputLayer(OutputLayerSpec("softmax"), num_classes=num_labels,
+                              input_dim=int(label_embedding_input_dim))
         self.label_embedding = LabelEmbedding(num_labels, label_embedding_dim)
         if not label_embedding_dim:
             logger.info(f"full {num_labels} x {num_labels} label embedding: {full_embedding_bytes(num_labels)} "

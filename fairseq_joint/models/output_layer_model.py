@@ -24,6 +24,7 @@ from fairseq_joint.modules.output_layers import (
     OUTPUT_LAYER_CHOICES,
     PAPER_EQUATION,
     OutputLayer,
+    OutputLayerSpec,
 )
 
 
@@ -128,18 +129,16 @@ def check_output_layer_args(args) -> None:
 
 def build_output_layer(args, dictionary, embed_tokens, input_dim: int) -> OutputLayer:
     """The decoder's output layer from ``args``; E (``embed_tokens``) is shared, never copied."""
-    kind = args.output_layer
-    return OutputLayer(
-        kind,
-        num_classes=len(dictionary),
-        input_dim=input_dim,
-        embedding=None if kind == "softmax" else embed_tokens,
+    spec = OutputLayerSpec(
+        kind=args.output_layer,
         joint_dim=args.joint_dim,
         activation=args.joint_activation,
         bias="none" if args.no_output_bias else "per_class",
         dropout=args.joint_dropout,
         init=args.output_layer_init,
     )
+    embedding = None if spec.kind == "softmax" else embed_tokens
+    return OutputLayer(spec, num_classes=len(dictionary), input_dim=input_dim, embedding=embedding)
 
 
 class UpdateCountMixin:

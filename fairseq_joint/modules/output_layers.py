@@ -32,12 +32,15 @@ step, ``load_state_dict``, ``.half()``/``.to()``), so beam search does not recom
 This module knows nothing of fairseq's registries.
 """
 
+from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
+
+from fairseq_joint.errors import CheckpointError, InputError, OptionError
 
 OUTPUT_LAYER_CHOICES = ("softmax", "tied", "bilinear", "label", "context", "joint")
 ACTIVATION_CHOICES = ("tanh", "relu", "sigmoid", "identity")
@@ -100,7 +103,7 @@ def get_activation(name: str) -> Callable[[Tensor], Tensor]:
         return torch.sigmoid
     if name == "identity":
         return _identity
-    raise ValueError(
+    raise OptionError(
         f"--joint-activation: unknown activation {name!r}; choose one of {', '.join(ACTIVATION_CHOICES)}"
     )
 
@@ -109,16 +112,22 @@ def _identity(x: Tensor) -> Tensor:
     return x
 
 
-class OutputLayer(nn.Module):
-    """One structure-aware output layer: ``logits = g_ctx(h) · g_out(X)ᵀ + b`` (see module docstring).
+def _probe(t: Tensor) -> Tensor:
+    """A fingerprint of ``t``'s values for the eval cache: each row's dot product with a fixed vector r of distinct
+    positive weights (a 1-d tensor: itself), so that a change of any entry changes its row's value."""
+    if t.dim() < 2:
+        return t.detach().clone()
+    rows = t.detach().reshape(t.size(0), -1)
+    return rows @ torch.linspace(1.0, 2.0, rows.size(1), dtype=rows.dtype, device=rows.device)
+
+
+@dataclass(frozen=True)
+class OutputLayerSpec:
+    """What an :class:`OutputLayer` is, apart from its sizes: a preset and its settings, checked once here.
 
     Args:
-        output_layer: preset name, one of :data:`OUTPUT_LAYER_CHOICES`.
-        num_classes: |V| (vocabulary size) or the number of labels.
-        input_dim: dh, the size of the decoder features h.
-        embedding: the shared embedding E (|V| x d) for every preset but ``softmax``. It is referenced,
-            never copied, and not registered as a sub-module (its owner saves it once).
-        joint_dim: dj, the joint-space size (``joint`` only; Eq. 16 capacity).
+        kind: preset name, one of :data:`OUTPUT_LAYER_CHOICES` (the module docstring's table).
+        joint_dim: dj, the joint-space size when both sides project (``joint``; Eq. 16 capacity).
         activation: σ of Eqs. 7 and 12-13 (``tanh`` in the paper).
         bias: ``per_class`` (the b ∈ R^|V| of Eqs. 3-14), ``shared`` (one scalar, GILE Eq. 11) or ``none``.
         context_scale: multiply the context side by a learned w ∈ R^k (GILE Eq. 11/14).
@@ -130,131 +139,182 @@ class OutputLayer(nn.Module):
             min(d, dh, k) coordinates; with identity σ this is weight tying, GILE Eq. 18's degenerate form;
             joint dimensions beyond d or dh start small and random, see :func:`identity_init_`; a free
             ``softmax`` weight keeps fairseq's init).
-        class_dim: d of class vectors given explicitly to ``forward(class_inputs=...)`` when there is no E.
         class_projection / context_projection / projection_bias: override the preset's sides
             (``none``, ``linear`` or ``nonlinear``), e.g. GILE's ``bil_yh15`` head σ(E W)(W' h) is
             ``label`` with ``context_projection="linear"``.
     """
 
-    def __init__(
-        self,
-        output_layer: str,
-        num_classes: int,
-        input_dim: int,
-        embedding: Optional[nn.Embedding] = None,
-        joint_dim: Optional[int] = None,
-        activation: str = DEFAULT_ACTIVATION,
-        bias: str = "per_class",
-        context_scale: bool = False,
-        dropout: float = 0.0,
-        init: str = DEFAULT_INIT,
-        class_dim: Optional[int] = None,
-        class_projection: Optional[str] = None,
-        context_projection: Optional[str] = None,
-        projection_bias: Optional[bool] = None,
-    ):
+    kind: str
+    joint_dim: Optional[int] = None
+    activation: str = DEFAULT_ACTIVATION
+    bias: str = "per_class"
+    context_scale: bool = False
+    dropout: float = 0.0
+    init: str = DEFAULT_INIT
+    class_projection: Optional[str] = None
+    context_projection: Optional[str] = None
+    projection_bias: Optional[bool] = None
+
+    def __post_init__(self):
+        if self.kind not in PRESETS:
+            raise OptionError(
+                f"--output-layer: unknown output layer {self.kind!r}; choose one of {', '.join(OUTPUT_LAYER_CHOICES)}"
+            )
+        if self.bias not in BIAS_CHOICES:
+            raise OptionError(f"output-layer bias must be one of {', '.join(BIAS_CHOICES)}, got {self.bias!r}")
+        if self.init not in INIT_CHOICES:
+            raise OptionError(f"--output-layer-init: unknown init {self.init!r}; choose one of {', '.join(INIT_CHOICES)}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise OptionError(f"--joint-dropout must be in [0, 1), got {self.dropout}")
+        get_activation(self.activation)
+        for side, value in (("class_projection", self.class_proj), ("context_projection", self.ctx_proj)):
+            if value not in (_NONE, _LINEAR, _NONLINEAR):
+                raise OptionError(f"{side} must be one of none, linear, nonlinear; got {value!r}")
+        if self.class_proj != _NONE and self.ctx_proj != _NONE and (self.joint_dim is None or self.joint_dim <= 0):
+            # both sides project into a joint space of free size dj (Eq. 16)
+            raise OptionError(f"--joint-dim must be a positive integer, got {self.joint_dim}")
+
+    @property
+    def class_proj(self) -> str:
+        """The class side's projection g_out: the preset's unless ``class_projection`` overrides it."""
+        return self.class_projection or PRESETS[self.kind][0]
+
+    @property
+    def ctx_proj(self) -> str:
+        """The context side's projection g_ctx: the preset's unless ``context_projection`` overrides it."""
+        return self.context_projection or PRESETS[self.kind][1]
+
+    @property
+    def proj_bias(self) -> bool:
+        """Whether the non-linear projections carry a bias (b_u, b_v of Eqs. 12-13)."""
+        return PRESETS[self.kind][2] if self.projection_bias is None else self.projection_bias
+
+
+class OutputLayer(nn.Module):
+    """One structure-aware output layer: ``logits = g_ctx(h) · g_out(X)ᵀ + b`` (see module docstring).
+
+    Args:
+        spec: the preset and its settings (:class:`OutputLayerSpec`).
+        num_classes: |V| (vocabulary size) or the number of labels.
+        input_dim: dh, the size of the decoder features h.
+        embedding: the shared embedding E (|V| x d) for every preset but ``softmax``. It is referenced,
+            never copied, and not registered as a sub-module (its owner saves it once): see :attr:`embedding`.
+        class_dim: d of class vectors given explicitly to ``forward(class_inputs=...)`` when there is no E.
+    """
+
+    def __init__(self, spec: OutputLayerSpec, num_classes: int, input_dim: int,
+                 embedding: Optional[nn.Embedding] = None, class_dim: Optional[int] = None):
         super().__init__()
-        if output_layer not in PRESETS:
-            raise ValueError(
-                f"--output-layer: unknown output layer {output_layer!r}; "
-                f"choose one of {', '.join(OUTPUT_LAYER_CHOICES)}"
-            )
-        if bias not in BIAS_CHOICES:
-            raise ValueError(f"output-layer bias must be one of {', '.join(BIAS_CHOICES)}, got {bias!r}")
-        if init not in INIT_CHOICES:
-            raise ValueError(
-                f"--output-layer-init: unknown init {init!r}; choose one of {', '.join(INIT_CHOICES)}"
-            )
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"--joint-dropout must be in [0, 1), got {dropout}")
-        self.output_layer = output_layer
+        self.spec = spec
         self.num_classes = num_classes
         self.input_dim = input_dim
-        self.activation_name = activation
-        self.activation = get_activation(activation)
-        self.bias_mode = bias
-        self.dropout = dropout
-        self.init = init
-        class_proj, ctx_proj, proj_bias = PRESETS[output_layer]
-        class_proj = class_projection or class_proj
-        ctx_proj = context_projection or ctx_proj
-        proj_bias = proj_bias if projection_bias is None else projection_bias
-        for side, value in (("class_projection", class_proj), ("context_projection", ctx_proj)):
-            if value not in (_NONE, _LINEAR, _NONLINEAR):
-                raise ValueError(f"{side} must be one of none, linear, nonlinear; got {value!r}")
-        self.class_proj, self.ctx_proj = class_proj, ctx_proj
-
-        if output_layer == "softmax":
-            if embedding is not None:
-                raise ValueError("output layer 'softmax' has its own weights; do not pass an embedding")
-            d = input_dim
-            self.weight = nn.Parameter(torch.empty(num_classes, input_dim))
-        else:
-            if embedding is None and class_dim is None:
-                raise ValueError(f"output layer {output_layer!r} needs the shared embedding E")
-            d = embedding.embedding_dim if embedding is not None else class_dim
-            if embedding is not None and embedding.num_embeddings != num_classes:
-                raise ValueError(
-                    f"the shared embedding has {embedding.num_embeddings} rows but the output layer "
-                    f"scores {num_classes} classes; they must be the same dictionary"
-                )
-            self.register_parameter("weight", None)
-        # E is referenced, not registered: its owner (the decoder) saves and moves it.
-        object.__setattr__(self, "embedding", embedding)
-        self.class_dim = d
-
-        if output_layer == "tied" and d != input_dim:
-            raise ValueError(
-                f"--output-layer tied needs the embedding dim d={d} to equal the decoder output dim "
-                f"dh={input_dim}; set them equal (e.g. --decoder-embed-dim/--decoder-out-embed-dim) "
-                f"or use --output-layer joint (any d, dh)"
-            )
-
-        # the space both sides meet in: k
-        if class_proj != _NONE and ctx_proj != _NONE:
-            # both sides project into a joint space of free size dj (Eq. 16)
-            if joint_dim is None or joint_dim <= 0:
-                raise ValueError(f"--joint-dim must be a positive integer, got {joint_dim}")
-            k = joint_dim
-        elif ctx_proj != _NONE:
-            k = d  # E (W h): W ∈ R^{d x dh} (Eqs. 6, 7b)
-        else:
-            k = input_dim  # softmax/tied: h itself; label: σ(E W) with W ∈ R^{d x dh} (Eq. 7a)
-        self.joint_dim = k
-
-        # class side: σ(E W_o + b_u) with W_o stored as an nn.Linear-style (k x d) matrix U
-        if class_proj == _LINEAR:
-            proj_bias_class = False
-        else:
-            proj_bias_class = proj_bias
-        if class_proj != _NONE:
-            self.class_weight = nn.Parameter(torch.empty(k, d))
-            self.class_bias = nn.Parameter(torch.empty(k)) if proj_bias_class else None
-        else:
-            self.register_parameter("class_weight", None)
-            self.register_parameter("class_bias", None)
-        # context side: σ(V h + b_v), V (k x dh)
-        if ctx_proj != _NONE:
-            self.context_weight = nn.Parameter(torch.empty(k, input_dim))
-            self.context_bias = nn.Parameter(torch.empty(k)) if proj_bias and ctx_proj == _NONLINEAR else None
-        else:
-            self.register_parameter("context_weight", None)
-            self.register_parameter("context_bias", None)
-        self.context_scale = nn.Parameter(torch.empty(k)) if context_scale else None
-
-        if bias == "per_class":
-            self.bias = nn.Parameter(torch.empty(num_classes))
-        elif bias == "shared":
-            self.bias = nn.Parameter(torch.empty(1))
-        else:
-            self.register_parameter("bias", None)
-
+        self.activation = get_activation(spec.activation)
+        self.class_proj, self.ctx_proj = spec.class_proj, spec.ctx_proj
+        self._shared = (self._check_embedding(embedding, class_dim),)
+        self.class_dim = input_dim if spec.kind == "softmax" else (
+            embedding.embedding_dim if embedding is not None else class_dim)
+        self.joint_dim = self._joint_space_dim()
+        self._build_class_side()
+        self._build_context_side()
+        self._build_bias()
         #: serve g_out(X) of all classes from a cache in eval mode without autograd (beam search); benchmarks
         #: switch it off to show what it buys
         self.use_eval_cache = True
         self._cache_key = None
         self._cache: Optional[Tensor] = None
         self.reset_parameters()
+
+    # ------------------------------------------------------------------ building
+    def _check_embedding(self, embedding: Optional[nn.Embedding], class_dim: Optional[int]) -> Optional[nn.Embedding]:
+        """E, checked against the preset and the classes; ``softmax`` gets its free rows W (Eq. 3) instead."""
+        kind = self.spec.kind
+        if kind == "softmax":
+            if embedding is not None:
+                raise OptionError("output layer 'softmax' has its own weights; do not pass an embedding")
+            self.weight = nn.Parameter(torch.empty(self.num_classes, self.input_dim))
+            return None
+        if embedding is None and class_dim is None:
+            raise OptionError(f"output layer {kind!r} needs the shared embedding E")
+        if embedding is not None and embedding.num_embeddings != self.num_classes:
+            raise InputError(
+                f"the shared embedding has {embedding.num_embeddings} rows but the output layer "
+                f"scores {self.num_classes} classes; they must be the same dictionary"
+            )
+        d = embedding.embedding_dim if embedding is not None else class_dim
+        if kind == "tied" and d != self.input_dim:
+            raise OptionError(
+                f"--output-layer tied needs the embedding dim d={d} to equal the decoder output dim "
+                f"dh={self.input_dim}; set them equal (e.g. --decoder-embed-dim/--decoder-out-embed-dim) "
+                f"or use --output-layer joint (any d, dh)"
+            )
+        self.register_parameter("weight", None)
+        return embedding
+
+    @property
+    def embedding(self) -> Optional[nn.Embedding]:
+        """The shared E, or None. Held in a tuple, which ``nn.Module`` keeps as a plain attribute: E stays its
+        owner's (the decoder's) sub-module, saved under the owner's key only and moved with the owner; this layer's
+        state dict holds its own parameters alone. E is referenced at build time rather than passed to every call
+        (as sockeye does) because fairseq's decoders call ``output_projection(features)`` with the features alone."""
+        return self._shared[0]
+
+    def _joint_space_dim(self) -> int:
+        """k, the space both sides meet in."""
+        if self.class_proj != _NONE and self.ctx_proj != _NONE:
+            return self.spec.joint_dim  # Eq. 16: a joint space of free size dj
+        if self.ctx_proj != _NONE:
+            return self.class_dim  # E (W h): W ∈ R^{d x dh} (Eqs. 6, 7b)
+        return self.input_dim  # softmax/tied: h itself; label: σ(E W) with W ∈ R^{d x dh} (Eq. 7a)
+
+    def _build_class_side(self) -> None:
+        """g_out: σ(E U + b_u) with U stored as an nn.Linear-style (k x d) matrix (Eq. 12; W of Eq. 7a)."""
+        if self.class_proj == _NONE:
+            self.register_parameter("class_weight", None)
+            self.register_parameter("class_bias", None)
+            return
+        self.class_weight = nn.Parameter(torch.empty(self.joint_dim, self.class_dim))
+        with_bias = self.spec.proj_bias and self.class_proj != _LINEAR
+        self.class_bias = nn.Parameter(torch.empty(self.joint_dim)) if with_bias else None
+
+    def _build_context_side(self) -> None:
+        """g_ctx: σ(V h + b_v), V (k x dh) (Eq. 13; W of Eqs. 6, 7b), and GILE's scale w (Eq. 11)."""
+        if self.ctx_proj == _NONE:
+            self.register_parameter("context_weight", None)
+            self.register_parameter("context_bias", None)
+        else:
+            self.context_weight = nn.Parameter(torch.empty(self.joint_dim, self.input_dim))
+            with_bias = self.spec.proj_bias and self.ctx_proj == _NONLINEAR
+            self.context_bias = nn.Parameter(torch.empty(self.joint_dim)) if with_bias else None
+        self.context_scale = nn.Parameter(torch.empty(self.joint_dim)) if self.spec.context_scale else None
+
+    def _build_bias(self) -> None:
+        """b: per class (Eqs. 3-14), one shared scalar (GILE Eq. 14) or none."""
+        size = {"per_class": self.num_classes, "shared": 1}.get(self.spec.bias)
+        if size is None:
+            self.register_parameter("bias", None)
+        else:
+            self.bias = nn.Parameter(torch.empty(size))
+
+    # the spec's settings under the names the rest of the package reads
+    @property
+    def output_layer(self) -> str:
+        return self.spec.kind
+
+    @property
+    def activation_name(self) -> str:
+        return self.spec.activation
+
+    @property
+    def bias_mode(self) -> str:
+        return self.spec.bias
+
+    @property
+    def dropout(self) -> float:
+        return self.spec.dropout
+
+    @property
+    def init(self) -> str:
+        return self.spec.init
 
     # ------------------------------------------------------------------ parameters
     def reset_parameters(self) -> None:
@@ -300,12 +360,12 @@ class OutputLayer(nn.Module):
         """
         d = self.class_dim
         if self.class_weight is None or self.context_weight is None or self.context_scale is None:
-            raise ValueError("the cosine start needs both projections and the scale w (GILE's joint head, --head gile)")
+            raise OptionError("the cosine start needs both projections and the scale w (GILE's joint head, --head gile)")
         if self.activation_name != "relu":
-            raise ValueError(f"--similarity-init starts --head gile at the cosine exactly for --joint-activation relu, "
+            raise OptionError(f"--similarity-init starts --head gile at the cosine exactly for --joint-activation relu, "
                              f"not {self.activation_name}: use relu, or --head bil_n16")
         if self.input_dim != d or self.joint_dim < 4 * d:
-            raise ValueError(f"--similarity-init needs d = dh and --joint-dim >= 4d = {4 * d} for --head gile (got "
+            raise OptionError(f"--similarity-init needs d = dh and --joint-dim >= 4d = {4 * d} for --head gile (got "
                              f"d={d}, dh={self.input_dim}, k={self.joint_dim}): use --joint-dim auto")
         eye = torch.eye(d)
         with torch.no_grad():
@@ -369,7 +429,7 @@ class OutputLayer(nn.Module):
         """
         if rows is None and ids is None and span is None and self.projects_classes and self._cache_usable():
             key = self._current_cache_key()
-            if self._cache is None or self._cache_key != key:
+            if self._cache is None or not self._cache_is_current(key):
                 self._cache = self.project_classes(self.class_table())
                 self._cache_key = key
             vectors = self._cache
@@ -420,11 +480,20 @@ class OutputLayer(nn.Module):
         return [p for p in deps if p is not None]
 
     def _current_cache_key(self):
+        """What the cached g_out(X) was computed from: each tensor it depends on (its storage, dtype, device, shape
+        and a probe of its values) and the autocast state. The probe ``X·r`` (one matrix-vector product per tensor,
+        a fixed r) changes with any change of a row: an optimizer step, ``load_state_dict``, or an in-place edit of
+        E by its owner that this layer is not told of."""
         deps = self._class_dependencies()
         device = deps[0].device.type
         # autocast changes the dtype g_out(X) is computed in: a cache filled under autocast is not the fp32 one
         amp = (torch.is_autocast_enabled(device), torch.get_autocast_dtype(device)) if device in ("cpu", "cuda") else None
-        return tuple((p.data_ptr(), p._version, p.dtype, p.device, tuple(p.shape)) for p in deps) + (amp,)
+        return tuple((p.data_ptr(), p.dtype, p.device, tuple(p.shape), _probe(p)) for p in deps) + (amp,)
+
+    def _cache_is_current(self, key) -> bool:
+        return self._cache_key is not None and all(
+            a[:4] == b[:4] and torch.equal(a[4], b[4]) for a, b in zip(key[:-1], self._cache_key[:-1])
+        ) and key[-1] == self._cache_key[-1]
 
     def _cache_usable(self) -> bool:
         return self.use_eval_cache and not self.training and not torch.is_grad_enabled()
@@ -435,14 +504,6 @@ class OutputLayer(nn.Module):
     def train(self, mode: bool = True):
         self._invalidate_cache()  # the cache only lives through one eval phase
         return super().train(mode)
-
-    def _apply(self, fn, *args, **kwargs):
-        self._invalidate_cache()
-        return super()._apply(fn, *args, **kwargs)
-
-    def _load_from_state_dict(self, *args, **kwargs):
-        self._invalidate_cache()
-        return super()._load_from_state_dict(*args, **kwargs)
 
     # ------------------------------------------------------------------ configuration check on load
     def configuration(self) -> Dict[str, object]:
@@ -474,7 +535,7 @@ class OutputLayer(nn.Module):
             flags = {"output_layer": "--output-layer", "joint_dim": "--joint-dim", "activation": "--joint-activation",
                      "bias": "--no-output-bias", "num_classes": "the target dictionary"}
             fix = ", ".join(flags.get(d.split(":")[0], d.split(":")[0]) for d in diff)
-            raise ValueError(
+            raise CheckpointError(
                 "the checkpoint's output layer differs from this model's (" + "; ".join(diff) + "): "
                 f"build the model with the checkpoint's settings ({fix}) or train a new one"
             )

@@ -18,14 +18,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from fairseq_joint.modules.output_layers import OutputLayer
+from fairseq_joint.modules.output_layers import OutputLayer, OutputLayerSpec
 
 V, D, DJ, T = 10, 4, 6, 3
 
 
 def _layer(preset, dj=DJ):
     emb = None if preset == "softmax" else nn.Embedding(V, D)
-    return OutputLayer(preset, V, D, embedding=emb, joint_dim=dj)
+    return OutputLayer(OutputLayerSpec(preset, joint_dim=dj), V, D, embedding=emb)
 
 
 def _timing(*seconds):
@@ -54,8 +54,8 @@ def test_gemm_accounting_by_hand(preset, gemms, flops):
 def test_joint_flops_at_the_issue_sizes_give_the_088_limit():
     v, t, d, dj = 32768, 4096, 512, 512
     emb = nn.Embedding(v, d)
-    tied = bench.train_flops(bench.layer_gemms(OutputLayer("tied", v, d, embedding=emb), t))
-    joint = bench.train_flops(bench.layer_gemms(OutputLayer("joint", v, d, embedding=emb, joint_dim=dj), t))
+    tied = bench.train_flops(bench.layer_gemms(OutputLayer(OutputLayerSpec("tied"), v, d, embedding=emb), t))
+    joint = bench.train_flops(bench.layer_gemms(OutputLayer(OutputLayerSpec("joint", joint_dim=dj), v, d, embedding=emb), t))
     assert tied == 412_316_860_416  # the README's 412.3 GFLOP: 6 · 4096 · 512 · 32768
     assert joint == 470_298_918_912  # 470.3 GFLOP: tied + 6 · (32768 · 512 · 512 + 4096 · 512 · 512)
     assert tied / joint == pytest.approx(0.877, abs=1e-3)  # the "FLOP limit ≈ 0.88×"

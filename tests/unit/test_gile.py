@@ -369,16 +369,16 @@ def test_identity_output_layer_init_is_weight_tying():
     beyond d start small on the class side and full-scale on the context side, so the first scores are still
     the similarity but the extra dimensions are no saddle: their gradients are of the same order as the
     identity block's (both sides small would scale each one's gradient by the other's tiny output)."""
-    from fairseq_joint.modules.output_layers import OutputLayer
+    from fairseq_joint.modules.output_layers import OutputLayer, OutputLayerSpec
 
     torch.manual_seed(0)
     embed = torch.nn.Embedding(9, 5)
     h = torch.randn(3, 5)
-    layer = OutputLayer("joint", num_classes=9, input_dim=5, embedding=embed, joint_dim=5, activation="identity",
-                        init="identity")
+    layer = OutputLayer(OutputLayerSpec("joint", joint_dim=5, activation="identity", init="identity"), num_classes=9,
+                        input_dim=5, embedding=embed)
     assert torch.allclose(layer(h), h @ embed.weight.T, atol=1e-5)
-    wide = OutputLayer("joint", num_classes=9, input_dim=5, embedding=embed, joint_dim=64, activation="relu",
-                       init="identity")
+    wide = OutputLayer(OutputLayerSpec("joint", joint_dim=64, activation="relu", init="identity"), num_classes=9,
+                       input_dim=5, embedding=embed)
     for w in (wide.class_weight, wide.context_weight):
         assert torch.equal(w[:5], torch.eye(5))
     assert 0 < wide.class_weight[5:].abs().max() < 0.005
@@ -390,8 +390,9 @@ def test_identity_output_layer_init_is_weight_tying():
     g = wide.class_weight.grad
     assert g[5:].abs().mean() > 0.05 * g[:5].abs().mean()  # the extra rows learn (1% of it in a saddle)
     assert wide.context_weight.grad[5:].abs().sum() > 0
-    bil = OutputLayer("label", num_classes=9, input_dim=5, embedding=embed, joint_dim=64, activation="relu",
-                      init="identity", context_projection="linear")  # bil_yh15: σ(E W)(W' h), both projected
+    # bil_yh15: σ(E W)(W' h), both projected
+    bil = OutputLayer(OutputLayerSpec("label", joint_dim=64, activation="relu", init="identity",
+                                      context_projection="linear"), num_classes=9, input_dim=5, embedding=embed)
     assert bil.class_weight[5:].abs().max() < 0.005 and bil.context_weight[5:].std() > 0.2
 
 

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from fairseq_joint.criterions.multilabel_classification import classification_loss
 from fairseq_joint.modules.chunked_softmax import chunked_cross_entropy
 from fairseq_joint.modules.label_embedding import LabelEmbedding, label_embedding_terms
-from fairseq_joint.modules.output_layers import OUTPUT_LAYER_CHOICES, OutputLayer
+from fairseq_joint.modules.output_layers import OUTPUT_LAYER_CHOICES, OutputLayer, OutputLayerSpec
 from fairseq_joint.modules.sampling import CandidateSampler, candidate_logits
 
 V, D, DJ, T = 300, 16, 24, 64
@@ -31,7 +31,7 @@ def make(kind, device, seed=0):
     torch.manual_seed(seed)
     E = nn.Embedding(V, D).to(device)
     nn.init.normal_(E.weight, 0, D ** -0.5)
-    layer = OutputLayer(kind, V, D, None if kind == "softmax" else E, joint_dim=DJ).to(device)
+    layer = OutputLayer(OutputLayerSpec(kind, joint_dim=DJ), V, D, None if kind == "softmax" else E).to(device)
     h = torch.randn(T, D, device=device, requires_grad=True)
     t = torch.randint(0, V, (T,), device=device)
     return layer, E, h, t
@@ -99,7 +99,7 @@ def test_label_embedding_terms_under_autocast(device, dtype):
     torch.manual_seed(0)
     emb = LabelEmbedding(V, 8).to(device)
     layer, _, h, t = make("joint", device)
-    o2 = OutputLayer("softmax", V, D).to(device)
+    o2 = OutputLayer(OutputLayerSpec("softmax"), V, D).to(device)
     reference = label_embedding_terms(layer(h), o2(h.detach()), emb(t), t)
     with torch.autocast(device, dtype):
         terms = label_embedding_terms(layer(h), o2(h.detach()), emb(t), t)

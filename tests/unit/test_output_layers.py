@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from fairseq_joint.modules.output_layers import OUTPUT_LAYER_CHOICES, OutputLayer
+from fairseq_joint.modules.output_layers import OUTPUT_LAYER_CHOICES, OutputLayer, OutputLayerSpec
 
 V, D, DH, DJ = 37, 6, 6, 9
 
@@ -14,7 +14,7 @@ V, D, DH, DJ = 37, 6, 6, 9
 def make(kind, d=D, dh=DH, dj=DJ, seed=0, **kw):
     torch.manual_seed(seed)
     E = nn.Embedding(V, d)
-    layer = OutputLayer(kind, V, dh, None if kind == "softmax" else E, joint_dim=dj, **kw).double()
+    layer = OutputLayer(OutputLayerSpec(kind, joint_dim=dj, **kw), V, dh, None if kind == "softmax" else E).double()
     E.double()
     # non-zero biases so that they are exercised too
     with torch.no_grad():
@@ -57,7 +57,7 @@ def test_each_preset_computes_its_equation():
 # ---------------------------------------------------------------- degenerate forms
 def test_joint_degenerates_to_weight_tying_eq18():
     joint, E = make("joint", dj=D, activation="identity")
-    tied = OutputLayer("tied", V, DH, E).double()
+    tied = OutputLayer(OutputLayerSpec("tied"), V, DH, E).double()
     with torch.no_grad():
         joint.class_weight.copy_(torch.eye(D))
         joint.context_weight.copy_(torch.eye(D))
@@ -71,7 +71,7 @@ def test_joint_degenerates_to_weight_tying_eq18():
 
 def test_bilinear_with_identity_is_tied():
     bil, E = make("bilinear")
-    tied = OutputLayer("tied", V, DH, E).double()
+    tied = OutputLayer(OutputLayerSpec("tied"), V, DH, E).double()
     with torch.no_grad():
         bil.context_weight.copy_(torch.eye(D))
         tied.bias.copy_(bil.bias)
@@ -82,7 +82,7 @@ def test_bilinear_with_identity_is_tied():
 @pytest.mark.parametrize("kind", ["label", "context"])
 def test_label_and_context_with_identity_sigma_are_bilinear(kind):
     layer, E = make(kind, activation="identity")
-    bil = OutputLayer("bilinear", V, DH, E).double()
+    bil = OutputLayer(OutputLayerSpec("bilinear"), V, DH, E).double()
     with torch.no_grad():
         W = layer.class_weight.t() if kind == "label" else layer.context_weight  # d x dh
         bil.context_weight.copy_(W)
@@ -222,7 +222,7 @@ def test_output_layer_capacity_equations():
     E = nn.Embedding(v, d)
     E_tied = nn.Embedding(v, dh)
     def count(kind, emb, **kw):
-        return OutputLayer(kind, v, dh, emb, joint_dim=dj, **kw).num_output_parameters()
+        return OutputLayer(OutputLayerSpec(kind, joint_dim=dj, **kw), v, dh, emb).num_output_parameters()
     assert count("softmax", None) == v * dh + v  # Eq. 8
     assert count("tied", E_tied) == v  # Eq. 9: only b is the output layer's own
     assert count("bilinear", E) == d * dh + v  # Eq. 10
@@ -237,26 +237,26 @@ def test_output_layer_capacity_equations():
 def test_errors_are_one_line_and_name_the_fix():
     E = nn.Embedding(V, 8)
     with pytest.raises(ValueError, match=r"tied needs the embedding dim d=8 to equal the decoder output dim dh=6.*--output-layer joint"):
-        OutputLayer("tied", V, 6, E)
+        OutputLayer(OutputLayerSpec("tied"), V, 6, E)
     with pytest.raises(ValueError, match=r"unknown output layer 'jiont'; choose one of softmax, tied, bilinear, label, context, joint"):
-        OutputLayer("jiont", V, 6, E)
+        OutputLayer(OutputLayerSpec("jiont"), V, 6, E)
     for bad in (0, -3, None):
         with pytest.raises(ValueError, match="--joint-dim must be a positive integer"):
-            OutputLayer("joint", V, 6, E, joint_dim=bad)
+            OutputLayer(OutputLayerSpec("joint", joint_dim=bad), V, 6, E)
     with pytest.raises(ValueError, match="--joint-activation"):
-        OutputLayer("joint", V, 6, E, joint_dim=4, activation="gelu")
+        OutputLayer(OutputLayerSpec("joint", joint_dim=4, activation="gelu"), V, 6, E)
     with pytest.raises(ValueError, match="same dictionary"):
-        OutputLayer("joint", V + 1, 6, E, joint_dim=4)
+        OutputLayer(OutputLayerSpec("joint", joint_dim=4), V + 1, 6, E)
 
 
 def test_checkpoint_into_other_configuration_says_what_differs():
     E = nn.Embedding(V, D)
-    saved = OutputLayer("joint", V, DH, E, joint_dim=8).state_dict()
+    saved = OutputLayer(OutputLayerSpec("joint", joint_dim=8), V, DH, E).state_dict()
     with pytest.raises(ValueError, match=r"joint_dim: checkpoint 8 vs model 16.*--joint-dim"):
-        OutputLayer("joint", V, DH, E, joint_dim=16).load_state_dict(saved)
+        OutputLayer(OutputLayerSpec("joint", joint_dim=16), V, DH, E).load_state_dict(saved)
     with pytest.raises(ValueError, match=r"output_layer: checkpoint 'joint' vs model 'context'"):
-        OutputLayer("context", V, DH, E).load_state_dict(saved, strict=False)
-    OutputLayer("joint", V, DH, E, joint_dim=8).load_state_dict(saved)  # same config loads
+        OutputLayer(OutputLayerSpec("context"), V, DH, E).load_state_dict(saved, strict=False)
+    OutputLayer(OutputLayerSpec("joint", joint_dim=8), V, DH, E).load_state_dict(saved)  # same config loads
 
 
 def test_dropout_only_in_training():

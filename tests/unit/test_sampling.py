@@ -10,7 +10,7 @@ from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_l
 from scipy.stats import chisquare
 
 from fairseq_joint.modules.chunked_softmax import chunked_cross_entropy
-from fairseq_joint.modules.output_layers import OUTPUT_LAYER_CHOICES, OutputLayer
+from fairseq_joint.modules.output_layers import OUTPUT_LAYER_CHOICES, OutputLayer, OutputLayerSpec
 from fairseq_joint.modules.sampling import ACCIDENTAL_HIT_LOGIT, CandidateSampler, candidate_logits
 
 V, PAD = 200, 1
@@ -19,7 +19,7 @@ V, PAD = 200, 1
 def layer_for(kind, v=V, d=8, dtype=torch.float64, seed=0):
     torch.manual_seed(seed)
     E = nn.Embedding(v, d).to(dtype)
-    layer = OutputLayer(kind, v, d, None if kind == "softmax" else E, joint_dim=10).to(dtype)
+    layer = OutputLayer(OutputLayerSpec(kind, joint_dim=10), v, d, None if kind == "softmax" else E).to(dtype)
     with torch.no_grad():
         for name, p in layer.named_parameters():
             if name.endswith("bias"):
