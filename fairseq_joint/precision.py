@@ -13,6 +13,8 @@ import logging
 
 import torch
 
+from fairseq_joint.errors import OptionError
+
 logger = logging.getLogger(__name__)
 
 FLAGS = ("fp16", "memory_efficient_fp16", "bf16", "memory_efficient_bf16", "amp")
@@ -36,12 +38,12 @@ def check_precision(cfg) -> None:
         return  # fairseq's own TPU path
     if getattr(cfg, "cpu", False) or not torch.cuda.is_available():
         need = "a CUDA GPU with bf16 (or a TPU with torch_xla)" if bf16 else "a CUDA GPU"
-        raise ValueError(f"{names} needs {need} and this run has none{' (--cpu)' if getattr(cfg, 'cpu', False) else ''}: "
-                         f"drop {names} to train in fp32 on the CPU")
+        raise OptionError(f"{names} needs {need} and this run has none"
+                          f"{' (--cpu)' if getattr(cfg, 'cpu', False) else ''}: drop {names} to train in fp32 on the CPU")
     if bf16:
         if not torch.cuda.is_bf16_supported():
-            raise ValueError(f"{names}: this GPU ({torch.cuda.get_device_name()}) has no bf16 support: "
-                             "use --fp16 (or --amp) instead")
+            raise OptionError(f"{names}: this GPU ({torch.cuda.get_device_name()}) has no bf16 support: "
+                              "use --fp16 (or --amp) instead")
         if getattr(cfg, "tpu", False):
             logger.info(f"{names}: fairseq's --bf16 implies --tpu, and torch_xla is not installed: training in bf16 "
                         "on the CUDA GPU instead")

@@ -8,6 +8,8 @@ or word); a byte sequence that is not UTF-8 is refused with the file, the line a
 import codecs
 from typing import Iterator, List, Tuple
 
+from fairseq_joint.errors import InputError
+
 
 def text_lines(path: str, what: str = "") -> Iterator[Tuple[int, str]]:
     """``(line number, line without its line end)`` of a UTF-8 text file; ``what`` names the file's role in errors
@@ -20,7 +22,7 @@ def text_lines(path: str, what: str = "") -> Iterator[Tuple[int, str]]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
-                raise ValueError(f"{name}:{lineno}: not UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1}): "
+                raise InputError(f"{name}:{lineno}: not UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1}): "
                                  "save the file as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8)") from None
             yield lineno, line.rstrip("\n").rstrip("\r")
 

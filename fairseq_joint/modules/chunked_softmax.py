@@ -30,6 +30,8 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from fairseq_joint.errors import OptionError
+
 #: the token path holds C and ∂L/∂C (2·|V|·k numbers) for a projected class side when that is at most this many
 #: logit chunks (N·chunk numbers each)
 CLASS_SIDE_CHUNKS = 4
@@ -38,7 +40,7 @@ CLASS_SIDE_CHUNKS = 4
 def check_chunk_size(chunk_size) -> None:
     """``--vocab-chunk-size``: a positive number of vocabulary rows."""
     if chunk_size is None or chunk_size <= 0:
-        raise ValueError(f"--vocab-chunk-size must be a positive number of vocabulary rows, got {chunk_size}")
+        raise OptionError(f"--vocab-chunk-size must be a positive number of vocabulary rows, got {chunk_size}")
 
 
 def _chunks(n: int, size: int):
@@ -247,7 +249,7 @@ def chunked_cross_entropy(output_layer, features: Tensor, targets: Tensor, chunk
     """
     check_chunk_size(chunk_size)
     if not 0.0 <= label_smoothing < 1.0:
-        raise ValueError(f"--label-smoothing must be in [0, 1), got {label_smoothing}")
+        raise OptionError(f"--label-smoothing must be in [0, 1), got {label_smoothing}")
     targets = targets.reshape(-1)
     targets = torch.where(targets == ignore_index, torch.full_like(targets, -1), targets)
     context = output_layer.encode_context(features.reshape(-1, features.size(-1)))

@@ -15,6 +15,8 @@ from typing import Iterable, List, Sequence, Tuple
 
 import torch
 
+from fairseq_joint.errors import OptionError
+
 COOCCURRENCE_INIT_CHOICES = ("none", "ub", "f_ub", "sqrt_f_ub")
 
 
@@ -34,7 +36,7 @@ def normalized_init_bound(num_hidden: int, num_outputs: int) -> float:
 def cooccurrence_init_(weight: torch.Tensor, patterns, mode: str = "ub") -> int:
     """Give the first hidden units of ``weight`` (|Y| x nh) to the patterns; returns how many got one."""
     if mode not in COOCCURRENCE_INIT_CHOICES:
-        raise ValueError(f"--cooccurrence-init must be one of {', '.join(COOCCURRENCE_INIT_CHOICES)}, got {mode!r}")
+        raise OptionError(f"--cooccurrence-init must be one of {', '.join(COOCCURRENCE_INIT_CHOICES)}, got {mode!r}")
     if mode == "none":
         return 0
     num_labels, num_hidden = weight.shape

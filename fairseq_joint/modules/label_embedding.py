@@ -29,6 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from fairseq_joint.errors import InputError, OptionError
+
 LABEL_EMBEDDING_TERMS = ("hard1", "soft1", "hard2", "hinge", "emb")
 
 
@@ -36,15 +38,15 @@ def check_label_embedding_options(tau: float = 2.0, p: int = 1, beta: Optional[f
                                   dim: Optional[int] = None) -> None:
     """The options of the loss: τ > 0 (Eq. 10), p ∈ {1, 2} (Eq. 12), β ∈ [0, 1], warm-up ≥ 0, h ≥ 0 (0 = full)."""
     if tau <= 0:
-        raise ValueError(f"--label-embedding-tau must be positive, got {tau}")
+        raise OptionError(f"--label-embedding-tau must be positive, got {tau}")
     if p not in (1, 2):
-        raise ValueError(f"--label-embedding-hinge-p must be 1 or 2, got {p}")
+        raise OptionError(f"--label-embedding-hinge-p must be 1 or 2, got {p}")
     if beta is not None and not 0.0 <= beta <= 1.0:
-        raise ValueError(f"--label-embedding-beta must be in [0, 1], got {beta}")
+        raise OptionError(f"--label-embedding-beta must be in [0, 1], got {beta}")
     if warmup_updates < 0:
-        raise ValueError(f"--label-embedding-warmup-updates must be >= 0, got {warmup_updates}")
+        raise OptionError(f"--label-embedding-warmup-updates must be >= 0, got {warmup_updates}")
     if dim is not None and dim < 0:
-        raise ValueError(f"--label-embedding-dim must be >= 0 (0 = full m x m), got {dim}")
+        raise OptionError(f"--label-embedding-dim must be >= 0 (0 = full m x m), got {dim}")
 
 
 class LabelEmbedding(nn.Module):
@@ -58,7 +60,7 @@ class LabelEmbedding(nn.Module):
     def __init__(self, num_labels: int, dim: Optional[int] = None):
         super().__init__()
         if num_labels <= 0:
-            raise ValueError(f"the label embedding needs at least one label, got {num_labels}")
+            raise InputError(f"the label embedding needs at least one label, got {num_labels}")
         check_label_embedding_options(dim=dim)
         self.num_labels = num_labels
         self.dim = dim = dim or None

@@ -12,18 +12,19 @@ from typing import Tuple
 import torch
 import torch.nn as nn
 
+from fairseq_joint.errors import InputError, MissingFileError
 from fairseq_joint.text_files import text_lines
 
 
 def load_word_vectors_(embedding: nn.Embedding, dictionary, path: str, option: str = "--embed-path") -> Tuple[int, int]:
     """Copy the vectors of ``path`` into the rows of ``embedding`` of the words of ``dictionary``.
 
-    Returns (dictionary words found in the file, vectors in the file). Raises a one-line ``ValueError`` that
+    Returns (dictionary words found in the file, vectors in the file). Raises a one-line ``InputError`` that
     names the file (and line) for a missing file, a malformed line, a dimension other than the embedding's,
     or a file that covers no dictionary word.
     """
     if not os.path.isfile(path):
-        raise ValueError(f"{option} {path}: no such file; give a word2vec text file (word v1 ... vd per line)")
+        raise MissingFileError(f"{option} {path}: no such file; give a word2vec text file (word v1 ... vd per line)")
     dim = embedding.embedding_dim
     found, total = set(), 0
     with torch.no_grad():
@@ -31,25 +32,25 @@ def load_word_vectors_(embedding: nn.Embedding, dictionary, path: str, option: s
             parts = line.rstrip().split(" ")
             if lineno == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
                 if int(parts[1]) != dim:
-                    raise ValueError(f"{option} {path}: the vectors have {parts[1]} dimensions but --embed-dim is "
+                    raise InputError(f"{option} {path}: the vectors have {parts[1]} dimensions but --embed-dim is "
                                      f"{dim}; set --embed-dim {parts[1]}")
                 continue
             if not line.strip():
                 continue
             if len(parts) != dim + 1:
-                raise ValueError(f"{path}:{lineno}: expected a word and {dim} numbers (--embed-dim {dim}), "
+                raise InputError(f"{path}:{lineno}: expected a word and {dim} numbers (--embed-dim {dim}), "
                                  f"got {len(parts) - 1} numbers; fix the line or set --embed-dim")
             try:
                 vector = torch.tensor([float(x) for x in parts[1:]])
             except ValueError:
-                raise ValueError(f"{path}:{lineno}: a value of the vector of {parts[0]!r} is not a number") from None
+                raise InputError(f"{path}:{lineno}: a value of the vector of {parts[0]!r} is not a number") from None
             total += 1
             index = dictionary.index(parts[0])
             if index != dictionary.unk() or parts[0] == dictionary.unk_word:
                 embedding.weight[index] = vector
                 found.add(index)
     if not found:
-        raise ValueError(f"{option} {path}: none of its {total} words is in the dictionary; were the vectors made "
+        raise InputError(f"{option} {path}: none of its {total} words is in the dictionary; were the vectors made "
                          "for this corpus (same tokenization, lowercased)?")
     if embedding.padding_idx is not None:
         with torch.no_grad():

@@ -27,6 +27,8 @@ from typing import Optional, Sequence, Union
 import torch
 from torch import Tensor
 
+from fairseq_joint.errors import InputError, OptionError
+
 SAMPLER_CHOICES = ("uniform", "unigram", "log_uniform")
 IGNORED = -100
 ACCIDENTAL_HIT_LOGIT = -1e9
@@ -44,12 +46,12 @@ def sampling_requested(sample_rate: Optional[float], num_samples: Optional[int])
     """Check ``--sample-rate`` / ``--num-samples`` (for the criteria and the sampler alike) and say whether they ask
     for sampling: a rate below 1 or a number of negatives (a rate of 1 is the exact full softmax)."""
     if sample_rate is not None and num_samples is not None:
-        raise ValueError("give exactly one of --sample-rate (a fraction of |V|) and --num-samples (a count of negatives): "
-                         "either --sample-rate or --num-samples, not both")
+        raise OptionError("give exactly one of --sample-rate (a fraction of |V|) and --num-samples (a count of "
+                          "negatives): either --sample-rate or --num-samples, not both")
     if sample_rate is not None and not 0.0 < sample_rate <= 1.0:
-        raise ValueError(f"--sample-rate must be in (0, 1] (a fraction of |V|, e.g. 0.25), got {sample_rate}")
+        raise OptionError(f"--sample-rate must be in (0, 1] (a fraction of |V|, e.g. 0.25), got {sample_rate}")
     if num_samples is not None and num_samples < 0:
-        raise ValueError(f"--num-samples must be a number of negatives >= 0, got {num_samples}")
+        raise OptionError(f"--num-samples must be a number of negatives >= 0, got {num_samples}")
     return num_samples is not None or (sample_rate is not None and sample_rate < 1.0)
 
 
@@ -82,15 +84,16 @@ class CandidateSampler:
         exclude_positives: bool = True,
     ):
         if sampler not in SAMPLER_CHOICES:
-            raise ValueError(f"--sampler: unknown sampler {sampler!r}; choose one of {', '.join(SAMPLER_CHOICES)}")
+            raise OptionError(f"--sampler: unknown sampler {sampler!r}; choose one of {', '.join(SAMPLER_CHOICES)}")
         sampling_requested(sample_rate, num_samples)
         if sample_rate is None and num_samples is None:
-            raise ValueError("give exactly one of --sample-rate (a fraction of |V|) and --num-samples (a count of negatives)")
+            raise OptionError("give exactly one of --sample-rate (a fraction of |V|) and --num-samples (a count of "
+                              "negatives)")
         self.num_classes = num_classes
         self.never_sample = torch.tensor(sorted(set(never_sample)), dtype=torch.long)
         samplable = num_classes - len(self.never_sample)
         if num_samples is not None and num_samples > samplable:
-            raise ValueError(
+            raise OptionError(
                 f"--num-samples {num_samples} is larger than the {samplable} samplable ids of the vocabulary "
                 f"(|V| = {num_classes}); use at most {samplable}, or --sample-rate"
             )
@@ -102,7 +105,7 @@ class CandidateSampler:
         q = self._distribution(sampler, num_classes, counts, alpha)
         q[self.never_sample] = 0.0
         if q.sum() <= 0:
-            raise ValueError(f"the {sampler} sampler has no id to draw from (all counts are zero)")
+            raise InputError(f"the {sampler} sampler has no id to draw from (all counts are zero)")
         self.q = q / q.sum()  # the sampler's distribution over the vocabulary
         self.log_q_full = self.q.log()
         self._samplable = int((self.q > 0).sum())  # ids the sampler can draw, counted once
