@@ -1,25 +1,23 @@
 """fairseq-joint: structure-aware output layers for fairseq (``--user-dir`` or ``import fairseq_joint``).
 
 Importing registers every model, criterion and task of the plugin, allowlists the classes that fairseq checkpoints
-pickle, so torch's ``weights_only`` loading keeps its safety check on, and installs what the plugin adds to fairseq's
-commands: one-line refusals (``fairseq_joint.errors``), configuration checks before any work (``fairseq_joint.checks``),
-checkpoints that cannot load wrong (``fairseq_joint.checkpoints``) and exact resume (``fairseq_joint.resume``).
+pickle, so torch's ``weights_only`` loading keeps its safety check on, and applies the plugin's changes to fairseq's
+behaviour, every one of them listed in ``fairseq_joint.fairseq_patches`` (one-line refusals, configuration checks
+before any work, checkpoints that cannot load wrong, exact resume; ``FAIRSEQ_JOINT_PATCHES=0`` leaves fairseq as it
+is).
 """
 
 import importlib
 import os
 
-from fairseq_joint import checkpoints, checks, errors, resume
+from fairseq_joint import fairseq_patches
 from fairseq_joint.checkpoint_allowlist import allowlist_fairseq_checkpoint_classes
 
 __version__ = "0.1.0"
 
-with errors.quiet_fairseq_import():
+with fairseq_patches.quiet_import():
     allowlist_fairseq_checkpoint_classes()
-    errors.install()
-    checks.install()
-    checkpoints.install()
-    resume.install()
+    fairseq_patches.apply()
     for _package in ("models", "criterions", "tasks"):
         _folder = os.path.join(os.path.dirname(__file__), _package)
         for _file in sorted(os.listdir(_folder)):

@@ -3,8 +3,10 @@
 fairseq (0.12.3) writes the first file of a save through a temporary file and a rename, but copies it to the other
 names (``checkpoint_last.pt`` among them) with a plain copy: a SIGTERM during the copy left a truncated
 ``checkpoint_last.pt``, and the resume died in a zip-reader traceback. Nothing checks the tensors' bytes: a checkpoint
-with flipped bytes loaded and translated garbage. :func:`install` adds, for every checkpoint fairseq writes or reads
-while the plugin is loaded:
+with flipped bytes loaded and translated garbage. ``fairseq_joint.fairseq_patches`` puts :func:`copy`,
+:func:`save` and :func:`load` in front of fairseq's ``PathManager.copy``, ``checkpoint_utils.torch_persistent_save``
+and ``checkpoint_utils.load_checkpoint_to_cpu``, which adds, for every checkpoint fairseq writes or reads while the
+plugin is loaded:
 
 * **atomic copies**: fairseq's ``PathManager.copy`` of local files copies to ``<name>.tmp`` and renames, so a file
   under a checkpoint's name is always whole;
@@ -19,7 +21,6 @@ Dictionaries are compared by content, not by size: :func:`dictionary_fingerprint
 of the dictionaries they were built with (see ``OutputLayerModelMixin``).
 """
 
-import functools
 import glob
 import hashlib
 import logging
@@ -30,6 +31,8 @@ import zlib
 from typing import Dict, Iterable, Optional
 
 import torch
+
+from fairseq_joint.errors import CheckpointError
 
 logger = logging.getLogger(__name__)
 
@@ -63,11 +66,11 @@ def verify(state: Dict[str, object], path: str) -> None:
         tensors = state.get(part) or {}
         for name, crc in sums.items():
             if name not in tensors:
-                raise ValueError(f"{path}: the {part} tensor {name} is missing from the file: the checkpoint is damaged; "
-                                 "use another checkpoint of the run")
+                raise CheckpointError(f"{path}: the {part} tensor {name} is missing from the file: the checkpoint is "
+                                      "damaged; use another checkpoint of the run")
             if tensor_checksum(tensors[name]) != crc:
-                raise ValueError(f"{path}: the {part} tensor {name} is damaged (its bytes differ from the checksum saved "
-                                 "with it): use another checkpoint of the run")
+                raise CheckpointError(f"{path}: the {part} tensor {name} is damaged (its bytes differ from the checksum "
+                                      "saved with it): use another checkpoint of the run")
 
 
 def intact_checkpoints(path: str) -> Iterable[str]:
@@ -82,15 +85,15 @@ def intact_checkpoints(path: str) -> Iterable[str]:
             continue
 
 
-def damaged(path: str, err: BaseException) -> ValueError:
+def damaged(path: str, err: BaseException) -> CheckpointError:
     """The one-line refusal of a checkpoint file torch cannot read, naming what to resume from instead."""
     what = "truncated or not a checkpoint (torch cannot read its zip archive; an interrupted save?)"
     intact = next(iter(intact_checkpoints(path)), None)
     if intact is None:
-        return ValueError(f"{path} is {what} and no intact checkpoint lies beside it: train again without it "
-                          f"(delete {path})")
-    return ValueError(f"{path} is {what}; the newest intact checkpoint beside it is {intact}: "
-                      f"cp {intact} {path} and run the same command again")
+        return CheckpointError(f"{path} is {what} and no intact checkpoint lies beside it: train again without it "
+                               f"(delete {path})")
+    return CheckpointError(f"{path} is {what}; the newest intact checkpoint beside it is {intact}: "
+                           f"cp {intact} {path} and run the same command again")
 
 
 def _readable(path: str) -> Optional[BaseException]:
@@ -117,45 +120,31 @@ def dictionary_fingerprint(symbols: Iterable[str]) -> int:
     return int.from_bytes(digest[:8], "little") & (2 ** 63 - 1)
 
 
-def install() -> None:
-    """Atomic local copies, checksums on save, verification and damaged-file refusals on load (see above)."""
-    from fairseq import checkpoint_utils
+def copy(original, src_path: str, dst_path: str, overwrite: bool = False) -> bool:
+    """fairseq's ``PathManager.copy`` (``original``), through :func:`atomic_copy` when both files are local."""
+    if "://" in src_path or "://" in dst_path:
+        return original(src_path, dst_path, overwrite=overwrite)
+    return atomic_copy(src_path, dst_path, overwrite=overwrite)
+
+
+def save(original, obj, filename, *args, **kwargs):
+    """fairseq's ``torch_persistent_save`` (``original``) of a checkpoint dict with its :func:`checksums` added."""
+    if isinstance(obj, dict) and any(isinstance(obj.get(p), dict) for p in PARTS):
+        obj[CHECKSUMS] = checksums(obj)
+    return original(obj, filename, *args, **kwargs)
+
+
+def load(original, path, *args, **kwargs):
+    """fairseq's ``load_checkpoint_to_cpu`` (``original``), :func:`verify`-ed; a file torch cannot read is refused
+    as :func:`damaged`."""
     from fairseq.file_io import PathManager
 
-    if getattr(checkpoint_utils.load_checkpoint_to_cpu, "fairseq_joint_checkpoints", False):
-        return
-    original_copy = PathManager.copy
-
-    def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
-        if "://" in src_path or "://" in dst_path:
-            return original_copy(src_path, dst_path, overwrite=overwrite)
-        return atomic_copy(src_path, dst_path, overwrite=overwrite)
-
-    PathManager.copy = staticmethod(copy)
-
-    original_save = checkpoint_utils.torch_persistent_save
-
-    @functools.wraps(original_save)
-    def torch_persistent_save(obj, filename, *args, **kwargs):
-        if isinstance(obj, dict) and any(isinstance(obj.get(p), dict) for p in PARTS):
-            obj[CHECKSUMS] = checksums(obj)
-        return original_save(obj, filename, *args, **kwargs)
-
-    checkpoint_utils.torch_persistent_save = torch_persistent_save
-
-    original_load = checkpoint_utils.load_checkpoint_to_cpu
-
-    @functools.wraps(original_load)
-    def load_checkpoint_to_cpu(path, *args, **kwargs):
-        try:
-            state = original_load(path, *args, **kwargs)
-        except Exception as err:
-            local = PathManager.get_local_path(path)
-            if os.path.isfile(local) and _readable(local) is not None:
-                raise damaged(path, err) from err
-            raise
-        verify(state, path)
-        return state
-
-    load_checkpoint_to_cpu.fairseq_joint_checkpoints = True
-    checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
+    try:
+        state = original(path, *args, **kwargs)
+    except Exception as err:
+        local = PathManager.get_local_path(path)
+        if os.path.isfile(local) and _readable(local) is not None:
+            raise damaged(path, err) from err
+        raise
+    verify(state, path)
+    return state

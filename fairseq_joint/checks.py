@@ -1,12 +1,10 @@
 """The plugin's checks of a whole fairseq configuration, run before fairseq starts any work.
 
 fairseq-train, fairseq-validate and fairseq-interactive parse their arguments (importing the plugin through
-``--user-dir``), then hand the configuration to ``fairseq.distributed.utils.call_main``. :func:`install` wraps that
-function so that :func:`check_configuration` runs first: a refusal comes before any data is loaded or model built.
+``--user-dir``), then hand the configuration to ``fairseq.distributed.utils.call_main``.
+``fairseq_joint.fairseq_patches`` wraps that function so that :func:`before_main` runs first: a refusal comes before any data is loaded or model built.
 (fairseq-generate calls its main directly; the models' own checks cover it.)
 """
-
-import functools
 
 from fairseq_joint import errors
 from fairseq_joint.precision import check_precision
@@ -45,22 +43,11 @@ def check_criterion_options(c) -> None:
         check_classification_options(c.label_sample_rate, c.threshold)
 
 
-def install() -> None:
-    """Run :func:`check_configuration` before fairseq's ``call_main`` (once, however often the plugin is imported)."""
-    from fairseq.distributed import utils as distributed_utils
-
-    original = distributed_utils.call_main
-    if getattr(original, "fairseq_joint_checks", False):
-        return
-
-    @functools.wraps(original)
-    def call_main(cfg, main, **kwargs):
-        training = getattr(main, "__module__", "") == "fairseq_cli.train"
-        check_configuration(cfg, training=training)
-        if training:
-            checkpoint = getattr(cfg, "checkpoint", None)
-            errors.training_started(None if checkpoint is None or checkpoint.no_save else checkpoint.save_dir)
-        return original(cfg, main, **kwargs)
-
-    call_main.fairseq_joint_checks = True
-    distributed_utils.call_main = call_main
+def before_main(cfg, main) -> None:
+    """What runs before fairseq's ``call_main(cfg, main)`` starts ``main``: :func:`check_configuration`, and for
+    fairseq-train the SIGTERM handler and resume note of :func:`fairseq_joint.errors.training_started`."""
+    training = getattr(main, "__module__", "") == "fairseq_cli.train"
+    check_configuration(cfg, training=training)
+    if training:
+        checkpoint = getattr(cfg, "checkpoint", None)
+        errors.training_started(None if checkpoint is None or checkpoint.no_save else checkpoint.save_dir)

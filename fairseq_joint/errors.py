@@ -1,41 +1,27 @@
-"""One-line refusals and interruption notes under fairseq's commands.
+"""The package's exception types for user mistakes, one-line refusals and interruption notes.
 
-A refusal is a ``ValueError`` / ``FileNotFoundError`` raised by fairseq-joint's own code: its message says what is
-wrong and the fix. fairseq prints it after a ~30-line traceback, or hides it in the chain of its own exception
-("Cannot load model parameters from checkpoint ...; please ensure that the architectures match" when a checkpoint of
-another ``--joint-dim`` is resumed). Under ``fairseq-*`` programs the plugin installs an exception hook that prints
-``error: <the refusal>`` as the only line on stderr instead (exit status 1); ``FAIRSEQ_JOINT_DEBUG=1`` shows the
-traceback. Everything else (a bug, fairseq's own errors) keeps its traceback.
+A refusal is a :class:`Refusal` (or one of its subclasses, which say what was wrong): raised by fairseq-joint's own
+code for a user's mistake, its message says what is wrong and the fix. fairseq prints it after a ~30-line traceback, or
+hides it in the chain of its own exception ("Cannot load model parameters from checkpoint ...; please ensure that the
+architectures match" when a checkpoint of another ``--joint-dim`` is resumed). Under ``fairseq-*`` programs the
+plugin's exception hook (:func:`uncaught`, installed by ``fairseq_joint.fairseq_patches``) prints ``error: <the
+refusal>`` as the only line on stderr instead (exit status 1); ``FAIRSEQ_JOINT_DEBUG=1`` shows the traceback. Anything
+that is not a ``Refusal`` (a bug's ``ValueError`` included, fairseq's own errors) keeps its traceback.
 
 A training run stopped by SIGINT (Ctrl-C) or SIGTERM ends with one line: the run can be resumed with the same command,
 and from which checkpoint (resumes are exact: fairseq_joint/resume.py).
 """
 
-import contextlib
-import logging
 import os
 import signal
 import sys
 import traceback
-import warnings
 from typing import Optional
 
 #: set to 1 to see the traceback of a refusal
 DEBUG_ENV = "FAIRSEQ_JOINT_DEBUG"
-_PACKAGE = os.path.dirname(os.path.abspath(__file__))
 #: the save directory of the training run in this process (set before fairseq-train starts; for the note)
 _training = {}
-
-
-#: warnings fairseq 0.12 causes on every run with this hydra and torch (regular expressions of their start)
-FAIRSEQ_NOTICES = (
-    r"\s*The version_base parameter is not specified",
-    r"\s*'config' is validated against ConfigStore schema",
-    r"\s*The strict flag in the compose API is deprecated",
-    r"\s*.*'pin_memory' argument is set as true but no accelerator is found",
-    r"\s*`torch.cuda.amp.autocast\(args...\)` is deprecated",
-    r"\s*`torch.cuda.amp.GradScaler\(args...\)` is deprecated",
-)
 
 
 class Refusal(ValueError):
@@ -66,43 +52,13 @@ class Interrupted(KeyboardInterrupt):
     """SIGTERM, raised like Ctrl-C's KeyboardInterrupt so that fairseq stops as it does for Ctrl-C."""
 
 
-@contextlib.contextmanager
-def quiet_fairseq_import():
-    """Importing fairseq calls ``logging.basicConfig`` in some of its modules (a DEBUG root handler) and logs an
-    INFO line about tensorboardX on stderr. When fairseq is imported here first (our commands, ``import
-    fairseq_joint``), that line is dropped and an unconfigured root logger is left unconfigured, so that a
-    command's stderr holds its own messages and its own logging setup applies. Under fairseq's CLIs (``--user-dir``)
-    fairseq is already imported and nothing changes here (see :func:`install`)."""
-    if "fairseq" in sys.modules:
-        yield
-        return
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    logging.disable(logging.INFO)
-    try:
-        yield
-    finally:
-        logging.disable(logging.NOTSET)
-        if not handlers:
-            for handler in [h for h in root.handlers if h not in handlers]:
-                root.removeHandler(handler)
-            root.setLevel(level)
-
-
-def raised_by_package(err: BaseException) -> bool:
-    """Whether ``err`` was raised in fairseq_joint's own code (its messages are written for users)."""
-    tb, last = err.__traceback__, None
-    while tb is not None:
-        last, tb = tb, tb.tb_next
-    return last is not None and os.path.abspath(last.tb_frame.f_code.co_filename).startswith(_PACKAGE + os.sep)
-
-
 def refusal(err: BaseException) -> Optional[BaseException]:
-    """The fairseq-joint refusal in ``err``'s chain (itself, then what caused it), or None."""
+    """The :class:`Refusal` in ``err``'s chain (itself, then what caused it: fairseq wraps the errors of loading a
+    checkpoint in its own), or None. Only the type decides: a plain ``ValueError`` is a bug's or a library's."""
     seen = set()
     while err is not None and id(err) not in seen:
         seen.add(id(err))
-        if isinstance(err, Refusal) or (isinstance(err, (ValueError, FileNotFoundError)) and raised_by_package(err)):
+        if isinstance(err, Refusal):
             return err
         err = err.__cause__ or err.__context__
     return None
@@ -124,52 +80,23 @@ def interruption_note(save_dir: Optional[str], signal_name: str) -> str:
             "had not stopped)")
 
 
-def _excepthook(original):
-    def hook(kind, err, tb):
-        if os.environ.get(DEBUG_ENV):
-            return original(kind, err, tb)
-        if isinstance(err, KeyboardInterrupt) and "save_dir" in _training:
-            name = "SIGTERM" if isinstance(err, Interrupted) else "SIGINT"
-            print(f"error: {interruption_note(_training['save_dir'], name)}", file=sys.stderr)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            # exit now, as the signal would have: fairseq's background threads die with the process
-            os._exit(128 + (signal.SIGTERM if name == "SIGTERM" else signal.SIGINT))
-        found = refusal(err)
-        if found is None:
-            return original(kind, err, tb)
-        print(f"error: {one_line(found)}", file=sys.stderr)
-        return None
-
-    hook.fairseq_joint = True
-    return hook
-
-
-def install() -> None:
-    """Under a ``fairseq-*`` program: one-line refusals (see above), without the notices that fairseq 0.12's own use
-    of hydra and of torch prints on every run (nothing a user can act on; they would stand above the refusal)."""
-    if not os.path.basename(sys.argv[0] if sys.argv else "").startswith("fairseq-"):
-        return
-    if not getattr(sys.excepthook, "fairseq_joint", False):
-        sys.excepthook = _excepthook(sys.excepthook)
-        warnings.filterwarnings("ignore", module=r"hydra(\.|$)")
-        for notice in FAIRSEQ_NOTICES:
-            warnings.filterwarnings("ignore", message=notice)
-        _replace_debug_root_handler()
-
-
-def _replace_debug_root_handler() -> None:
-    """fairseq's wav2vec2_classification module calls ``logging.basicConfig(level=DEBUG)`` on import: when a command
-    has not configured logging before that (fairseq-generate), every log line, hydra's DEBUG lines included, goes to
-    stderr in Python's default format. Give that command the logging fairseq's other commands set up (INFO, or
-    $LOGLEVEL, on stdout, fairseq's format), so that stderr holds its refusals only."""
-    root = logging.getLogger()
-    rogue = [h for h in root.handlers if type(h) is logging.StreamHandler and h.stream is sys.stderr
-             and h.formatter is not None and h.formatter._fmt == logging.BASIC_FORMAT]
-    if root.level != logging.DEBUG or len(rogue) != len(root.handlers) or not rogue:
-        return
-    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", datefmt="%Y-%m-%d %H:%M:%S",
-                        level=os.environ.get("LOGLEVEL", "INFO").upper(), stream=sys.stdout, force=True)
+def uncaught(original, kind, err, tb) -> None:
+    """The exception hook under ``fairseq-*`` programs (``original``: the hook it wraps): the resume note of an
+    interrupted training run, one ``error:`` line for a refusal, ``original`` (the traceback) for anything else."""
+    if os.environ.get(DEBUG_ENV):
+        return original(kind, err, tb)
+    if isinstance(err, KeyboardInterrupt) and "save_dir" in _training:
+        name = "SIGTERM" if isinstance(err, Interrupted) else "SIGINT"
+        print(f"error: {interruption_note(_training['save_dir'], name)}", file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # exit now, as the signal would have: fairseq's background threads die with the process
+        os._exit(128 + (signal.SIGTERM if name == "SIGTERM" else signal.SIGINT))
+    found = refusal(err)
+    if found is None:
+        return original(kind, err, tb)
+    print(f"error: {one_line(found)}", file=sys.stderr)
+    return None
 
 
 def training_started(save_dir: Optional[str]) -> None:

@@ -2,9 +2,9 @@
 (JSONL/TSV examples, text files, ``NAME=PATH`` pairs), loading a checkpoint's model, and matplotlib.
 
 One error style for all commands: a refusal is one line ``error: <what>, <the fix>`` on stderr and exit status 2,
-whether it comes from the command's own checks (:class:`CommandError`) or from the package's validation
-(``ValueError``/``FileNotFoundError`` raised by ``fairseq_joint``). ``FAIRSEQ_JOINT_DEBUG=1`` shows the traceback
-instead. Errors of anything else (a bug, a library's own failure) keep their traceback.
+whether it comes from the command's own checks (:class:`CommandError`) or from the package's validation (the
+:class:`fairseq_joint.errors.Refusal` types). ``FAIRSEQ_JOINT_DEBUG=1`` shows the traceback instead. Any other error (a
+bug's ``ValueError`` included, a library's own failure) keeps its traceback.
 """
 
 import argparse
@@ -34,9 +34,8 @@ def fail(message: str) -> "CommandError":
 
 
 def run(main: Callable[[Optional[Sequence[str]]], Optional[int]], argv: Optional[Sequence[str]] = None) -> int:
-    """Run a command's ``main(argv)``; a refusal of the package (:func:`fairseq_joint.errors.refusal`: its own
-    ``ValueError``/``FileNotFoundError``, also one a library wrapped) becomes one ``error:`` line on stderr and exit
-    status 2."""
+    """Run a command's ``main(argv)``; a refusal (:func:`fairseq_joint.errors.refusal`: a ``Refusal``, also one a
+    library wrapped) becomes one ``error:`` line on stderr and exit status 2."""
     try:
         return int(main(argv) or 0)
     except Exception as err:

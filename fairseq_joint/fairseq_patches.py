@@ -1,0 +1,246 @@
+"""Every change fairseq-joint makes to fairseq's behaviour, in one place; ``FAIRSEQ_JOINT_PATCHES=0`` turns all off.
+
+Importing the plugin (``--user-dir``, ``import fairseq_joint``) registers its models, criteria and tasks and allowlists
+the classes fairseq checkpoints pickle (``checkpoint_allowlist``: without it torch >= 2.6 loads no fairseq checkpoint);
+both are additions, not changes. What changes how fairseq's own code behaves is listed here, and nowhere else does the
+plugin replace a function of fairseq's or of Python's. Each change is scoped to where it is needed; the logic of each
+lives in the module named in the table, this module only installs it (:func:`apply`, one :func:`wrap` per function).
+
+=================  ==========================================  =====================================================
+name               fairseq (or Python) target                  what it changes, and where
+=================  ==========================================  =====================================================
+one_line_errors    ``sys.excepthook``                          under ``fairseq-*`` programs only: a ``Refusal`` is one
+                                                               ``error:`` line, an interrupted training run ends with
+                                                               the resume note (``errors.uncaught``)
+quiet_notices      ``warnings`` filters                        under ``fairseq-*`` programs only: hydra's and torch's
+                                                               deprecation notices of fairseq 0.12 are not printed
+fairseq_logging    the root logger                             under ``fairseq-*`` programs only, when an import of
+                                                               fairseq set a DEBUG root handler on stderr
+                                                               (fairseq-generate): fairseq's INFO logging on stdout
+quiet_import       the root logger while fairseq is imported   when the plugin imports fairseq first (our commands,
+                                                               ``import fairseq_joint``): no DEBUG root handler and no
+                                                               tensorboardX INFO line
+checks             ``distributed.utils.call_main``             fairseq-train/-validate/-interactive: the plugin's
+                                                               option checks before any data is loaded
+                                                               (``checks.before_main``); SIGTERM stops fairseq-train
+                                                               as Ctrl-C does
+atomic_copy        ``file_io.PathManager.copy``                local files only: copied through ``<name>.tmp`` and a
+                                                               rename (``checkpoints.copy``)
+checksums          ``checkpoint_utils.torch_persistent_save``  checkpoint dicts only: a CRC-32 of every model and
+                                                               criterion tensor (``checkpoints.save``)
+verified_load      ``checkpoint_utils.load_checkpoint_to_cpu`` checksummed checkpoints are verified; a file torch
+                                                               cannot read is refused in one line naming the newest
+                                                               intact one beside it (``checkpoints.load``)
+resume             ``tasks.FairseqTask.get_batch_iterator``    reusable iterators created after epoch 1 (a resume)
+                                                               only: epoch 1's batches, so a resumed run ends where
+                                                               the uninterrupted one does (``resume``)
+=================  ==========================================  =====================================================
+
+Why each, and the upstream issue it works around, is :data:`PATCHES` (and docs/fairseq-patches.md, for users).
+"""
+
+import contextlib
+import functools
+import inspect
+import logging
+import os
+import sys
+import warnings
+from typing import Callable, Dict, List, NamedTuple, Tuple
+
+from fairseq_joint import checkpoints, checks, errors, resume
+
+#: set to 0 to leave fairseq's behaviour as it is (the plugin still registers, trains and decodes)
+ENV = "FAIRSEQ_JOINT_PATCHES"
+
+
+class Patch(NamedTuple):
+    name: str
+    target: str  # what it changes, as ``module:attribute`` (fairseq's unless it says otherwise)
+    what: str
+    why: str
+    upstream: str
+
+
+PATCHES: Tuple[Patch, ...] = (
+    Patch("one_line_errors", "sys:excepthook",
+          "under fairseq-* programs: a Refusal (a user's mistake) prints as one 'error:' line, exit status 1; an "
+          "interrupted training run ends with one line saying how to resume it; FAIRSEQ_JOINT_DEBUG=1 shows the "
+          "traceback",
+          "fairseq prints a refusal after a ~30-line traceback, or hides it in the chain of its own exception "
+          "('Cannot load model parameters from checkpoint ...')", "none filed"),
+    Patch("quiet_notices", "warnings:filters",
+          "under fairseq-* programs: the hydra/torch deprecation notices fairseq 0.12 causes on every run are not "
+          "printed", "nothing a user can act on; they would stand above the one-line refusal", "none filed"),
+    Patch("fairseq_logging", "logging:root",
+          "under fairseq-* programs whose root logger an import of fairseq set to DEBUG on stderr (fairseq-generate): "
+          "the INFO logging on stdout fairseq's other commands set up",
+          "fairseq's wav2vec2_classification module calls logging.basicConfig(level=DEBUG) on import: hydra's DEBUG "
+          "lines flood stderr", "none filed"),
+    Patch("quiet_import", "logging:root",
+          "while the plugin imports fairseq (our commands, import fairseq_joint): the root handler fairseq's import "
+          "adds and its tensorboardX INFO line are dropped",
+          "a command's own logging setup applies and its stderr holds its own messages", "none filed"),
+    Patch("checks", "fairseq.distributed.utils:call_main",
+          "fairseq-train, -validate, -interactive: the plugin's option checks run before any data is loaded or model "
+          "built; fairseq-train: SIGTERM stops it as Ctrl-C does",
+          "fairseq builds a criterion only after loading the data and building the model: a bad option was refused "
+          "minutes in; SIGTERM killed a run without a word", "none filed"),
+    Patch("atomic_copy", "fairseq.file_io:PathManager.copy",
+          "local copies (checkpoint_last.pt, checkpoint_best.pt) go through <name>.tmp and a rename",
+          "fairseq writes a checkpoint's first file atomically but copies it to the other names with a plain copy: a "
+          "SIGTERM during the copy left a truncated checkpoint_last.pt", "none filed"),
+    Patch("checksums", "fairseq.checkpoint_utils:torch_persistent_save",
+          "checkpoint dicts get a CRC-32 of every model and criterion tensor (key fairseq_joint_checksums)",
+          "nothing checks a checkpoint's bytes: one with flipped bytes loaded and translated garbage", "none filed"),
+    Patch("verified_load", "fairseq.checkpoint_utils:load_checkpoint_to_cpu",
+          "checksummed checkpoints are verified (a damaged tensor is named); a file torch cannot read is refused in "
+          "one line naming the newest intact checkpoint beside it",
+          "a truncated checkpoint died in a zip-reader traceback", "none filed"),
+    Patch("resume", "fairseq.tasks:FairseqTask.get_batch_iterator",
+          "a reusable epoch iterator created after epoch 1 (a resumed run) gets epoch 1's batches",
+          "fairseq seeds the batches with the epoch the iterator is created in: a resumed run trained on other batches "
+          "than the uninterrupted one", "none filed (fairseq made epoch iterators reusable in #1156's commit)"),
+)
+
+#: a wrapper's mark: ``fairseq_joint_<patch name>`` = True
+MARK = "fairseq_joint_{}"
+#: what :func:`wrap` replaced in this process: ``{patch name: (owner, attribute, the original as stored)}``
+_wrapped: Dict[str, Tuple[object, str, object]] = {}
+
+
+def enabled() -> bool:
+    """Whether the changes are on (``FAIRSEQ_JOINT_PATCHES`` is not ``0``)."""
+    return os.environ.get(ENV, "1").strip() != "0"
+
+
+def under_fairseq_program() -> bool:
+    """Whether this process is one of fairseq's commands (``fairseq-train``, ``fairseq-generate``, ...)."""
+    return os.path.basename(sys.argv[0] if sys.argv else "").startswith("fairseq-")
+
+
+def wrap(owner, attribute: str, make_wrapper: Callable[[Callable], Callable], patch: str) -> bool:
+    """Replace ``owner.attribute`` by ``make_wrapper(original)``, marked with ``patch``'s name (see :data:`MARK`);
+    nothing when it is marked already (the plugin imported twice). A static method stays one. True if it wrapped."""
+    original = getattr(owner, attribute)
+    if getattr(original, MARK.format(patch), False):
+        return False
+    stored = inspect.getattr_static(owner, attribute)
+    wrapper = functools.update_wrapper(make_wrapper(original), original)
+    setattr(wrapper, MARK.format(patch), True)
+    setattr(owner, attribute, staticmethod(wrapper) if isinstance(stored, staticmethod) else wrapper)
+    _wrapped[patch] = (owner, attribute, stored)
+    return True
+
+
+def wrapped() -> List[str]:
+    """The patches whose wrapper is in place now, in :data:`PATCHES` order (tests)."""
+    return [name for name, (owner, attribute, _) in _wrapped.items()
+            if getattr(getattr(owner, attribute), MARK.format(name), False)]
+
+
+def undo(patch: str) -> None:
+    """Put back what :func:`wrap` replaced for ``patch`` (tests)."""
+    owner, attribute, stored = _wrapped.pop(patch)
+    setattr(owner, attribute, stored)
+
+
+def around(logic: Callable) -> Callable[[Callable], Callable]:
+    """For :func:`wrap`: a function (a method, on a class) that calls ``logic(original, *args, **kwargs)``."""
+    def make_wrapper(original):
+        def wrapper(*args, **kwargs):
+            return logic(original, *args, **kwargs)
+        return wrapper
+    return make_wrapper
+
+
+def _call_main(original, cfg, main, **kwargs):
+    """fairseq's ``call_main`` after :func:`fairseq_joint.checks.before_main`."""
+    checks.before_main(cfg, main)
+    return original(cfg, main, **kwargs)
+
+
+def apply() -> List[str]:
+    """Install every change of :data:`PATCHES` that applies to this process, unless ``FAIRSEQ_JOINT_PATCHES=0``;
+    the names of those it installed now."""
+    if not enabled():
+        return []
+    from fairseq import checkpoint_utils
+    from fairseq.distributed import utils as distributed_utils
+    from fairseq.file_io import PathManager
+    from fairseq.tasks import FairseqTask
+
+    done = []
+    if under_fairseq_program():
+        if wrap(sys, "excepthook", around(errors.uncaught), "one_line_errors"):
+            done.append("one_line_errors")
+        quiet_notices()
+        done.append("quiet_notices")
+        if fairseq_logging():
+            done.append("fairseq_logging")
+    for owner, attribute, logic, patch in (
+        (distributed_utils, "call_main", _call_main, "checks"),
+        (PathManager, "copy", checkpoints.copy, "atomic_copy"),
+        (checkpoint_utils, "torch_persistent_save", checkpoints.save, "checksums"),
+        (checkpoint_utils, "load_checkpoint_to_cpu", checkpoints.load, "verified_load"),
+        (FairseqTask, "get_batch_iterator", resume.get_batch_iterator, "resume"),
+    ):
+        if wrap(owner, attribute, around(logic), patch):
+            done.append(patch)
+    return done
+
+
+#: warnings fairseq 0.12 causes on every run with this hydra and torch (regular expressions of their start)
+FAIRSEQ_NOTICES = (
+    r"\s*The version_base parameter is not specified",
+    r"\s*'config' is validated against ConfigStore schema",
+    r"\s*The strict flag in the compose API is deprecated",
+    r"\s*.*'pin_memory' argument is set as true but no accelerator is found",
+    r"\s*`torch.cuda.amp.autocast\(args...\)` is deprecated",
+    r"\s*`torch.cuda.amp.GradScaler\(args...\)` is deprecated",
+)
+
+
+def quiet_notices() -> None:
+    """Patch ``quiet_notices``: ignore hydra's warnings and :data:`FAIRSEQ_NOTICES` (a filter added twice is kept
+    once)."""
+    warnings.filterwarnings("ignore", module=r"hydra(\.|$)")
+    for notice in FAIRSEQ_NOTICES:
+        warnings.filterwarnings("ignore", message=notice)
+
+
+def fairseq_logging() -> bool:
+    """Patch ``fairseq_logging``: when an import of fairseq left the root logger at DEBUG with only the default stderr
+    handler of ``logging.basicConfig`` (fairseq-generate has not configured logging before that), give it the logging
+    fairseq's other commands set up: INFO (or $LOGLEVEL) on stdout in fairseq's format. True if it did."""
+    root = logging.getLogger()
+    rogue = [h for h in root.handlers if type(h) is logging.StreamHandler and h.stream is sys.stderr
+             and h.formatter is not None and h.formatter._fmt == logging.BASIC_FORMAT]
+    if root.level != logging.DEBUG or len(rogue) != len(root.handlers) or not rogue:
+        return False
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", datefmt="%Y-%m-%d %H:%M:%S",
+                        level=os.environ.get("LOGLEVEL", "INFO").upper(), stream=sys.stdout, force=True)
+    return True
+
+
+@contextlib.contextmanager
+def quiet_import():
+    """Patch ``quiet_import``: importing fairseq calls ``logging.basicConfig`` in some of its modules (a DEBUG root
+    handler) and logs an INFO line about tensorboardX on stderr. When fairseq is imported inside this context first
+    (our commands, ``import fairseq_joint``), that line is dropped and an unconfigured root logger is left
+    unconfigured, so that a command's stderr holds its own messages and its own logging setup applies. Under fairseq's
+    CLIs (``--user-dir``) fairseq is already imported and nothing changes here."""
+    if "fairseq" in sys.modules or not enabled():
+        yield
+        return
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    logging.disable(logging.INFO)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
+        if not handlers:
+            for handler in [h for h in root.handlers if h not in handlers]:
+                root.removeHandler(handler)
+            root.setLevel(level)

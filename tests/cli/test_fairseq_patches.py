@@ -1,0 +1,144 @@
+"""Every change the plugin makes to fairseq's behaviour is in fairseq_joint/fairseq_patches.py, and nothing else:
+importing the plugin under fairseq-train changes exactly the functions its table lists (and, with
+FAIRSEQ_JOINT_PATCHES=0, none), fairseq-train and fairseq-generate work with the changes off, and the exception hook
+prints a Refusal as one line while a bug's ValueError raised inside the package keeps its traceback."""
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from conftest import REPO, SMALL_TRANSFORMER, TRAIN_FAST, USER_DIR, cli, state
+
+OFF = {"FAIRSEQ_JOINT_PATCHES": "0"}
+
+#: run in a child process as ``fairseq-train`` would import the plugin: fairseq's modules first, then fairseq_joint;
+#: prints which (owner, attribute) pairs the import rebound, and what fairseq_patches says it wrapped
+CHANGES = r"""
+import importlib, inspect, json, logging, sys, warnings
+sys.argv = ["fairseq-train"]
+import fairseq, fairseq.checkpoint_utils, fairseq.distributed.utils, fairseq.file_io, fairseq.tasks, fairseq.trainer
+import fairseq_cli.train
+
+def snapshot():
+    out = {}
+    for module in set(sys.modules.values()):  # each once: fairseq aliases some (fairseq.distributed_utils)
+        name = getattr(module, "__name__", "")
+        if not name.startswith(("fairseq.", "fairseq_cli")):
+            continue
+        for attr, value in list(vars(module).items()):
+            out[(name, attr)] = value
+            if inspect.isclass(value) and value.__module__ == name:
+                for key, member in list(vars(value).items()):
+                    out[(name, attr + "." + key)] = member
+    out[("sys", "excepthook")] = sys.excepthook
+    return out
+
+before = snapshot()
+filters, handlers = list(warnings.filters), list(logging.getLogger().handlers)
+import fairseq_joint
+from fairseq_joint import fairseq_patches
+after = snapshot()
+changed = sorted(f"{m}:{a}" for (m, a), v in before.items() if after.get((m, a)) is not v)
+wrapped = fairseq_patches.wrapped()
+for name in list(wrapped):
+    fairseq_patches.undo(name)
+restored = snapshot()
+print(json.dumps({"changed": changed, "wrapped": wrapped,
+                  "undone": sorted(f"{m}:{a}" for (m, a), v in before.items() if restored.get((m, a)) is not v),
+                  "filters_added": len(warnings.filters) - len(filters),
+                  "handlers_changed": list(logging.getLogger().handlers) != handlers}))
+"""
+
+#: where each wrap target lives (a class's methods under the module that defines the class)
+WRAPPED_AT = {
+    "checks": "fairseq.distributed.utils:call_main",
+    "atomic_copy": "fairseq.file_io:PathManager.copy",
+    "checksums": "fairseq.checkpoint_utils:torch_persistent_save",
+    "verified_load": "fairseq.checkpoint_utils:load_checkpoint_to_cpu",
+    "resume": "fairseq.tasks.fairseq_task:FairseqTask.get_batch_iterator",
+    "one_line_errors": "sys:excepthook",
+}
+
+
+def import_changes(env=None) -> dict:
+    return json.loads(cli(sys.executable, "-c", CHANGES, env=env).stdout.splitlines()[-1])
+
+
+def test_importing_the_plugin_changes_exactly_what_the_table_lists():
+    from fairseq_joint import fairseq_patches
+
+    names = [p.name for p in fairseq_patches.PATCHES]
+    assert set(WRAPPED_AT) <= set(names) and len(set(names)) == len(names)
+    for patch in fairseq_patches.PATCHES:
+        attribute = patch.target.split(":")[1]
+        assert patch.what and patch.why and patch.upstream, patch
+        if patch.name in WRAPPED_AT:  # the table names the function that is wrapped
+            assert WRAPPED_AT[patch.name].endswith(":" + attribute), patch
+    out = import_changes()
+    assert out["changed"] == sorted(WRAPPED_AT.values()), out
+    assert sorted(out["wrapped"]) == sorted(WRAPPED_AT), out
+    assert out["undone"] == [], out  # undo puts back the very objects fairseq had
+    assert out["filters_added"] > 0  # quiet_notices, under fairseq-* programs
+
+    off = import_changes(OFF)
+    assert off == {"changed": [], "wrapped": [], "undone": [], "filters_added": 0, "handlers_changed": False}, off
+
+
+def test_the_table_is_in_the_docstring_and_the_docs():
+    from fairseq_joint import fairseq_patches
+
+    page = (REPO / "docs" / "fairseq-patches.md").read_text(encoding="utf-8")
+    for patch in fairseq_patches.PATCHES:
+        assert re.search(rf"^{patch.name}\s", fairseq_patches.__doc__, re.M), patch.name
+        assert f"`{patch.name}`" in page, patch.name
+    assert "FAIRSEQ_JOINT_PATCHES=0" in page
+    assert "fairseq-patches.md" in (REPO / "docs" / "commands.md").read_text(encoding="utf-8")
+
+
+def test_with_the_changes_off_fairseq_trains_and_decodes_as_it_does_without_the_plugin(tiny_bin, tmp_path):
+    train = [tiny_bin, "--user-dir", USER_DIR, "--arch", "joint_transformer", "--output-layer", "joint",
+             "--joint-dim", 12, *SMALL_TRANSFORMER, *TRAIN_FAST, "--max-update", 3, "--save-dir", tmp_path]
+    cli("fairseq-train", *train, env=OFF)
+    saved = state(tmp_path / "checkpoint_last.pt")
+    assert saved["optimizer_history"][-1]["num_updates"] == 3
+    assert "fairseq_joint_checksums" not in saved  # fairseq's own torch_persistent_save wrote it
+    out = cli("fairseq-generate", tiny_bin, "--user-dir", USER_DIR, "--path", tmp_path / "checkpoint_last.pt",
+              "--beam", 2, "--max-len-b", 5, "--required-batch-size-multiple", 1, env=OFF)
+    assert len([line for line in out.stdout.splitlines() if line.startswith("H-")]) == 40
+    # a refusal comes where fairseq meets it (building the criterion, after the task and model), after fairseq's
+    # traceback
+    proc = cli("fairseq-train", *train, "--criterion", "sampled_cross_entropy", "--sample-rate", 1.5, check=False,
+               env=OFF)
+    assert proc.returncode == 1 and "Traceback (most recent call last)" in proc.stderr
+    assert "fairseq_joint.errors.OptionError: --sample-rate must be in (0, 1]" in proc.stderr
+    assert "[de] dictionary:" in proc.stdout  # fairseq set the task up first: no check before call_main
+
+
+#: a fairseq-* program whose plugin code raises: a bug's ValueError (the unigram sampler's count check, an internal
+#: invariant) or a user's mistake (a --sample-rate out of range)
+RAISES = r"""
+import sys
+sys.argv = ["fairseq-train"]
+import fairseq.checkpoint_utils
+import fairseq_joint
+from fairseq_joint.modules.sampling import CandidateSampler
+
+if "{case}" == "bug":
+    CandidateSampler(10, "unigram", sample_rate=0.5, counts=[1.0, 2.0])
+try:
+    CandidateSampler(10, "uniform", sample_rate=1.5)
+except ValueError as err:
+    raise RuntimeError("fairseq wrapped it") from err  # fairseq chains load errors in its own: still one line
+"""
+
+
+def test_a_bug_keeps_its_traceback_and_a_refusal_is_one_line():
+    bug = cli(sys.executable, "-c", RAISES.format(case="bug"), check=False)
+    assert bug.returncode == 1 and "Traceback (most recent call last)" in bug.stderr, bug.stderr
+    assert bug.stderr.strip().splitlines()[-1] == ("ValueError: the unigram sampler needs one count per vocabulary id "
+                                                  "(the dictionary's counts)")
+    assert str(Path("fairseq_joint", "modules", "sampling.py")) in bug.stderr  # raised inside the package
+    refused = cli(sys.executable, "-c", RAISES.format(case="refusal"), check=False)
+    assert refused.returncode == 1 and refused.stderr.splitlines() == [
+        "error: --sample-rate must be in (0, 1] (a fraction of |V|, e.g. 0.25), got 1.5"], refused.stderr
