@@ -41,11 +41,18 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from fairseq import checkpoint_utils, metrics
-from fairseq.criterions import register_criterion
+from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEntropyCriterion
+from omegaconf import II
 
 from fairseq_joint.checkpoints import dictionary_fingerprint
 from fairseq_joint.criterions.decoder_features import decoder_features
-from fairseq_joint.criterions.sampled_cross_entropy import SampledCrossEntropyConfig, SampledCrossEntropyCriterion
+from fairseq_joint.criterions.sampled_cross_entropy import (
+    CandidateSamplingConfig,
+    log_candidates,
+    target_dictionary_sampler,
+)
+from fairseq_joint.errors import CheckpointError, InputError, MissingFileError, OptionError
 from fairseq_joint.modules.label_embedding import (
     LABEL_EMBEDDING_TERMS,
     LabelEmbedding,
@@ -54,12 +61,17 @@ from fairseq_joint.modules.label_embedding import (
     label_embedding_terms,
 )
 from fairseq_joint.modules.output_layers import OutputLayer, OutputLayerSpec
+from fairseq_joint.modules.sampling import sampling_requested
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class LabelEmbeddingCrossEntropyConfig(SampledCrossEntropyConfig):
+class LabelEmbeddingCrossEntropyConfig(CandidateSamplingConfig):
+    """The options of Eq. 14: the candidate set V' (as ``sampled_cross_entropy``'s), the label embedding, o2."""
+
+    ignore_prefix_size: int = field(default=0, metadata={"help": "Ignore first N tokens"})
+    sentence_avg: bool = II("optimization.sentence_avg")
     label_embedding_dim: int = field(
         default=100,
         metadata={"help": "h of the compressed label embedding e = ReLU(A_y B) (Eq. 16); 0 = the full m x m "
@@ -105,24 +117,24 @@ def load_label_embedding(path: str, num_labels: Optional[int] = None,
     ``labels``: the labels it must be for (compared with the checkpoint's model's record of its labels: the target
     dictionary, or GILE's training labels)."""
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"--label-embedding-from {path}: no such checkpoint file; give the checkpoint_*.pt "
+        raise MissingFileError(f"--label-embedding-from {path}: no such checkpoint file; give the checkpoint_*.pt "
                                 "of a run trained with --criterion label_embedding_cross_entropy")
     state = checkpoint_utils.load_checkpoint_to_cpu(path)
     crit = state.get("criterion") or {}
     weights = {k[len("label_embedding."):]: v for k, v in crit.items() if k.startswith("label_embedding.")}
     if not weights:
-        raise ValueError(f"--label-embedding-from {path}: the checkpoint holds no label embedding (no criterion "
+        raise CheckpointError(f"--label-embedding-from {path}: the checkpoint holds no label embedding (no criterion "
                          "state label_embedding.*); train one with --criterion label_embedding_cross_entropy first")
     if "weight" in weights:
         emb = LabelEmbedding(weights["weight"].size(0), None)
     else:
         emb = LabelEmbedding(weights["A"].size(0), weights["A"].size(1))
     if num_labels is not None and emb.num_labels != num_labels:
-        raise ValueError(f"--label-embedding-from {path}: its embedding has {emb.num_labels} labels but the target "
+        raise CheckpointError(f"--label-embedding-from {path}: its embedding has {emb.num_labels} labels but the target "
                          f"dictionary has {num_labels}; use a checkpoint trained on the same binarized data")
     recorded = (state.get("model") or {}).get("data_fingerprints")
     if labels is not None and recorded is not None and int(recorded[-1]) != dictionary_fingerprint(labels):
-        raise ValueError(f"--label-embedding-from {path}: its embedding is for other labels than this data's (the same "
+        raise CheckpointError(f"--label-embedding-from {path}: its embedding is for other labels than this data's (the same "
                          f"number, {emb.num_labels}, with other entries); use a checkpoint trained on the same binarized "
                          "data")
     emb.load_state_dict(weights)
@@ -130,27 +142,21 @@ def load_label_embedding(path: str, num_labels: Optional[int] = None,
 
 
 @register_criterion("label_embedding_cross_entropy", dataclass=LabelEmbeddingCrossEntropyConfig)
-class LabelEmbeddingCrossEntropyCriterion(SampledCrossEntropyCriterion):
+class LabelEmbeddingCrossEntropyCriterion(FairseqCriterion):
     name = "label_embedding_cross_entropy"
 
-    def __init__(self, task, sentence_avg, label_smoothing, ignore_prefix_size=0, report_accuracy=False,
-                 sampler="uniform", sample_rate=None, num_samples=None, unigram_alpha=0.75,
-                 logq_correction=False, remove_accidental_hits=False, vocab_chunk_size=None,
-                 label_embedding_dim=100, label_embedding_tau=2.0, label_embedding_alpha=0.9,
+    def __init__(self, task, sentence_avg, ignore_prefix_size=0, sampler="uniform", sample_rate=None, num_samples=None,
+                 unigram_alpha=0.75, label_embedding_dim=100, label_embedding_tau=2.0, label_embedding_alpha=0.9,
                  label_embedding_hinge_p=1, label_embedding_two_sided_hinge=False, label_embedding_beta=None,
                  label_embedding_warmup_updates=0, label_embedding_from=None, label_embedding_input_dim=None):
-        name = f"--criterion {self.name}"
-        if label_smoothing > 0:
-            raise ValueError(f"{name} already softens the target with H(e', z1') (Eq. 13): drop --label-smoothing")
-        for flag, value in (("--vocab-chunk-size", vocab_chunk_size), ("--logq-correction", logq_correction),
-                            ("--remove-accidental-hits", remove_accidental_hits)):
-            if value:
-                raise ValueError(f"{flag} is not supported by {name} (its soft terms compare whole distributions "
-                                 f"over V'); drop {flag} or use --criterion sampled_cross_entropy")
+        super().__init__(task)
         check_label_embedding_options(tau=label_embedding_tau, p=label_embedding_hinge_p, beta=label_embedding_beta,
                                       warmup_updates=label_embedding_warmup_updates, dim=label_embedding_dim)
-        super().__init__(task, sentence_avg, 0.0, ignore_prefix_size, report_accuracy, sampler, sample_rate,
-                         num_samples, unigram_alpha)
+        self.sentence_avg = sentence_avg
+        self.ignore_prefix_size = ignore_prefix_size
+        self.sampler = None
+        if sampling_requested(sample_rate, num_samples):
+            self.sampler = self.build_sampler(task, sampler, sample_rate, num_samples, unigram_alpha)
         self.tau = label_embedding_tau
         self.alpha = label_embedding_alpha
         self.hinge_p = label_embedding_hinge_p
@@ -167,14 +173,17 @@ class LabelEmbeddingCrossEntropyCriterion(SampledCrossEntropyCriterion):
             logger.info(f"label embedding ({self.label_embedding.extra_repr()}) from {label_embedding_from}, frozen (Eq. 17)")
             return
         if not label_embedding_input_dim:
-            raise ValueError(f"{name} needs the feature size dh for its second output layer o2: use a fairseq-joint "
-                             "model (--arch joint_*, gile_classifier) or pass --label-embedding-input-dim")
+            raise OptionError(f"--criterion {self.name} needs the feature size dh for its second output layer o2: use a "
+                              "fairseq-joint model (--arch joint_*, gile_classifier) or pass --label-embedding-input-dim")
         self.o2 = OutputLayer(OutputLayerSpec("softmax"), num_classes=num_labels,
                               input_dim=int(label_embedding_input_dim))
         self.label_embedding = LabelEmbedding(num_labels, label_embedding_dim)
         if not label_embedding_dim:
             logger.info(f"full {num_labels} x {num_labels} label embedding: {full_embedding_bytes(num_labels)} "
                         "(use --label-embedding-dim h for the compressed form)")
+
+    #: the candidate sampler over the labels (:func:`target_dictionary_sampler`: the target words)
+    build_sampler = staticmethod(target_dictionary_sampler)
 
     @staticmethod
     def num_labels(task) -> int:
@@ -198,7 +207,7 @@ class LabelEmbeddingCrossEntropyCriterion(SampledCrossEntropyCriterion):
         scored rows (target tokens, or texts for GILE) and the features."""
         features, h, y, score = self.inputs(model, sample)
         if self.o2 is not None and h.size(-1) != self.o2.input_dim:
-            raise ValueError(f"the model returns {h.size(-1)}-d features but o2 reads {self.o2.input_dim}-d: "
+            raise InputError(f"the model returns {h.size(-1)}-d features but o2 reads {self.o2.input_dim}-d: "
                              f"set --label-embedding-input-dim {h.size(-1)}")
         if candidates is None and model.training and self.sampler is not None:
             candidates = self.sampler.sample(y)
@@ -223,6 +232,8 @@ class LabelEmbeddingCrossEntropyCriterion(SampledCrossEntropyCriterion):
         return features, h, target.reshape(-1)[keep], lambda x, ids: layer(x, ids=ids)
 
     def forward(self, model, sample, reduce=True):
+        if not reduce:
+            raise NotImplementedError(f"{self.name} computes Eq. 14's terms summed over the tokens (reduce=True)")
         terms, num_candidates, num_rows, features = self.compute_terms(model, sample)
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
         logging_output = {"ntokens": sample["ntokens"], "nsentences": sample["target"].size(0),
@@ -242,8 +253,14 @@ class LabelEmbeddingCrossEntropyCriterion(SampledCrossEntropyCriterion):
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:
-        super().reduce_metrics(logging_outputs)
+        """fairseq's loss, nll_loss and ppl (label_smoothed_cross_entropy's), |V'| and each term of Eq. 14."""
+        LabelSmoothedCrossEntropyCriterion.reduce_metrics(logging_outputs)
+        log_candidates(logging_outputs)
         log_terms(logging_outputs)
+
+    @staticmethod
+    def logging_outputs_can_be_summed() -> bool:
+        return True
 
 
 def log_terms(logging_outputs) -> None:

@@ -6,11 +6,17 @@ and scores just the V' rows, so only they get gradients. Label smoothing is over
 uses the exact full softmax, so validation loss/perplexity are comparable across runs; with
 ``--vocab-chunk-size N`` the full softmax (training with ``--sample-rate 1`` and validation) is computed in
 vocabulary chunks without the T x |V| logits (:mod:`fairseq_joint.modules.chunked_softmax`).
+
+The criterion has fairseq's structure (``label_smoothed_cross_entropy``): ``forward`` runs the model and calls
+``compute_loss(model, net_output, sample, reduce)``, which returns the summed loss or, with ``reduce=False``, the
+loss of every target position (B·T x 1, zero at padding, as fairseq's ``label_smoothed_nll_loss``) on every path:
+the full softmax, V', and the exact softmax in chunks (per position: the full softmax in blocks of tokens whose
+logits are recomputed in backward, so that memory stays at N · chunk logits).
 """
 
 import logging
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -21,13 +27,18 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterionConfig,
     label_smoothed_nll_loss,
 )
-from fairseq.dataclass import ChoiceEnum
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from torch import Tensor
+from torch.utils.checkpoint import checkpoint
 
-from fairseq_joint.criterions.decoder_features import decoder_features
-from fairseq_joint.modules.chunked_softmax import check_chunk_size, chunked_cross_entropy
+from fairseq_joint.criterions.decoder_features import features_and_target, output_layer_of
+from fairseq_joint.errors import OptionError
+from fairseq_joint.modules.chunked_softmax import check_chunk_size, chunked_cross_entropy, token_chunk_size
+from fairseq_joint.modules.output_layers import OutputLayer
 from fairseq_joint.modules.sampling import (
     IGNORED,
     SAMPLER_CHOICES,
+    Candidates,
     CandidateSampler,
     candidate_logits,
     sampling_requested,
@@ -37,7 +48,9 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class SampledCrossEntropyConfig(LabelSmoothedCrossEntropyCriterionConfig):
+class CandidateSamplingConfig(FairseqDataclass):
+    """The options of the candidate set V' (the sampled softmax), shared by the criteria that sample it."""
+
     sampler: ChoiceEnum(SAMPLER_CHOICES) = field(
         default="uniform",
         metadata={"help": "negative sampler: uniform (the paper's), unigram (dictionary counts^alpha), "
@@ -51,6 +64,10 @@ class SampledCrossEntropyConfig(LabelSmoothedCrossEntropyCriterionConfig):
         default=None, metadata={"help": "or a fixed number of sampled negatives per update"}
     )
     unigram_alpha: float = field(default=0.75, metadata={"help": "exponent of the unigram sampler's counts"})
+
+
+@dataclass
+class SampledCrossEntropyConfig(LabelSmoothedCrossEntropyCriterionConfig, CandidateSamplingConfig):
     logq_correction: bool = field(
         default=False, metadata={"help": "subtract the log expected count of each candidate (sampled softmax proper)"}
     )
@@ -74,6 +91,24 @@ def log_candidates(logging_outputs) -> None:
                            weight=0, round=0)
 
 
+def target_dictionary_sampler(task, sampler, sample_rate, num_samples, unigram_alpha,
+                              exclude_positives=True) -> CandidateSampler:
+    """The candidate sampler over the target dictionary: padding never scored; pad, bos and fairseq's filler
+    symbols never drawn; unigram counts from the dictionary."""
+    d = task.target_dictionary
+    filler = [i for i, s in enumerate(d.symbols) if s.startswith("madeupword")]
+    return CandidateSampler(
+        len(d), sampler, sample_rate=sample_rate, num_samples=num_samples,
+        counts=torch.tensor(d.count, dtype=torch.float64), alpha=unigram_alpha, ignore_ids=[d.pad()],
+        never_sample=[d.pad(), d.bos()] + filler, exclude_positives=exclude_positives,
+    )
+
+
+def per_position(values: Tensor, scored: Tensor) -> Tensor:
+    """Losses of the ``scored`` positions (``values``, one each) as a column over all positions, 0 elsewhere."""
+    return values.new_zeros(scored.numel(), 1).masked_scatter(scored.unsqueeze(-1), values.reshape(-1, 1))
+
+
 @register_criterion("sampled_cross_entropy", dataclass=SampledCrossEntropyConfig)
 class SampledCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
     name = "sampled_cross_entropy"
@@ -83,7 +118,7 @@ class SampledCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
                  logq_correction=False, remove_accidental_hits=False, vocab_chunk_size=None):
         super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy)
         if report_accuracy:
-            raise ValueError(f"--report-accuracy is not supported by {self.name}; drop it")
+            raise OptionError(f"--report-accuracy is not supported by {self.name}; drop it")
         if vocab_chunk_size is not None:
             check_chunk_size(vocab_chunk_size)
             vocab = len(task.target_dictionary)
@@ -94,49 +129,27 @@ class SampledCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         sampling = sampling_requested(sample_rate, num_samples)
         if not sampling and (logq_correction or remove_accidental_hits):
             flag = "--logq-correction" if logq_correction else "--remove-accidental-hits"
-            raise ValueError(f"{flag} needs sampling: add --sample-rate < 1 or --num-samples, or drop {flag}")
+            raise OptionError(f"{flag} needs sampling: add --sample-rate < 1 or --num-samples, or drop {flag}")
         if remove_accidental_hits and label_smoothing > 0:
-            raise ValueError("--remove-accidental-hits cannot be combined with --label-smoothing (the masked "
-                             "negatives would enter the smoothing term); drop one of them")
+            raise OptionError("--remove-accidental-hits cannot be combined with --label-smoothing (the masked "
+                              "negatives would enter the smoothing term); drop one of them")
         self.vocab_chunk_size = vocab_chunk_size
         self.logq_correction = logq_correction
         self.remove_accidental_hits = remove_accidental_hits
         self.sampler = None
         if sampling:
-            self.sampler = self.build_sampler(task, sampler, sample_rate, num_samples, unigram_alpha,
-                                              exclude_positives=not remove_accidental_hits)
-
-    @staticmethod
-    def build_sampler(task, sampler, sample_rate, num_samples, unigram_alpha, exclude_positives=True):
-        """The candidate sampler over the target dictionary: padding never scored; pad, bos and fairseq's filler
-        symbols never drawn; unigram counts from the dictionary."""
-        d = task.target_dictionary
-        filler = [i for i, s in enumerate(d.symbols) if s.startswith("madeupword")]
-        return CandidateSampler(
-            len(d), sampler, sample_rate=sample_rate, num_samples=num_samples,
-            counts=torch.tensor(d.count, dtype=torch.float64), alpha=unigram_alpha, ignore_ids=[d.pad()],
-            never_sample=[d.pad(), d.bos()] + filler, exclude_positives=exclude_positives,
-        )
+            self.sampler = target_dictionary_sampler(task, sampler, sample_rate, num_samples, unigram_alpha,
+                                                     exclude_positives=not remove_accidental_hits)
 
     def forward(self, model, sample, reduce=True):
-        features, target, layer = decoder_features(model, sample, self.name, self.ignore_prefix_size)
-        num_candidates = layer.num_classes
+        """fairseq's ``forward``: the loss of ``sample`` (:meth:`compute_loss`), its normalizer and logging outputs;
+        the model returns its decoder features h (``features_only``), which the output layer scores here."""
+        layer = output_layer_of(model, self.name)
+        net_output = model(**sample["net_input"], features_only=True)
+        candidates = None
         if model.training and self.sampler is not None:
-            cands = self.sampler.sample(target)
-            logits = candidate_logits(layer, features, cands, self.logq_correction, self.remove_accidental_hits)
-            lprobs = F.log_softmax(logits.float(), dim=-1).view(-1, logits.size(-1))
-            remapped = cands.targets.view(-1)
-            scored = remapped != IGNORED  # padding is never scored
-            loss, nll_loss = label_smoothed_nll_loss(lprobs[scored], remapped[scored], self.eps, reduce=reduce)
-            num_candidates = cands.ids.numel()
-        elif self.vocab_chunk_size:
-            tgt = target.reshape(-1).masked_fill(target.reshape(-1) == self.padding_idx, IGNORED)
-            loss, nll_loss = chunked_cross_entropy(layer, features, tgt, self.vocab_chunk_size,
-                                                   ignore_index=IGNORED, label_smoothing=self.eps)
-        else:
-            lprobs = F.log_softmax(layer(features).float(), dim=-1).view(-1, layer.num_classes)
-            loss, nll_loss = label_smoothed_nll_loss(lprobs, target.reshape(-1), self.eps,
-                                                     ignore_index=self.padding_idx, reduce=reduce)
+            candidates = self.sampler.sample(features_and_target(model, net_output, sample, self.ignore_prefix_size)[1])
+        loss, nll_loss = self.compute_loss(model, net_output, sample, reduce=reduce, candidates=candidates)
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
         logging_output = {
             "loss": loss.data,
@@ -144,10 +157,64 @@ class SampledCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
             "ntokens": sample["ntokens"],
             "nsentences": sample["target"].size(0),
             "sample_size": sample_size,
-            "candidates": num_candidates,
+            "candidates": layer.num_classes if candidates is None else candidates.ids.numel(),
             "candidates_n": 1,  # logging outputs of several workers are summed: |V'| is their sum / this
         }
         return loss, sample_size, logging_output
+
+    def compute_loss(self, model, net_output, sample, reduce=True, candidates: Optional[Candidates] = None):
+        """``(loss, nll_loss)`` of the decoder features ``net_output`` against the targets: over the candidate set
+        V' = ``candidates`` (the update's sampled softmax), else the exact softmax over V (in chunks with
+        ``--vocab-chunk-size``). Summed, or per target position with ``reduce=False`` (see the module docstring)."""
+        layer = output_layer_of(model, self.name)
+        features, target = features_and_target(model, net_output, sample, self.ignore_prefix_size)
+        if candidates is not None:
+            return self.sampled_loss(layer, features, candidates, reduce)
+        features, target = features.reshape(-1, features.size(-1)), target.reshape(-1)
+        if not self.vocab_chunk_size:
+            return self.exact_loss(layer, features, target, reduce)
+        if not reduce:
+            return self.token_losses_in_blocks(layer, features, target, self.vocab_chunk_size)
+        tgt = target.masked_fill(target == self.padding_idx, IGNORED)
+        return chunked_cross_entropy(layer, features, tgt, self.vocab_chunk_size, ignore_index=IGNORED,
+                                     label_smoothing=self.eps)
+
+    def sampled_loss(self, layer: OutputLayer, features: Tensor, candidates: Candidates,
+                     reduce: bool) -> Tuple[Tensor, Tensor]:
+        """fairseq's label-smoothed loss over V' (Sec. 3.2): the scored rows only; padding is never scored."""
+        logits = candidate_logits(layer, features, candidates, self.logq_correction, self.remove_accidental_hits)
+        lprobs = F.log_softmax(logits.float(), dim=-1).view(-1, logits.size(-1))
+        remapped = candidates.targets.view(-1)
+        scored = remapped != IGNORED
+        loss, nll_loss = label_smoothed_nll_loss(lprobs[scored], remapped[scored], self.eps, reduce=reduce)
+        if reduce:
+            return loss, nll_loss
+        return per_position(loss, scored), per_position(nll_loss, scored)
+
+    def exact_loss(self, layer: OutputLayer, features: Tensor, target: Tensor, reduce: bool) -> Tuple[Tensor, Tensor]:
+        """fairseq's label-smoothed loss over the full softmax of ``features`` (N x dh) against ``target`` (N,)."""
+        lprobs = F.log_softmax(layer(features).float(), dim=-1).view(-1, layer.num_classes)
+        return label_smoothed_nll_loss(lprobs, target, self.eps, ignore_index=self.padding_idx, reduce=reduce)
+
+    def token_losses_in_blocks(self, layer: OutputLayer, features: Tensor, target: Tensor,
+                               chunk_size: int) -> Tuple[Tensor, Tensor]:
+        """:meth:`exact_loss` per position (``reduce=False``) with the memory of ``chunk_size`` vocabulary rows: the
+        class side g_out(X) is projected once and the tokens are walked in blocks whose logits (at most N x
+        ``chunk_size`` numbers) are recomputed in backward (``torch.utils.checkpoint``)."""
+        block = token_chunk_size(target.numel(), layer.num_classes, chunk_size)
+        context = layer.encode_context(features)
+        classes, bias = layer.class_side()
+        losses, nll_losses = [], []
+        for start in range(0, target.numel(), block):
+            loss, nll_loss = checkpoint(self._block_losses, context[start:start + block], classes, bias,
+                                        target[start:start + block], use_reentrant=False)
+            losses.append(loss)
+            nll_losses.append(nll_loss)
+        return torch.cat(losses), torch.cat(nll_losses)
+
+    def _block_losses(self, context: Tensor, classes: Tensor, bias: Optional[Tensor], target: Tensor):
+        lprobs = F.log_softmax(F.linear(context, classes, bias).float(), dim=-1)
+        return label_smoothed_nll_loss(lprobs, target, self.eps, ignore_index=self.padding_idx, reduce=False)
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:

@@ -6,9 +6,10 @@ import math
 
 import pytest
 import torch
-from conftest import valid_batch
+from conftest import training_args, valid_batch
 
 from fairseq_joint.criterions.label_embedding_cross_entropy import LabelEmbeddingCrossEntropyCriterion
+from fairseq_joint.errors import InputError, OptionError, Refusal
 from fairseq_joint.modules.label_embedding import LabelEmbedding, label_embedding_terms, soft_target_cross_entropy
 from fairseq_joint.modules.sampling import Candidates
 
@@ -156,9 +157,8 @@ def model_and_batch(tiny_bin):
 
 def criterion(task, **kw):
     """The criterion as fairseq-train builds it for the fixture's model (dh = 16, its architecture's record)."""
-    eps = kw.pop("label_smoothing", 0.0)
     kw.setdefault("label_embedding_input_dim", 16)
-    return LabelEmbeddingCrossEntropyCriterion(task, False, eps, **kw)
+    return LabelEmbeddingCrossEntropyCriterion(task, False, **kw)
 
 
 def grads(module):
@@ -245,9 +245,8 @@ def test_sampling_scores_and_updates_only_the_candidate_columns(model_and_batch)
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(label_smoothing=0.1), "drop --label-smoothing"),
-        (dict(vocab_chunk_size=100), "--vocab-chunk-size is not supported"),
-        (dict(sample_rate=0.5, logq_correction=True), "--logq-correction is not supported"),
+        (dict(sample_rate=1.5), r"--sample-rate must be in \(0, 1\]"),
+        (dict(sample_rate=0.5, num_samples=3), "either --sample-rate or --num-samples"),
         (dict(label_embedding_beta=1.5), r"--label-embedding-beta must be in \[0, 1\]"),
         (dict(label_embedding_tau=0.0), "--label-embedding-tau must be positive"),
         (dict(label_embedding_hinge_p=3), "--label-embedding-hinge-p must be 1 or 2"),
@@ -257,18 +256,48 @@ def test_sampling_scores_and_updates_only_the_candidate_columns(model_and_batch)
     ],
 )
 def test_options_it_cannot_serve_are_refused(model_and_batch, kwargs, message):
-    with pytest.raises((ValueError, FileNotFoundError), match=message):
+    with pytest.raises(Refusal, match=message):
         criterion(model_and_batch[0], **kwargs)
+
+
+def test_it_has_only_the_options_it_serves(tiny_bin, capsys):
+    """Label smoothing (H(e', z1') already softens the target, Eq. 13), the chunked softmax, the logq correction,
+    accidental-hit removal and accuracy are sampled_cross_entropy's: this criterion has no such options, so
+    fairseq-train refuses them as unknown arguments; those it has are sampled_cross_entropy's names."""
+    from dataclasses import fields
+
+    from fairseq_joint.criterions.label_embedding_cross_entropy import LabelEmbeddingCrossEntropyConfig
+    from fairseq_joint.criterions.sampled_cross_entropy import SampledCrossEntropyConfig
+
+    ours = {f.name for f in fields(LabelEmbeddingCrossEntropyConfig)}
+    sampled = {f.name for f in fields(SampledCrossEntropyConfig)}
+    assert sampled - ours == {"label_smoothing", "report_accuracy", "logq_correction", "remove_accidental_hits",
+                              "vocab_chunk_size"}
+    assert {"sampler", "sample_rate", "num_samples", "unigram_alpha", "ignore_prefix_size", "sentence_avg"} <= ours
+    base = ["--criterion", "label_embedding_cross_entropy", "--output-layer", "joint"]
+    args = training_args(tiny_bin, "joint_transformer_tiny", *base, "--sample-rate", 0.5, "--label-embedding-dim", 8)
+    assert (args.sample_rate, args.label_embedding_dim) == (0.5, 8)
+    for flag in (["--label-smoothing", "0.1"], ["--vocab-chunk-size", "100"], ["--logq-correction"],
+                 ["--remove-accidental-hits"], ["--report-accuracy"]):
+        with pytest.raises(SystemExit):
+            training_args(tiny_bin, "joint_transformer_tiny", *base, *flag)
+        assert f"unrecognized arguments: {' '.join(flag)}" in capsys.readouterr().err
+
+
+def test_reduce_false_is_not_served_silently(model_and_batch):
+    task, model, sample = model_and_batch
+    with pytest.raises(NotImplementedError, match="summed over the tokens"):
+        criterion(task)(model, sample, reduce=False)
 
 
 def test_feature_size_mismatch_names_the_flag(model_and_batch):
     task, model, sample = model_and_batch
     crit = criterion(task, label_embedding_input_dim=7)
-    with pytest.raises(ValueError, match="set --label-embedding-input-dim"):
+    with pytest.raises(InputError, match="set --label-embedding-input-dim"):
         crit(model, sample)
 
 
 def test_without_the_feature_size_it_says_where_it_comes_from(model_and_batch):
-    with pytest.raises(ValueError, match="needs the feature size dh .* pass --label-embedding-input-dim"):
+    with pytest.raises(OptionError, match="needs the feature size dh .* pass --label-embedding-input-dim"):
         criterion(model_and_batch[0], label_embedding_input_dim=None)
 

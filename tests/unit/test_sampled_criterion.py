@@ -104,3 +104,75 @@ def test_a_chunk_as_large_as_the_vocabulary_is_said_not_hidden(model_and_batch, 
     with torch.no_grad():
         loss = one(model, sample)[0]
     assert loss.item() == pytest.approx(full_softmax_loss(model, sample, task.target_dictionary.pad()).item(), rel=1e-5)
+
+
+PATHS = {  # criterion options and training mode of each path of compute_loss
+    "full": (dict(), False),
+    "chunked": (dict(vocab_chunk_size=37), False),
+    "sampled": (dict(sample_rate=0.3), True),
+    "sampled_logq": (dict(num_samples=40, logq_correction=True), True),
+}
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+@pytest.mark.parametrize("path", list(PATHS))
+def test_reduce_false_gives_per_position_losses_that_sum_to_the_reduced_loss(model_and_batch, path, eps):
+    """fairseq's compute_loss contract on every path: reduce=False returns one loss per target position (B·T x 1, zero
+    at padding), whose sum is the reduced loss, nll_loss likewise; the gradients of the two agree."""
+    task, model, sample = model_and_batch
+    options, training = PATHS[path]
+    crit = SampledCrossEntropyCriterion(task, False, eps, **options)
+    model.train(training)
+    target = sample["target"].reshape(-1)
+
+    def loss_and_grads(reduce):
+        model.zero_grad()
+        torch.manual_seed(0)  # the same V' for both
+        candidates = None
+        net_output = model(**sample["net_input"], features_only=True)
+        if training:
+            candidates = crit.sampler.sample(sample["target"])
+        loss, nll = crit.compute_loss(model, net_output, sample, reduce=reduce, candidates=candidates)
+        loss.sum().backward()
+        return loss, nll, [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    loss, nll, grads = loss_and_grads(True)
+    per_loss, per_nll, per_grads = loss_and_grads(False)
+    assert loss.dim() == 0 and per_loss.shape == per_nll.shape == (target.numel(), 1)
+    pad = target == task.tgt_dict.pad()
+    assert pad.any() and per_loss[pad].eq(0).all() and per_nll[pad].eq(0).all()
+    assert per_nll[~pad].gt(0).all()
+    torch.testing.assert_close(per_loss.sum(), loss, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(per_nll.sum(), nll, rtol=1e-5, atol=1e-4)
+    assert len(grads) == len(per_grads) > 0
+    for g, h in zip(grads, per_grads):  # fp32 sums in another order: within 0.1% of the largest entry (or 1e-6)
+        torch.testing.assert_close(h, g, rtol=1e-4, atol=1e-6 + 1e-3 * g.abs().max().item())
+    model.zero_grad()
+
+
+@pytest.mark.parametrize("reduce", [True, False])
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_the_chunked_path_is_the_full_softmax_with_its_gradients(model_and_batch, eps, reduce):
+    """Training without sampling: --vocab-chunk-size gives the plain path's loss, nll_loss and gradients (summed or
+    per position), in chunks smaller than the vocabulary."""
+    task, model, sample = model_and_batch
+    from fairseq_joint.modules.chunked_softmax import token_chunk_size
+
+    tokens = sample["target"].numel()
+    assert 37 < len(task.tgt_dict) and token_chunk_size(tokens, len(task.tgt_dict), 37) < tokens  # several chunks
+    model.train()
+
+    def run(crit):
+        model.zero_grad()
+        loss, nll = crit.compute_loss(model, model(**sample["net_input"], features_only=True), sample, reduce=reduce)
+        loss.sum().backward()
+        return loss.detach(), nll.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    full = run(SampledCrossEntropyCriterion(task, False, eps))
+    chunked = run(SampledCrossEntropyCriterion(task, False, eps, vocab_chunk_size=37))
+    torch.testing.assert_close(chunked[0], full[0], rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(chunked[1], full[1], rtol=1e-5, atol=1e-4)
+    assert chunked[2].keys() == full[2].keys()
+    for name, g in full[2].items():  # fp32 sums in another order: within 0.1% of the largest entry (or 1e-6)
+        torch.testing.assert_close(chunked[2][name], g, rtol=1e-4, atol=1e-6 + 1e-3 * g.abs().max().item(), msg=name)
+    model.zero_grad()
