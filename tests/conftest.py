@@ -33,6 +33,14 @@ def pytest_collection_modifyitems(config, items):
 
 
 # ---------------------------------------------------------------------------------------------- running commands
+def log_records(text: str, kind: str, subset: str = "valid") -> list:
+    """The figures of fairseq's ``train_inner`` / ``train`` / ``valid`` log lines (:mod:`fairseq_joint.cli.fairseq_log`)."""
+    from fairseq_joint.cli import fairseq_log
+
+    return fairseq_log.records(text, kind, subset)
+
+
+
 def cli(tool: str, *args, check: bool = True, env=None, timeout: int = 600, cwd=None) -> subprocess.CompletedProcess:
     """Run a console script of the environment (``fairseq-train``, ``fairseq-joint-...``) or any program; fail with
     its output. Runs in the repository root unless ``cwd`` says otherwise."""
@@ -112,6 +120,21 @@ SMALL_LSTM = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed
               "--decoder-out-embed-dim", "16"]
 
 
+def train_joint(data, save_dir, arch, updates, *extra, check=True):
+    """fairseq-train of an NMT-joint model (dj 24) of ``arch`` for ``updates`` updates into ``save_dir``."""
+    return cli("fairseq-train", data, "--user-dir", USER_DIR, "--arch", arch, "--output-layer", "joint",
+               "--joint-dim", 24, "--save-dir", save_dir, "--max-update", updates, *TRAIN_FAST, *extra, check=check)
+
+
+@pytest.fixture(scope="session")
+def joint_checkpoint(tiny_bin, tmp_path_factory) -> Path:
+    """The checkpoint of an NMT-joint joint_transformer_tiny (dj 24) trained 3 updates by fairseq-train on the tiny
+    slice: for the tests that only read a trained model (generate, interactive, count-params, refusals)."""
+    save_dir = tmp_path_factory.mktemp("joint_checkpoint")
+    train_joint(tiny_bin, save_dir, "joint_transformer_tiny", 3)
+    return save_dir / "checkpoint_last.pt"
+
+
 def training_args(data, arch, *extra):
     """fairseq-train's parsed arguments (architecture applied) for ``data`` and ``arch``, in process."""
     from fairseq import options
@@ -177,8 +200,7 @@ def preprocess_gile(*args, **kw):
 
 def valid_lines(output: str, subset: str = "valid") -> list:
     """The figures of every ``valid on '<subset>' subset`` line of a fairseq log, in order."""
-    return [{k: float(v) for k, v in re.findall(r"\| (\w+) ([-\d.]+)", line)}
-            for line in output.splitlines() if f"valid on '{subset}' subset" in line]
+    return log_records(output, "valid", subset)
 
 
 def valid_line(output: str, subset: str = "valid") -> dict:
