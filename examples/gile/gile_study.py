@@ -46,8 +46,8 @@ from fairseq_joint.cli.common import (
     setup_logging,
     split_scores,
 )
+from fairseq_joint.data.gile_files import read_label_file, read_label_lines
 from fairseq_joint.metrics import chance_level, cross_calibrated_gzsl, gzsl_summary, ranking_metric_sums, summarize
-from fairseq_joint.tasks.gile_classification import read_label_file, read_label_lines
 
 logger = logging.getLogger("gile_study")
 BIN = os.path.dirname(sys.executable)
@@ -96,8 +96,8 @@ def baseline(name, data, bin_dir, encoder_path):
     y, seen, names = valid_matrix(bin_dir)
     valid = [json.loads(line)["text"] for line in open(os.path.join(data, "valid.jsonl"), encoding="utf-8")]
     if name == "cosine":
+        from fairseq_joint.data.gile_files import read_raw_texts
         from fairseq_joint.modules.sentence_encoder import EmbeddingCache, PretrainedSentenceEncoder
-        from fairseq_joint.tasks.gile_classification import read_raw_texts
 
         encoder = PretrainedSentenceEncoder(encoder_path)
         cache = EmbeddingCache(bin_dir)

@@ -35,7 +35,7 @@ from fairseq_joint.cli.common import (
     setup_logging,
     split_scores,
 )
-from fairseq_joint.tasks.gile_classification import read_label_lines
+from fairseq_joint.data.gile_files import read_label_lines
 
 
 def parse_bins(text):

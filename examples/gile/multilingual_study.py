@@ -143,7 +143,7 @@ def evaluate(save_dir, data_bin, cache):
 
 def chance(data_bin, lang):
     """AvgPr of random scores for each label group on L's validation documents."""
-    from fairseq_joint.tasks.gile_classification import read_label_file, read_label_lines
+    from fairseq_joint.data.gile_files import read_label_file, read_label_lines
 
     names = list(read_label_file(os.path.join(data_bin, lang, "labels.tsv")))
     pos = {n: i for i, n in enumerate(names)}

@@ -22,7 +22,7 @@ import sys
 from typing import Optional, Sequence
 
 from fairseq_joint.cli.common import fail, parser, run
-from fairseq_joint.tasks.gile_classification import read_label_file
+from fairseq_joint.data.gile_files import read_label_file
 
 PROG = "fairseq-joint-label-text"
 

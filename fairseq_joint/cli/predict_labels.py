@@ -22,7 +22,8 @@ from typing import Optional, Sequence
 import torch
 
 from fairseq_joint.cli.common import fail, load_gile_model, parser, read_lines, run
-from fairseq_joint.tasks.gile_classification import read_label_file, tokenize
+from fairseq_joint.data.gile_files import read_label_file
+from fairseq_joint.data.gile_text import tokenize
 
 PROG = "fairseq-joint-predict-labels"
 
@@ -58,8 +59,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise fail(f"--lang {args.lang}: {args.checkpoint} is a monolingual model (no --languages): drop --lang")
     names = list(descriptions)
     label_set = task.encode_labels(names, descriptions, "predict-labels")
-    gamma = getattr(task.cfg, "seen_score_offset", 0.0) if args.seen_score_offset is None else args.seen_score_offset
-    offset = (label_set.train_index >= 0).float() * float(gamma or 0.0)
+    gamma = task.seen_score_offset if args.seen_score_offset is None else args.seen_score_offset
+    offset = (label_set.train_index >= 0).float() * float(gamma)
     if not model.scores_unseen_labels:
         unseen = [n for n, i in zip(names, label_set.train_index.tolist()) if i < 0]
         if unseen:
@@ -70,7 +71,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if len(texts) != len(lines):
         print(f"note: skipped {len(lines) - len(texts)} empty input line(s)", file=sys.stderr)
     k = min(args.topk, len(names))
-    d = task.dictionaries[args.lang] if model.languages else task.dictionary
+    d = task.corpus.dictionary_of(args.lang if model.languages else "")
     with torch.no_grad():
         for start in range(0, len(texts), args.batch_size):
             batch = texts[start:start + args.batch_size]

@@ -31,14 +31,8 @@ from fairseq.data import Dictionary
 from fairseq.data.indexed_dataset import make_builder
 
 from fairseq_joint.cli.common import fail, parser, read_examples, run, setup_logging
-from fairseq_joint.tasks.gile_classification import (
-    LABEL_FILE,
-    LANGUAGE_FILE,
-    RAW_TEXTS,
-    TRAIN_LABELS,
-    read_label_file,
-    tokenize,
-)
+from fairseq_joint.data.gile_files import LABEL_FILE, LANGUAGE_FILE, RAW_TEXTS, TRAIN_LABELS, read_label_file
+from fairseq_joint.data.gile_text import tokenize
 from fairseq_joint.text_files import text_lines
 
 PROG = "fairseq-joint-preprocess-gile"

@@ -45,8 +45,9 @@ from fairseq_joint.cli.common import (
     run,
     setup_logging,
 )
+from fairseq_joint.data.gile_files import read_label_file
+from fairseq_joint.data.gile_text import tokenize
 from fairseq_joint.metrics import retrieval_precision_at_1
-from fairseq_joint.tasks.gile_classification import read_label_file, tokenize
 
 PROG = "fairseq-joint-word-vectors"
 logger = logging.getLogger("train_word_vectors")

@@ -1,65 +1,73 @@
 """``gile_label_embedding_cross_entropy``: the label-embedding loss of Sun et al. (2017, Eq. 14) for the GILE task in
 ``--classification-mode multiclass``: the labels are the training labels, o1 is the model's label-scoring head
-(``--head``), o2 a plain softmax over the training labels fed the detached document vectors.
+(``--head``), o2 a plain softmax over the training labels fed the detached document vectors h, so its input size
+is the model's dh (``--encoder-dim``; with ``--encoder pretrained``, pass the encoder's dimension there).
 
-The ``gile_classification`` task builds this criterion for ``--criterion label_embedding_cross_entropy``, so that
-name works for both tasks. Texts whose label is unseen in training have no row in Eq. 14: they are left out of the
-loss and scored by the task's metrics at validation (``seen_*`` / ``unseen_*``, as ``multilabel_classification``).
+``--criterion label_embedding_cross_entropy`` is the translation form (target words, a decoder's output layer);
+``--task gile_classification`` refuses it and names this one. Texts whose label is unseen in training have no row in
+Eq. 14: they are left out of the loss and scored at validation by the metrics of ``multilabel_classification``
+(:func:`~fairseq_joint.criterions.multilabel_classification.evaluate_labels`: ``seen_*`` / ``unseen_*`` / ``gzsl_*``).
 """
 
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 from fairseq.criterions import register_criterion
+from omegaconf import II
 
 from fairseq_joint.criterions.label_embedding_cross_entropy import (
     LabelEmbeddingCrossEntropyConfig,
     LabelEmbeddingCrossEntropyCriterion,
     log_terms,
 )
-from fairseq_joint.criterions.multilabel_classification import MultilabelClassificationCriterion
+from fairseq_joint.criterions.multilabel_classification import (
+    MultilabelClassificationConfig,
+    evaluate_labels,
+    log_classification_metrics,
+)
 from fairseq_joint.criterions.sampled_cross_entropy import log_candidates
+from fairseq_joint.data.gile_files import label_counts
+from fairseq_joint.errors import InputError, OptionError
 from fairseq_joint.modules.sampling import CandidateSampler
+from fairseq_joint.tasks.gile_classification import GileClassificationTask
 
 
 @dataclass
 class GileLabelEmbeddingConfig(LabelEmbeddingCrossEntropyConfig):
-    pass
+    #: dh of o2: the size of the model's document vectors h (no option of its own here)
+    label_embedding_input_dim: Optional[int] = II("model.encoder_dim")
 
 
 @register_criterion("gile_label_embedding_cross_entropy", dataclass=GileLabelEmbeddingConfig)
 class GileLabelEmbeddingCriterion(LabelEmbeddingCrossEntropyCriterion):
-    name = "label_embedding_cross_entropy"
+    name = "gile_label_embedding_cross_entropy"
 
     @classmethod
     def build_criterion(cls, cfg, task):
         """The parent's options (fairseq reads them from its ``__init__``), checked against the task first."""
-        if not hasattr(task, "train_label_rows"):
-            raise ValueError("--criterion gile_label_embedding_cross_entropy scores labels of --task gile_classification; "
-                             "for translation use --criterion label_embedding_cross_entropy")
-        if str(getattr(task.cfg, "classification_mode", "")) != "multiclass":
-            raise ValueError(f"--criterion {cls.name} needs one label per text: use --classification-mode multiclass "
-                             "(for multi-label data use --criterion multilabel_classification)")
-        criterion = super().build_criterion(cfg, task)
-        criterion.metrics = MultilabelClassificationCriterion(task)  # the task's metrics, seen and unseen
-        return criterion
+        if not isinstance(task, GileClassificationTask):
+            raise OptionError(f"--criterion {cls.name} scores labels of --task gile_classification; for translation "
+                              "use --criterion label_embedding_cross_entropy")
+        if not task.multiclass:
+            raise OptionError(f"--criterion {cls.name} needs one label per text: use --classification-mode multiclass "
+                              "(for multi-label data use --criterion multilabel_classification)")
+        return super().build_criterion(cfg, task)
 
     @staticmethod
     def num_labels(task) -> int:
         """m: the training labels."""
-        return len(task.train_labels)
+        return len(task.corpus.train_labels)
 
     @staticmethod
     def label_names(task):
         """The training labels in order."""
-        return task.train_labels
+        return list(task.corpus.train_labels)
 
     @staticmethod
     def build_sampler(task, sampler, sample_rate, num_samples, unigram_alpha, exclude_positives=True):
         """Candidate labels: the batch's labels and negatives over the training labels (unigram: label frequency)."""
-        counts = torch.zeros(len(task.train_labels), dtype=torch.float64)
-        for row in task.train_label_rows():
-            counts[row] += 1
+        counts = label_counts(task.corpus.train_label_rows(), len(task.corpus.train_labels))
         return CandidateSampler(len(counts), sampler, sample_rate=sample_rate, num_samples=num_samples, counts=counts,
                                 alpha=unigram_alpha, exclude_positives=exclude_positives)
 
@@ -74,7 +82,7 @@ class GileLabelEmbeddingCriterion(LabelEmbeddingCrossEntropyCriterion):
         y = train_index[sample["target_class"]]
         keep = y >= 0
         if (position < 0).any():
-            raise ValueError("the label set of this split lacks some training labels: the label file of "
+            raise InputError("the label set of this split lacks some training labels: the label file of "
                              "--eval-label-file must contain every training label")
 
         def score(x, ids):
@@ -86,12 +94,13 @@ class GileLabelEmbeddingCriterion(LabelEmbeddingCrossEntropyCriterion):
     def forward(self, model, sample, reduce=True):
         terms, num_candidates, num_rows, features = self.compute_terms(model, sample)
         logging_output = {"nsentences": sample["nsentences"], "ntokens": sample["ntokens"]}
-        if not model.training:
-            self.metrics.evaluate(model, features, sample, logging_output)
+        if not model.training:  # multiclass: softmax probabilities, micro-F1 at the default threshold
+            evaluate_labels(model, features, sample, "distribution_ce", self.task.seen_score_offset,
+                            MultilabelClassificationConfig.threshold, logging_output)
         return self.finish(terms, num_candidates, num_rows, max(num_rows, 1), logging_output)
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:
-        MultilabelClassificationCriterion.reduce_metrics(logging_outputs)  # loss, seen_*/unseen_* metrics
+        log_classification_metrics(logging_outputs)  # loss, seen_*/unseen_*/gzsl_* metrics
         log_candidates(logging_outputs)
         log_terms(logging_outputs)

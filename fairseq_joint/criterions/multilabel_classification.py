@@ -21,6 +21,8 @@ metrics of :mod:`fairseq_joint.metrics` are logged as ``seen_*`` / ``unseen_*``;
 generalized zero-shot metrics too (all labels ranked together, the seen ones' scores lowered by the task's
 ``--seen-score-offset`` γ): ``gzsl_seen_*``, ``gzsl_unseen_*`` and ``gzsl_h``, the harmonic mean of their AvgPr.
 All are usable with ``--best-checkpoint-metric``, e.g. ``gzsl_h --maximize-best-checkpoint-metric``.
+:func:`evaluate_labels` and :func:`log_classification_metrics` compute and log them, for this criterion and for
+``gile_label_embedding_cross_entropy``.
 """
 
 from dataclasses import dataclass, field
@@ -31,6 +33,7 @@ from fairseq import metrics as fairseq_metrics
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 
+from fairseq_joint.errors import OptionError
 from fairseq_joint.metrics import RANKING_KEYS, gzsl_metric_sums, harmonic_mean, micro_f1, ranking_metric_sums
 from fairseq_joint.modules.sampling import CandidateSampler
 
@@ -53,9 +56,9 @@ class MultilabelClassificationConfig(FairseqDataclass):
 def check_classification_options(label_sample_rate: float, threshold: float) -> None:
     """--label-sample-rate in (0, 1], --threshold a probability."""
     if not 0.0 < label_sample_rate <= 1.0:
-        raise ValueError(f"--label-sample-rate must be in (0, 1], got {label_sample_rate}")
+        raise OptionError(f"--label-sample-rate must be in (0, 1], got {label_sample_rate}")
     if not 0.0 <= threshold <= 1.0:
-        raise ValueError(f"--threshold is a probability (micro-F1 counts labels scored at least that likely): give "
+        raise OptionError(f"--threshold is a probability (micro-F1 counts labels scored at least that likely): give "
                          f"a value in [0, 1], got {threshold}")
 
 
@@ -94,24 +97,97 @@ def label_scores(model, features, tokens, train_index, lang=None):
     return model.label_scores(features, tokens, train_index, lang=lang)
 
 
+def probabilities(logits: torch.Tensor, kind: str) -> torch.Tensor:
+    """σ per label for ``bce`` (Eq. 13), the softmax over the labels otherwise."""
+    return torch.sigmoid(logits) if kind == "bce" else torch.softmax(logits, dim=-1)
+
+
+def evaluate_labels(model, features, sample, kind: str, seen_score_offset: float, threshold: float, logging) -> tuple:
+    """Validation/test of one batch: the loss ``kind`` over the seen labels, and the ranking metrics of the seen and
+    the unseen labels (``seen_*`` / ``unseen_*``) and with unseen labels the GZSL ones at γ = ``seen_score_offset``
+    (``gzsl_*``), added to ``logging``; returns ``(loss, sample_size, logging)``."""
+    target = sample["target"].to(features.dtype)
+    tokens, train_index = sample["label_tokens"], sample["label_train_index"]
+    seen, lang = train_index >= 0, sample.get("lang")
+    if model.scores_unseen_labels:
+        logits_all = label_scores(model, features, tokens, train_index, lang)
+        logits_seen = logits_all[:, seen]
+    else:
+        logits_all = None
+        logits_seen = label_scores(model, features, tokens[seen], train_index[seen], lang)
+    loss = classification_loss(logits_seen, target[:, seen], kind)
+    size = loss_normalizer(target[:, seen], kind)
+    logging.update(loss=loss.detach(), sample_size=size)
+    probs = probabilities(logits_seen, kind).detach().float().cpu().numpy()
+    # the gold labels as booleans: under --bf16 fairseq hands over the target in bf16, which numpy cannot hold
+    gold = (sample["target"] > 0).cpu().numpy()
+    seen_np = seen.cpu().numpy()
+    sums = ranking_metric_sums(logits_seen.detach().float().cpu().numpy(), gold[:, seen_np], probs=probs,
+                               threshold=threshold)
+    logging.update({f"seen_{k}": v for k, v in sums.items()})
+    if logits_all is not None and (~seen).any():
+        scores = logits_all.detach().float().cpu().numpy()
+        unseen = ~seen_np
+        sums = ranking_metric_sums(scores[:, unseen], gold[:, unseen])
+        logging.update({f"unseen_{k}": v for k, v in sums.items()})
+        for group, sums in gzsl_metric_sums(scores, gold, ~unseen, seen_score_offset).items():
+            logging.update({f"gzsl_{group}_{k}": v for k, v in sums.items()})
+    return loss, size, logging
+
+
+def log_classification_metrics(logging_outputs, prefix: str = "") -> list:
+    """Log the loss and the metrics of :func:`evaluate_labels`, each name with ``prefix`` (a multilingual task's
+    ``pl_``); returns the names logged (without the prefix)."""
+    def total(key):
+        return sum(float(log.get(key, 0.0)) for log in logging_outputs)
+
+    logged = ["loss"]
+    size = total("sample_size")
+    fairseq_metrics.log_scalar(f"{prefix}loss", total("loss") / max(size, 1.0), size, round=4)
+    if any("seen_n" in log for log in logging_outputs):  # evaluation: how many documents were scored
+        fairseq_metrics.log_scalar_sum(f"{prefix}docs", total("nsentences"), round=0)
+        logged.append("docs")
+    for group in ("seen", "unseen", "gzsl_seen", "gzsl_unseen"):
+        n = total(f"{group}_n")
+        if n > 0:
+            for k in RANKING_KEYS:
+                fairseq_metrics.log_scalar(f"{prefix}{group}_{k}", 100.0 * total(f"{group}_{k}") / n, n, round=2)
+            fairseq_metrics.log_scalar(f"{prefix}{group}_1best", 100.0 - 100.0 * total(f"{group}_oneerr") / n, n,
+                                       round=2)
+            logged += [f"{group}_{k}" for k in RANKING_KEYS] + [f"{group}_1best"]
+        if any(f"{group}_tp" in log for log in logging_outputs):
+            for k in ("tp", "fp", "fn"):
+                fairseq_metrics.log_scalar_sum(f"_{prefix}{group}_{k}", total(f"{group}_{k}"))
+            fairseq_metrics.log_derived(
+                f"{prefix}{group}_f1",
+                lambda m, p=prefix + group: round(100.0 * micro_f1(m[f"_{p}_tp"].sum, m[f"_{p}_fp"].sum,
+                                                                   m[f"_{p}_fn"].sum), 2),
+            )
+            logged.append(f"{group}_f1")
+    if total("gzsl_seen_n") > 0 and total("gzsl_unseen_n") > 0:
+        # the harmonic mean of the validation-wide averages (not an average of per-batch means)
+        fairseq_metrics.log_derived(
+            f"{prefix}gzsl_h", lambda m: round(harmonic_mean(m[f"{prefix}gzsl_seen_avgpr"].avg,
+                                                             m[f"{prefix}gzsl_unseen_avgpr"].avg), 2))
+        logged.append("gzsl_h")
+    return logged
+
+
 @register_criterion("multilabel_classification", dataclass=MultilabelClassificationConfig)
 class MultilabelClassificationCriterion(FairseqCriterion):
     def __init__(self, task, multilabel_loss="bce", label_sample_rate=1.0, threshold=0.5):
         super().__init__(task)
         check_classification_options(label_sample_rate, threshold)
-        multiclass = getattr(getattr(task, "cfg", None), "classification_mode", "multilabel") == "multiclass"
+        multiclass = task.cfg.classification_mode == "multiclass"
         if multiclass and multilabel_loss != "bce":
-            raise ValueError(f"--multilabel-loss {multilabel_loss} is for --classification-mode multilabel; "
-                             "multiclass always uses softmax cross-entropy: drop --multilabel-loss")
+            raise OptionError(f"--multilabel-loss {multilabel_loss} is for --classification-mode multilabel; "
+                              "multiclass always uses softmax cross-entropy: drop --multilabel-loss")
         self.loss_kind = "distribution_ce" if multiclass else str(multilabel_loss)
         if label_sample_rate < 1.0 and self.loss_kind != "bce":
-            raise ValueError(f"--label-sample-rate {label_sample_rate} samples labels for the bce loss (Eq. 17) only; "
-                             f"use --multilabel-loss bce or --label-sample-rate 1")
+            raise OptionError(f"--label-sample-rate {label_sample_rate} samples labels for the bce loss (Eq. 17) only; "
+                              f"use --multilabel-loss bce or --label-sample-rate 1")
         self.label_sample_rate = label_sample_rate
         self.threshold = threshold
-
-    def probabilities(self, logits):
-        return torch.sigmoid(logits) if self.loss_kind == "bce" else torch.softmax(logits, dim=-1)
 
     def forward(self, model, sample, reduce=True):
         features = model(**sample["net_input"])
@@ -119,7 +195,6 @@ class MultilabelClassificationCriterion(FairseqCriterion):
         tokens, train_index = sample["label_tokens"], sample["label_train_index"]
         logging = {"nsentences": sample["nsentences"], "ntokens": sample["ntokens"]}
         if model.training:
-            cols = None
             if self.label_sample_rate < 1.0:
                 cols = sample_label_candidates(target, self.label_sample_rate)
                 tokens, train_index, cand_target = tokens[cols], train_index[cols], target[:, cols]
@@ -130,77 +205,13 @@ class MultilabelClassificationCriterion(FairseqCriterion):
             size = loss_normalizer(target, self.loss_kind)
             logging.update(loss=loss.detach(), sample_size=size)
             return loss, size, logging
-        return self.evaluate(model, features, sample, logging)
-
-    def evaluate(self, model, features, sample, logging):
-        """Validation/test: the loss over the seen labels, and the ranking metrics of the seen and the unseen
-        labels (``seen_*`` / ``unseen_*``) added to ``logging``; also used by ``label_embedding_cross_entropy``."""
-        target = sample["target"].to(features.dtype)
-        tokens, train_index = sample["label_tokens"], sample["label_train_index"]
-        seen, lang = train_index >= 0, sample.get("lang")
-        if model.scores_unseen_labels:
-            logits_all = label_scores(model, features, tokens, train_index, lang)
-            logits_seen = logits_all[:, seen]
-        else:
-            logits_all = None
-            logits_seen = label_scores(model, features, tokens[seen], train_index[seen], lang)
-        loss = classification_loss(logits_seen, target[:, seen], self.loss_kind)
-        size = loss_normalizer(target[:, seen], self.loss_kind)
-        logging.update(loss=loss.detach(), sample_size=size)
-        probs = self.probabilities(logits_seen).detach().float().cpu().numpy()
-        # the gold labels as booleans: under --bf16 fairseq hands over the target in bf16, which numpy cannot hold
-        gold = (sample["target"] > 0).cpu().numpy()
-        seen_np = seen.cpu().numpy()
-        sums = ranking_metric_sums(logits_seen.detach().float().cpu().numpy(), gold[:, seen_np], probs=probs,
-                                   threshold=self.threshold)
-        logging.update({f"seen_{k}": v for k, v in sums.items()})
-        if logits_all is not None and (~seen).any():
-            scores = logits_all.detach().float().cpu().numpy()
-            unseen = ~seen_np
-            sums = ranking_metric_sums(scores[:, unseen], gold[:, unseen])
-            logging.update({f"unseen_{k}": v for k, v in sums.items()})
-            gamma = float(getattr(getattr(self.task, "cfg", None), "seen_score_offset", 0.0) or 0.0)
-            for group, sums in gzsl_metric_sums(scores, gold, ~unseen, gamma).items():
-                logging.update({f"gzsl_{group}_{k}": v for k, v in sums.items()})
-        return loss, size, logging
+        return evaluate_labels(model, features, sample, self.loss_kind, self.task.seen_score_offset, self.threshold,
+                               logging)
 
     @staticmethod
     def reduce_metrics(logging_outputs, prefix: str = ""):
-        """Log the loss and the metrics, each name with ``prefix`` (a multilingual task's ``pl_``); returns the names
-        logged (without the prefix)."""
-        def total(key):
-            return sum(float(log.get(key, 0.0)) for log in logging_outputs)
-
-        logged = ["loss"]
-        size = total("sample_size")
-        fairseq_metrics.log_scalar(f"{prefix}loss", total("loss") / max(size, 1.0), size, round=4)
-        if any("seen_n" in log for log in logging_outputs):  # evaluation: how many documents were scored
-            fairseq_metrics.log_scalar_sum(f"{prefix}docs", total("nsentences"), round=0)
-            logged.append("docs")
-        for group in ("seen", "unseen", "gzsl_seen", "gzsl_unseen"):
-            n = total(f"{group}_n")
-            if n > 0:
-                for k in RANKING_KEYS:
-                    fairseq_metrics.log_scalar(f"{prefix}{group}_{k}", 100.0 * total(f"{group}_{k}") / n, n, round=2)
-                fairseq_metrics.log_scalar(f"{prefix}{group}_1best", 100.0 - 100.0 * total(f"{group}_oneerr") / n, n,
-                                           round=2)
-                logged += [f"{group}_{k}" for k in RANKING_KEYS] + [f"{group}_1best"]
-            if any(f"{group}_tp" in log for log in logging_outputs):
-                for k in ("tp", "fp", "fn"):
-                    fairseq_metrics.log_scalar_sum(f"_{prefix}{group}_{k}", total(f"{group}_{k}"))
-                fairseq_metrics.log_derived(
-                    f"{prefix}{group}_f1",
-                    lambda m, p=prefix + group: round(100.0 * micro_f1(m[f"_{p}_tp"].sum, m[f"_{p}_fp"].sum,
-                                                                       m[f"_{p}_fn"].sum), 2),
-                )
-                logged.append(f"{group}_f1")
-        if total("gzsl_seen_n") > 0 and total("gzsl_unseen_n") > 0:
-            # the harmonic mean of the validation-wide averages (not an average of per-batch means)
-            fairseq_metrics.log_derived(
-                f"{prefix}gzsl_h", lambda m: round(harmonic_mean(m[f"{prefix}gzsl_seen_avgpr"].avg,
-                                                                 m[f"{prefix}gzsl_unseen_avgpr"].avg), 2))
-            logged.append("gzsl_h")
-        return logged
+        """:func:`log_classification_metrics` (the task calls it with a language's ``prefix``)."""
+        return log_classification_metrics(logging_outputs, prefix)
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

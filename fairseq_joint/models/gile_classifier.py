@@ -30,17 +30,20 @@ import logging
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
+from fairseq.data import Dictionary
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
-from fairseq.models import ARCH_CONFIG_REGISTRY, BaseFairseqModel, register_model
+from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 from omegaconf import OmegaConf, open_dict
 
+from fairseq_joint.data.gile_files import label_counts
+from fairseq_joint.errors import CheckpointError, InputError, MissingFileError, OptionError
 from fairseq_joint.models.output_layer_model import DataFingerprintMixin, UpdateCountMixin
 from fairseq_joint.modules.cooccurrence_init import COOCCURRENCE_INIT_CHOICES, cooccurrence_init_, label_patterns
-from fairseq_joint.modules.output_layers import ACTIVATION_CHOICES, OutputLayer
+from fairseq_joint.modules.output_layers import ACTIVATION_CHOICES, OutputLayer, OutputLayerSpec
 from fairseq_joint.modules.pretrained_embedding import load_word_vectors_
 from fairseq_joint.modules.sentence_encoder import PretrainedSentenceEncoder
 from fairseq_joint.modules.text_encoders import ENCODER_CHOICES as TEXT_ENCODER_CHOICES
@@ -50,14 +53,14 @@ logger = logging.getLogger(__name__)
 
 HEAD_CHOICES = ("linear", "bil_yh15", "bil_n16", "gile", "gile_label_only", "gile_input_only")
 
-#: head -> OutputLayer keyword arguments (preset and per-side overrides)
+#: head -> its OutputLayerSpec settings (preset and per-side overrides)
 HEADS = {
-    "linear": dict(output_layer="softmax", bias="per_class"),
-    "bil_yh15": dict(output_layer="label", context_projection="linear", bias="none"),
-    "bil_n16": dict(output_layer="bilinear", bias="none"),
-    "gile": dict(output_layer="joint", bias="shared", context_scale=True),
-    "gile_label_only": dict(output_layer="label", bias="none"),
-    "gile_input_only": dict(output_layer="context", bias="none"),
+    "linear": dict(kind="softmax", bias="per_class"),
+    "bil_yh15": dict(kind="label", context_projection="linear", bias="none"),
+    "bil_n16": dict(kind="bilinear", bias="none"),
+    "gile": dict(kind="joint", bias="shared", context_scale=True),
+    "gile_label_only": dict(kind="label", bias="none"),
+    "gile_input_only": dict(kind="context", bias="none"),
 }
 NEEDS_JOINT_DIM = ("bil_yh15", "gile")
 ENCODER_CHOICES = TEXT_ENCODER_CHOICES + ("pretrained",)
@@ -94,25 +97,55 @@ def embedding_paths(value: str, languages: List[str]) -> Dict[str, str]:
         for item in value.split(","):
             lang, _, path = item.partition("=")
             if lang.strip() not in languages or not path.strip():
-                raise ValueError(f"--embed-path {item!r}: give LANG=FILE with LANG one of {', '.join(languages)}")
+                raise OptionError(f"--embed-path {item!r}: give LANG=FILE with LANG one of {', '.join(languages)}")
             paths[lang.strip()] = path.strip()
     else:
-        raise ValueError(f"--embed-path {value}: a multilingual model takes one file per language: "
+        raise OptionError(f"--embed-path {value}: a multilingual model takes one file per language: "
                          "LANG=FILE,LANG=FILE or a path with {lang} (e.g. vectors.{lang}.txt)")
     dims = {}
     for lang, path in paths.items():
         if not os.path.isfile(path):
-            raise ValueError(f"--embed-path ({lang}) {path}: no such file; give a word2vec text file per language")
+            raise MissingFileError(f"--embed-path ({lang}) {path}: no such file; give a word2vec text file per language")
         with open(path, encoding="utf-8", errors="replace") as f:
             first = f.readline().split()
         dims[lang] = int(first[1]) if len(first) == 2 and all(x.isdigit() for x in first) else len(first) - 1
     first, first_dim = next(iter(dims.items()), (None, None))
     for lang, dim in dims.items():
         if dim != first_dim:
-            raise ValueError(f"--embed-path: {paths[lang]} ({lang}) has {dim}-d vectors but {paths[first]} ({first}) "
+            raise InputError(f"--embed-path: {paths[lang]} ({lang}) has {dim}-d vectors but {paths[first]} ({first}) "
                              f"{first_dim}-d: one model embeds every language in one space; give aligned vectors of "
                              "one dimension")
     return paths
+
+
+@dataclass(frozen=True)
+class GileModelInputs:
+    """What a :class:`GileClassifier` is built from besides its configuration: the data's side of the model, made by
+    the task (:meth:`~fairseq_joint.tasks.gile_classification.GileClassificationTask.model_inputs`)."""
+
+    #: the dictionary E is built over; a multilingual model's label language's (it embeds the descriptions)
+    dictionary: Dictionary
+    #: the training labels, in the order of the linear head's rows (|Y| of Eq. 19 is their number)
+    train_labels: Tuple[str, ...]
+    #: every training example's labels as positions in ``train_labels`` (label priors, Kurata's patterns)
+    train_label_rows: Sequence[Sequence[int]]
+    #: whether the labels have descriptions (every head but linear scores them)
+    has_label_descriptions: bool
+    #: GILE-MHAN (Sec. 3.3): the languages trained on, and the one that embeds the label descriptions
+    languages: Tuple[str, ...] = ()
+    label_language: str = ""
+    #: GILE-MHAN: the dictionary of every language (and of the label language)
+    dictionaries: Dict[str, Dictionary] = field(default_factory=dict)
+    #: ``--encoder pretrained``: the sentence encoder, which also embeds the task's texts and descriptions
+    sentence_encoder: Optional[PretrainedSentenceEncoder] = None
+
+
+def pretrained_sentence_encoder(cfg) -> Optional[PretrainedSentenceEncoder]:
+    """The sentence encoder of ``--encoder pretrained`` (``--pretrained-encoder``, trained with
+    ``--finetune-encoder``), else None."""
+    if cfg.encoder != "pretrained":
+        return None
+    return PretrainedSentenceEncoder(cfg.pretrained_encoder, finetune=bool(cfg.finetune_encoder))
 
 
 def equal_capacity_joint_dim(hidden_dim: int, embed_dim: int, num_labels: int) -> int:
@@ -225,60 +258,63 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
 
     @classmethod
     def build_model(cls, cfg: GileClassifierConfig, task):
-        if cfg.head != "linear" and not getattr(task, "has_label_descriptions", False):
-            raise ValueError(f"--head {cfg.head} scores label descriptions but none were given: pass --label-file "
-                             "label<TAB>description (or preprocess with --labels), or use --head linear")
-        if cfg.cooccurrence_init != "none" and cfg.head != "linear":
-            raise ValueError(f"--cooccurrence-init initializes the linear head's hidden->output weight W; "
-                             f"--head {cfg.head} has none: use --head linear or --cooccurrence-init none")
-        num_labels = len(task.train_labels)
-        languages = getattr(task, "languages", None)
-        if cfg.encoder == "pretrained":
-            if getattr(cfg, "share_encoder", False) or getattr(cfg, "share_attention", False):
-                raise ValueError("--share-encoder/--share-attention share parts of per-language HAN/WAN encoders; "
-                                 "--encoder pretrained is one sentence encoder for every language: drop them")
-            return cls.build_pretrained(cfg, task)
-        if getattr(cfg, "finetune_encoder", False):
-            raise ValueError(f"--finetune-encoder trains a pretrained sentence encoder; --encoder {cfg.encoder} has "
-                             "none: use --encoder pretrained --pretrained-encoder PATH, or drop --finetune-encoder")
-        if languages:
-            return cls.build_multilingual(cfg, task)
-        if getattr(cfg, "share_encoder", False) or getattr(cfg, "share_attention", False):
-            raise ValueError("--share-encoder/--share-attention share parts of the encoders of several languages: "
-                             "give --languages (e.g. en,pl), or drop them")
-        dictionary = task.source_dictionary
-        embed = cls.build_embedding(cfg, dictionary, cfg.embed_path)  # no path when built for a checkpoint
-        encoder = cls.build_encoder(cfg, dictionary)
-        head = cls.build_head(cfg, num_labels)
-        return cls.finish(cfg, task, embed, encoder, head)
+        """fairseq's entry point: :meth:`build` over the task's description of the data (``task.model_inputs``)."""
+        return cls.build(cfg, task.model_inputs(cfg))
 
     @classmethod
-    def build_multilingual(cls, cfg, task):
+    def build(cls, cfg: GileClassifierConfig, inputs: GileModelInputs):
+        """The model of ``cfg`` over the data ``inputs`` describes."""
+        if cfg.head != "linear" and not inputs.has_label_descriptions:
+            raise InputError(f"--head {cfg.head} scores label descriptions but none were given: pass --label-file "
+                             "label<TAB>description (or preprocess with --labels), or use --head linear")
+        if cfg.cooccurrence_init != "none" and cfg.head != "linear":
+            raise OptionError(f"--cooccurrence-init initializes the linear head's hidden->output weight W; "
+                              f"--head {cfg.head} has none: use --head linear or --cooccurrence-init none")
+        if cfg.encoder == "pretrained":
+            if cfg.share_encoder or cfg.share_attention:
+                raise OptionError("--share-encoder/--share-attention share parts of per-language HAN/WAN encoders; "
+                                  "--encoder pretrained is one sentence encoder for every language: drop them")
+            return cls.build_pretrained(cfg, inputs)
+        if cfg.finetune_encoder:
+            raise OptionError(f"--finetune-encoder trains a pretrained sentence encoder; --encoder {cfg.encoder} has "
+                              "none: use --encoder pretrained --pretrained-encoder PATH, or drop --finetune-encoder")
+        if inputs.languages:
+            return cls.build_multilingual(cfg, inputs)
+        if cfg.share_encoder or cfg.share_attention:
+            raise OptionError("--share-encoder/--share-attention share parts of the encoders of several languages: "
+                              "give --languages (e.g. en,pl), or drop them")
+        embed = cls.build_embedding(cfg, inputs.dictionary, cfg.embed_path)  # no path when built for a checkpoint
+        encoder = cls.build_encoder(cfg, inputs.dictionary)
+        head = cls.build_head(cfg, len(inputs.train_labels))
+        return cls.finish(cfg, inputs, embed, encoder, head)
+
+    @classmethod
+    def build_multilingual(cls, cfg, inputs: GileModelInputs):
         """GILE-MHAN (Sec. 3.3): per language an embedding and an encoder (their word/sentence encoders shared with
         --share-encoder, their attentions with --share-attention: MHAN-Enc/-Att/-Both) and a head whose joint space
         (U, b_u, V, b_v) is one for all languages; only the classification unit (w, b; W, b of --head linear) is the
         language's own. The label language's embedding embeds the label descriptions."""
-        languages = task.languages
-        embed_languages = list(dict.fromkeys(languages + [task.label_language]))
+        languages = list(inputs.languages)
+        embed_languages = list(dict.fromkeys(languages + [inputs.label_language]))
         paths = embedding_paths(cfg.embed_path, embed_languages)
-        embeds = nn.ModuleDict({lang: cls.build_embedding(cfg, task.dictionaries[lang], paths.get(lang, ""),
+        embeds = nn.ModuleDict({lang: cls.build_embedding(cfg, inputs.dictionaries[lang], paths.get(lang, ""),
                                                           f"--embed-path ({lang})") for lang in embed_languages})
-        encoders = nn.ModuleDict({lang: cls.build_encoder(cfg, task.dictionaries[lang]) for lang in languages})
+        encoders = nn.ModuleDict({lang: cls.build_encoder(cfg, inputs.dictionaries[lang]) for lang in languages})
         first = encoders[languages[0]]
         for lang in languages[1:]:
             share_encoder_parts_(encoders[lang], first, bool(cfg.share_encoder), bool(cfg.share_attention))
-        heads = cls.build_language_heads(cfg, task)
+        heads = cls.build_language_heads(cfg, inputs)
         sharing = {(False, False): "none", (True, False): "MHAN-Enc", (False, True): "MHAN-Att",
                    (True, True): "MHAN-Both"}[(bool(cfg.share_encoder), bool(cfg.share_attention))]
         logger.info(f"multilingual {cfg.encoder} + {cfg.head} over {', '.join(languages)}: shared encoder parts: "
                     f"{sharing}; one joint space, a classification unit per language")
-        return cls.finish(cfg, task, embeds, encoders, heads)
+        return cls.finish(cfg, inputs, embeds, encoders, heads)
 
     @classmethod
-    def build_language_heads(cls, cfg, task) -> nn.ModuleDict:
-        """A head per language of ``task``, the joint space (U, b_u, V, b_v) the first language's for all (Sec. 3.3)."""
-        languages = task.languages
-        heads = nn.ModuleDict({lang: cls.build_head(cfg, len(task.train_labels)) for lang in languages})
+    def build_language_heads(cls, cfg, inputs: GileModelInputs) -> nn.ModuleDict:
+        """A head per language, the joint space (U, b_u, V, b_v) the first language's for all (Sec. 3.3)."""
+        languages = inputs.languages
+        heads = nn.ModuleDict({lang: cls.build_head(cfg, len(inputs.train_labels)) for lang in languages})
         for lang in languages[1:]:
             for name in SHARED_HEAD_PARAMETERS:
                 if getattr(heads[languages[0]], name) is not None:
@@ -295,7 +331,7 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
             found, total = load_word_vectors_(embed, dictionary, embed_path, option)
             logger.info(f"{option} {embed_path}: {found} of {len(dictionary)} dictionary words have a pre-trained "
                         f"vector ({total} vectors in the file)")
-        if getattr(cfg, "freeze_embed", False):
+        if cfg.freeze_embed:
             embed.weight.requires_grad = False
         return embed
 
@@ -309,14 +345,14 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
             ends = [dictionary.index(t) for t in cfg.sentence_end_tokens.split()]
             ends = [i for i in ends if i != dictionary.unk()]
             if not ends:
-                raise ValueError(f"--sentence-end-tokens {cfg.sentence_end_tokens!r}: none is in the dictionary; "
+                raise OptionError(f"--sentence-end-tokens {cfg.sentence_end_tokens!r}: none is in the dictionary; "
                                  "give tokens that end sentences in the data")
             encoder = HierarchicalAttentionEncoder(cfg.embed_dim, cfg.encoder_dim, cfg.attention_dim, ends,
                                                    str(cfg.word_encoder), str(cfg.sentence_encoder), str(cfg.encoder_activation),
                                                    cfg.dropout)
-        if getattr(cfg, "similarity_init", False):
+        if cfg.similarity_init:
             if cfg.head == "linear":
-                raise ValueError("--similarity-init starts the head at the label-text similarity, but --head linear "
+                raise OptionError("--similarity-init starts the head at the label-text similarity, but --head linear "
                                  "has no label vectors: use a joint head (--head gile, bil_n16, ...)")
             layers = [encoder.word] if cfg.encoder == "wan" else [encoder.words.word, encoder.sentence]
             for layer in layers:
@@ -324,20 +360,18 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         return encoder
 
     @classmethod
-    def finish(cls, cfg, task, embed, encoder, head):
+    def finish(cls, cfg, inputs: GileModelInputs, embed, encoder, head):
         """Bias and Kurata initialisation, the model, the data fingerprints (``head`` is one OutputLayer, or a
         ModuleDict of one per language)."""
-        num_labels = len(task.train_labels)
-        rows = task.train_label_rows()
+        num_labels = len(inputs.train_labels)
+        rows = inputs.train_label_rows
         heads = list(head.values()) if isinstance(head, nn.ModuleDict) else [head]
         label_bias = None
-        if getattr(cfg, "seen_label_bias", False):
+        if cfg.seen_label_bias:
             if cfg.head == "linear":
-                raise ValueError("--seen-label-bias adds a bias per training label, which --head linear has already: "
-                                 "drop --seen-label-bias or use a joint head")
-            counts = torch.zeros(num_labels)
-            for r in rows:
-                counts[r] += 1.0
+                raise OptionError("--seen-label-bias adds a bias per training label, which --head linear has already: "
+                                  "drop --seen-label-bias or use a joint head")
+            counts = label_counts(rows, num_labels).float()
             p = (counts / max(1, len(rows))).clamp(1e-6, 1 - 1e-6)
             label_bias = nn.Parameter(torch.log(p / (1 - p)))
             with torch.no_grad():
@@ -358,52 +392,53 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
                 used = cooccurrence_init_(h.weight, patterns, str(cfg.cooccurrence_init))
             logger.info(f"Kurata init ({cfg.cooccurrence_init}): {used} of {cfg.encoder_dim} hidden units dedicated "
                         f"to the most frequent of {len(patterns)} label co-occurrence patterns")
-        model = cls(cfg, embed, encoder, head, getattr(task, "languages", None), getattr(task, "label_language", ""))
+        model = cls(cfg, embed, encoder, head, list(inputs.languages), inputs.label_language)
         if label_bias is not None:
             model.label_bias = label_bias
-        dictionaries = getattr(task, "dictionaries", None)
-        if getattr(task, "languages", None):
-            symbols = [f"{lang} {w}" for lang, d in sorted(dictionaries.items()) for w in d.symbols]
+        if inputs.languages:
+            symbols = [f"{lang} {w}" for lang, d in sorted(inputs.dictionaries.items()) for w in d.symbols]
         else:
-            symbols = task.source_dictionary.symbols
-        model.record_data(symbols, task.train_labels)
+            symbols = inputs.dictionary.symbols
+        model.record_data(symbols, list(inputs.train_labels))
         return model
 
     @classmethod
-    def build_pretrained(cls, cfg, task):
+    def build_pretrained(cls, cfg, inputs: GileModelInputs):
         """``--encoder pretrained``: h and the label vectors are the sentence encoder's normalized embeddings of the
         text and of the descriptions, so d = dh = its dimension; ``--similarity-init`` starts the head at their
         cosine (see :meth:`OutputLayer.cosine_init_`)."""
-        encoder = PretrainedSentenceEncoder(cfg.pretrained_encoder, finetune=bool(cfg.finetune_encoder))
+        encoder = inputs.sentence_encoder
+        if encoder is None:
+            raise RuntimeError("--encoder pretrained: the model inputs carry no sentence encoder (build them with "
+                               "the task's model_inputs(cfg))")
         defaults = GileClassifierConfig()
         for name in ("embed_dim", "encoder_dim"):
             value = getattr(cfg, name)
             if value not in (encoder.dim, getattr(defaults, name)):
-                raise ValueError(f"--{name.replace('_', '-')} {value} disagrees with --pretrained-encoder "
+                raise OptionError(f"--{name.replace('_', '-')} {value} disagrees with --pretrained-encoder "
                                  f"{cfg.pretrained_encoder}, whose vectors have {encoder.dim} dimensions: drop "
                                  f"--{name.replace('_', '-')} (the encoder sets d = dh = {encoder.dim})")
-        similarity = getattr(cfg, "similarity_init", False)
+        similarity = cfg.similarity_init
         if similarity and cfg.head == "linear":
-            raise ValueError("--similarity-init starts the head at the label-text similarity, but --head linear "
+            raise OptionError("--similarity-init starts the head at the label-text similarity, but --head linear "
                              "has no label vectors: use a joint head (--head gile, bil_n16, ...)")
         with open_dict(cfg) if OmegaConf.is_config(cfg) else contextlib.nullcontext():
             cfg.embed_dim = cfg.encoder_dim = encoder.dim
             if similarity and cfg.head == "gile" and str(cfg.joint_dim) == "auto":
                 cfg.joint_dim = str(4 * encoder.dim)  # the cosine needs four blocks of d (cosine_init_)
-        languages = getattr(task, "languages", None)
+        languages = inputs.languages
         logger.info(f"--pretrained-encoder {cfg.pretrained_encoder}: {encoder.dim}-d sentence vectors, "
                     + ("fine-tuned" if encoder.finetune else "frozen (embeddings cached beside the data)")
                     + (f", one encoder for {', '.join(languages)}; one joint space, a classification unit per language"
                        if languages else ""))
-        head = cls.build_language_heads(cfg, task) if languages else cls.build_head(cfg, len(task.train_labels))
+        head = cls.build_language_heads(cfg, inputs) if languages else cls.build_head(cfg, len(inputs.train_labels))
         if similarity and cfg.head == "gile":
             for h in (head.values() if languages else [head]):
                 h.cosine_init_()  # the shared U, V once per language: the same values
-        return cls.finish(cfg, task, None, encoder, head)
+        return cls.finish(cfg, inputs, None, encoder, head)
 
     @staticmethod
     def build_head(cfg: GileClassifierConfig, num_labels: int) -> OutputLayer:
-        spec = dict(HEADS[str(cfg.head)])
         joint_dim = None
         if cfg.head in NEEDS_JOINT_DIM:
             if str(cfg.joint_dim) == "auto":
@@ -412,31 +447,29 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
                 try:
                     joint_dim = int(cfg.joint_dim)
                 except ValueError:
-                    raise ValueError(f"--joint-dim must be a positive integer or auto, got {cfg.joint_dim!r}") from None
+                    raise OptionError(f"--joint-dim must be a positive integer or auto, got {cfg.joint_dim!r}") from None
                 if joint_dim <= 0:
-                    raise ValueError(f"--joint-dim must be a positive integer or auto, got {joint_dim}")
+                    raise OptionError(f"--joint-dim must be a positive integer or auto, got {joint_dim}")
         class_dim = None if cfg.head == "linear" else cfg.embed_dim
-        return OutputLayer(
-            spec.pop("output_layer"), num_classes=num_labels, input_dim=cfg.encoder_dim, joint_dim=joint_dim,
-            activation=str(cfg.joint_activation), dropout=cfg.joint_dropout, class_dim=class_dim,
-            init="identity" if getattr(cfg, "similarity_init", False) else "fairseq", **spec,
-        )
+        spec = OutputLayerSpec(**HEADS[str(cfg.head)], joint_dim=joint_dim, activation=str(cfg.joint_activation),
+                               dropout=cfg.joint_dropout, init="identity" if cfg.similarity_init else "fairseq")
+        return OutputLayer(spec, num_classes=num_labels, input_dim=cfg.encoder_dim, class_dim=class_dim)
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
         saved, own = state_dict.get("encoder_signature"), getattr(self, "encoder_signature", None)
         if (saved is None) != (own is None):
-            raise ValueError("the checkpoint was trained with " + ("a pretrained sentence encoder" if own is None
+            raise CheckpointError("the checkpoint was trained with " + ("a pretrained sentence encoder" if own is None
                              else f"--encoder {self.cfg.encoder}") + " but the model is built with "
                              + (f"--encoder {self.cfg.encoder}" if own is None else "a pretrained one")
                              + ": load it with the configuration it was trained with")
         if saved is not None:
             path = self.sentence_encoder.path
             if int(saved[0]) != int(own[0]):
-                raise ValueError(f"the checkpoint was trained with a {int(saved[0])}-d sentence encoder, but "
+                raise CheckpointError(f"the checkpoint was trained with a {int(saved[0])}-d sentence encoder, but "
                                  f"--pretrained-encoder {path} gives {int(own[0])}-d vectors: give the encoder it "
                                  "was trained with")
             if int(saved[1]) != int(own[1]) and not self.sentence_encoder.finetune:
-                raise ValueError(f"--pretrained-encoder {path} holds other weights than the frozen encoder the "
+                raise CheckpointError(f"--pretrained-encoder {path} holds other weights than the frozen encoder the "
                                  "checkpoint was trained with: give that encoder's directory")
         return super().load_state_dict(self.check_data(state_dict), strict=strict, model_cfg=model_cfg, args=args)
 
@@ -454,10 +487,10 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         if not self.languages:
             return None
         if lang is None:
-            raise ValueError(f"the model is multilingual (trained on {', '.join(self.languages)}): give the texts' "
+            raise OptionError(f"the model is multilingual (trained on {', '.join(self.languages)}): give the texts' "
                              "language (--lang), one of them")
         if lang not in self.languages:
-            raise ValueError(f"the model was trained on {', '.join(self.languages)}, not {lang!r}: give one of them "
+            raise OptionError(f"the model was trained on {', '.join(self.languages)}, not {lang!r}: give one of them "
                              f"(--lang), or train a model with {lang}")
         return lang
 
@@ -503,7 +536,7 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
             unseen = (train_index < 0).nonzero().flatten()
             if unseen.numel():
                 first = f" (e.g. {label_names[int(unseen[0])]!r})" if label_names else ""
-                raise ValueError(f"--head linear cannot score the {unseen.numel()} label(s) it never saw in training"
+                raise InputError(f"--head linear cannot score the {unseen.numel()} label(s) it never saw in training"
                                  f"{first}: it has one weight row per training label; train a joint head (--head gile) "
                                  "to score unseen labels")
             return head(features, ids=train_index)
@@ -514,13 +547,16 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         return logits
 
 
-def gile_classifier_architecture(args) -> None:
-    """``--arch gile_classifier``: records dh = ``--encoder-dim``, the size of the document vectors h, as the default
-    of ``--label-embedding-input-dim`` (the second output layer of ``label_embedding_cross_entropy`` reads h), as the
-    translation architectures do (``output_layer_defaults``). fairseq gives a dataclass model a no-op architecture;
-    this replaces it for our own model's name."""
-    if getattr(args, "label_embedding_input_dim", None) is None:
-        args.label_embedding_input_dim = getattr(args, "encoder_dim", GileClassifierConfig.encoder_dim)
-
-
-ARCH_CONFIG_REGISTRY["gile_classifier"] = gile_classifier_architecture
+@register_model_architecture("gile_classifier", "gile_pretrained")
+def gile_pretrained(args) -> None:
+    """``--arch gile_pretrained --pretrained-encoder PATH``: GILE (Eq. 14) over a pretrained sentence encoder with what
+    measured best on debtags (docs/gile.md): the encoder frozen, the head started at the cosine of text and
+    description (``--similarity-init``) and a bias per training label (``--seen-label-bias``). Other options keep
+    ``gile_classifier``'s defaults; any of these can still be given."""
+    defaults = GileClassifierConfig(encoder="pretrained", head="gile", similarity_init=True, seen_label_bias=True)
+    for name in GileClassifierConfig.__dataclass_fields__:
+        if not name.startswith("_") and getattr(args, name, None) is None:
+            setattr(args, name, getattr(defaults, name))
+    if getattr(args, "encoder", None) != "pretrained":
+        raise OptionError(f"--arch gile_pretrained is GILE over a pretrained sentence encoder, not --encoder "
+                          f"{args.encoder}: use --arch gile_classifier")

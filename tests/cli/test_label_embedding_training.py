@@ -115,7 +115,7 @@ def test_gile_multiclass_classification_with_the_label_embedding_loss(tmp_path):
                "--destdir", tmp_path / "bin")
     common = ["--user-dir", "fairseq_joint", "--task", "gile_classification", "--arch", "gile_classifier",
               "--head", "gile", "--joint-dim", "8", "--classification-mode", "multiclass",
-              "--criterion", "label_embedding_cross_entropy", "--max-epoch", "2", *GILE_FAST]
+              "--criterion", "gile_label_embedding_cross_entropy", "--max-epoch", "2", *GILE_FAST]
     out = cli("fairseq-train", tmp_path / "bin", "--label-embedding-dim", "0", "--num-samples", "2",
               "--save-dir", tmp_path / "ck", *common, "--batch-size", "2")
     log = out.stdout + out.stderr
@@ -129,6 +129,12 @@ def test_gile_multiclass_classification_with_the_label_embedding_loss(tmp_path):
     bad = cli("fairseq-train", tmp_path / "bin", *[x for x in common if x != "multiclass" and x != "--classification-mode"],
               "--save-dir", tmp_path / "ck2", check=False)
     assert bad.returncode != 0 and "--classification-mode multiclass" in bad.stderr.strip().splitlines()[-1]
+    # the translation criterion's name is refused by the GILE task, naming the GILE one (no silent swap)
+    wrong = cli("fairseq-train", tmp_path / "bin", *[x if x != "gile_label_embedding_cross_entropy" else
+                                                     "label_embedding_cross_entropy" for x in common],
+                "--save-dir", tmp_path / "ck3", check=False)
+    assert wrong.returncode != 0
+    assert "use --criterion gile_label_embedding_cross_entropy" in wrong.stderr.strip().splitlines()[-1]
 
 
 def test_two_process_gloo_training_with_the_criterion_parameters(tiny_bin, tmp_path):

@@ -14,15 +14,16 @@ from fairseq_joint.criterions.multilabel_classification import (
     classification_loss,
     sample_label_candidates,
 )
+from fairseq_joint.data.gile_files import read_label_file
 from fairseq_joint.metrics import chance_level, micro_f1, ranking_metric_sums, summarize
 from fairseq_joint.models.gile_classifier import (
     GileClassifier,
     GileClassifierConfig,
+    GileModelInputs,
     equal_capacity_joint_dim,
 )
 from fairseq_joint.modules.cooccurrence_init import cooccurrence_init_, label_patterns, normalized_init_bound
 from fairseq_joint.modules.text_encoders import HierarchicalAttentionEncoder, WordAttentionEncoder
-from fairseq_joint.tasks.gile_classification import read_label_file
 
 PAD = 1
 
@@ -101,13 +102,13 @@ def test_linear_head_refuses_unseen_labels():
 
 
 def test_build_model_option_errors():
-    task = SimpleNamespace(has_label_descriptions=False, train_labels=["a", "b"])
-    with pytest.raises(ValueError, match="--head gile scores label descriptions but none were given"):
-        GileClassifier.build_model(GileClassifierConfig(head="gile"), task)
-    task.has_label_descriptions = True
-    with pytest.raises(ValueError, match="--cooccurrence-init initializes the linear head"):
-        GileClassifier.build_model(GileClassifierConfig(head="gile", cooccurrence_init="ub"), task)
-    with pytest.raises(ValueError, match="--joint-dim must be a positive integer or auto"):
+    from fairseq_joint.errors import InputError, OptionError
+
+    with pytest.raises(InputError, match="--head gile scores label descriptions but none were given"):
+        GileClassifier.build(GileClassifierConfig(head="gile"), stub_inputs(described=False))
+    with pytest.raises(OptionError, match="--cooccurrence-init initializes the linear head"):
+        GileClassifier.build(GileClassifierConfig(head="gile", cooccurrence_init="ub"), stub_inputs())
+    with pytest.raises(OptionError, match="--joint-dim must be a positive integer or auto"):
         GileClassifier.build_head(GileClassifierConfig(head="gile", joint_dim="big"), 3)
 
 
@@ -146,7 +147,8 @@ def fake_sample(target, train_index):
 
 
 def criterion(rate=1.0, loss="bce", mode="multilabel", threshold=0.5):
-    return MultilabelClassificationCriterion(SimpleNamespace(cfg=SimpleNamespace(classification_mode=mode)), loss, rate, threshold)
+    task = SimpleNamespace(cfg=SimpleNamespace(classification_mode=mode), seen_score_offset=0.0)
+    return MultilabelClassificationCriterion(task, loss, rate, threshold)
 
 
 def test_label_sampling_keeps_positives_and_rate_one_is_full_bce():
@@ -317,24 +319,24 @@ def test_label_file_errors(tmp_path):
 
 
 # ------------------------------------------------------------------------- similarity init, pre-trained E
-def stub_task(words=("apple", "pear", "car", "truck", "bus")):
+def stub_inputs(words=("apple", "pear", "car", "truck", "bus"), described=True):
+    """What a task describes to the model: a dictionary of ``words``, training labels a and b."""
     from fairseq.data import Dictionary
 
     dictionary = Dictionary()
     for w in words:
         dictionary.add_symbol(w)
-    return SimpleNamespace(has_label_descriptions=True, train_labels=["a", "b"], source_dictionary=dictionary,
-                           train_label_rows=lambda: [[0], [1], [0, 1]])
+    return GileModelInputs(dictionary, ("a", "b"), [[0], [1], [0, 1]], has_label_descriptions=described)
 
 
 def test_similarity_init_starts_at_label_text_similarity():
     """--similarity-init: g_w(x) = act(x) and every head projection the identity, so the first gile scores
     are σ(e_y)·(act-pooled h) + b, and bil_n16's are e_y·h (the bilinear form with W = I)."""
-    task = stub_task()
+    inputs = stub_inputs()
     for name, activation in (("gile", "identity"), ("gile", "tanh"), ("bil_n16", "relu")):
         cfg = GileClassifierConfig(head=name, embed_dim=6, encoder_dim=6, attention_dim=5, joint_dim="6",
                                    joint_activation=activation, encoder_activation="tanh", similarity_init=True)
-        model = GileClassifier.build_model(cfg, task)
+        model = GileClassifier.build(cfg, inputs)
         assert torch.equal(model.encoder.word.layer.weight, torch.eye(6))
         assert not model.encoder.word.layer.bias.any()
         tokens = torch.tensor([[4, 5, 6], [7, 8, PAD]])
@@ -350,18 +352,18 @@ def test_similarity_init_starts_at_label_text_similarity():
     torch.manual_seed(0)
     cfg = GileClassifierConfig(head="gile", embed_dim=64, encoder_dim=64, attention_dim=8, joint_dim="64",
                                joint_activation="tanh", encoder_activation="tanh", similarity_init=True)
-    model = GileClassifier.build_model(cfg, stub_task(tuple(f"w{i}" for i in range(40))))
+    model = GileClassifier.build(cfg, stub_inputs(tuple(f"w{i}" for i in range(40))))
     descriptions = torch.arange(4, 44).view(10, 4)  # 10 labels, 4 words each
     scores = model.label_scores(model(descriptions[:, [0, 1, 1, 3]]), descriptions)
     assert torch.equal(scores.argmax(1), torch.arange(10))
     # HAN: both dense encoders start as identities; GRU encoders and the linear head have no such form
-    han = GileClassifier.build_model(GileClassifierConfig(head="gile", encoder="han", embed_dim=6, encoder_dim=6,
-                                                          joint_dim="6", similarity_init=True, sentence_end_tokens="car"), task)
+    han = GileClassifier.build(GileClassifierConfig(head="gile", encoder="han", embed_dim=6, encoder_dim=6,
+                                                    joint_dim="6", similarity_init=True, sentence_end_tokens="car"), inputs)
     assert torch.equal(han.encoder.sentence.layer.weight, torch.eye(6))
     with pytest.raises(ValueError, match="a bigru encoder has no identity form: use --word-encoder/--sentence-encoder dense"):
-        GileClassifier.build_model(GileClassifierConfig(head="gile", word_encoder="bigru", similarity_init=True), task)
+        GileClassifier.build(GileClassifierConfig(head="gile", word_encoder="bigru", similarity_init=True), inputs)
     with pytest.raises(ValueError, match="--head linear has no label vectors"):
-        GileClassifier.build_model(GileClassifierConfig(head="linear", similarity_init=True), task)
+        GileClassifier.build(GileClassifierConfig(head="linear", similarity_init=True), inputs)
 
 
 def test_identity_output_layer_init_is_weight_tying():
@@ -397,13 +399,13 @@ def test_identity_output_layer_init_is_weight_tying():
 
 
 def test_embed_path_loads_word_vectors_and_rejects_bad_files(tmp_path):
-    task = stub_task()
-    d = task.source_dictionary
+    inputs = stub_inputs()
+    d = inputs.dictionary
     vectors = tmp_path / "v.txt"
     vectors.write_text("3 4\napple 1 2 3 4\ntruck 0.5 0 0 -1\nunknownword 9 9 9 9\n")
     cfg = GileClassifierConfig(head="gile", embed_dim=4, encoder_dim=4, attention_dim=4, joint_dim="4",
                                embed_path=str(vectors), freeze_embed=True)
-    model = GileClassifier.build_model(cfg, task)
+    model = GileClassifier.build(cfg, inputs)
     E = model.embed_tokens.weight
     assert E[d.index("apple")].tolist() == [1, 2, 3, 4] and E[d.index("truck")].tolist() == [0.5, 0, 0, -1]
     assert not E[d.pad()].any() and E[d.index("pear")].abs().sum() > 0  # missing words keep a random vector
@@ -411,11 +413,12 @@ def test_embed_path_loads_word_vectors_and_rejects_bad_files(tmp_path):
     # built by the task for a checkpoint, the model does not need the file (its weights come from the checkpoint)
     from omegaconf import OmegaConf
 
-    from fairseq_joint.tasks.gile_classification import GileClassificationTask
+    from fairseq_joint.data.gile_files import GileCorpus
+    from fairseq_joint.tasks.gile_classification import GileClassificationConfig, GileClassificationTask
 
-    real = GileClassificationTask.__new__(GileClassificationTask)  # the task's own build_model, on the stub's data
-    real.__dict__.update(cfg=SimpleNamespace(), dictionary=d, train_labels=task.train_labels, descriptions={},
-                         train_label_rows=task.train_label_rows)
+    (tmp_path / "train.labels").write_text("a\nb\na b\n")  # the task's own build_model, on the stub's data
+    corpus = GileCorpus(str(tmp_path), d, ("a", "b"), {"a": "apple", "b": "car"}, None)
+    real = GileClassificationTask(GileClassificationConfig(data=str(tmp_path)), corpus)
     gone = OmegaConf.structured(GileClassifierConfig(head="gile", embed_dim=4, encoder_dim=4, joint_dim="4",
                                                      embed_path=str(tmp_path / "gone.txt"), _name="gile_classifier"))
     built = real.build_model(gone, from_checkpoint=True)
@@ -431,16 +434,16 @@ def test_embed_path_loads_word_vectors_and_rejects_bad_files(tmp_path):
     for text, message in cases:
         vectors.write_text(text)
         with pytest.raises(ValueError, match=message):
-            GileClassifier.build_model(cfg, task)
+            GileClassifier.build(cfg, inputs)
     with pytest.raises(ValueError, match=r"--embed-path .*missing.txt: no such file"):
-        GileClassifier.build_model(GileClassifierConfig(head="gile", embed_dim=4, embed_path=str(tmp_path / "missing.txt")), task)
+        GileClassifier.build(GileClassifierConfig(head="gile", embed_dim=4, embed_path=str(tmp_path / "missing.txt")), inputs)
 
 
 def test_a_label_described_by_unknown_words_only_is_refused():
     """Every such label would get the unknown word's vector, hence the same score as every other such label."""
     from fairseq.data import Dictionary
 
-    from fairseq_joint.tasks.gile_classification import encode_label_set
+    from fairseq_joint.data.label_set import encode_label_set
 
     d = Dictionary()
     for w in ("apple", "pear"):

@@ -14,7 +14,7 @@ from fairseq_joint.metrics import (
     harmonic_mean,
     summarize,
 )
-from fairseq_joint.models.gile_classifier import GileClassifier, GileClassifierConfig
+from fairseq_joint.models.gile_classifier import GileClassifier, GileClassifierConfig, GileModelInputs
 
 
 def test_gzsl_by_hand():
@@ -93,7 +93,6 @@ def test_cosine_start_of_the_gile_head_is_exact():
 
 def test_seen_label_bias_is_the_training_log_odds_and_the_mean_for_unseen_labels():
     import math
-    from types import SimpleNamespace
 
     from fairseq.data import Dictionary
 
@@ -101,11 +100,10 @@ def test_seen_label_bias_is_the_training_log_odds_and_the_mean_for_unseen_labels
     for w in ("apple", "pear", "car"):
         dictionary.add_symbol(w)
     rows = [[0], [0, 1], [0], [2]]  # label frequencies 3/4, 1/4, 1/4
-    task = SimpleNamespace(has_label_descriptions=True, train_labels=["a", "b", "c"], source_dictionary=dictionary,
-                           train_label_rows=lambda: rows)
+    inputs = GileModelInputs(dictionary, ("a", "b", "c"), rows, has_label_descriptions=True)
     cfg = GileClassifierConfig(head="gile", embed_dim=4, encoder_dim=4, attention_dim=4, joint_dim="8",
                                seen_label_bias=True)
-    model = GileClassifier.build_model(cfg, task)
+    model = GileClassifier.build(cfg, inputs)
     logit = lambda p: math.log(p / (1 - p))  # noqa: E731
     assert torch.allclose(model.label_bias, torch.tensor([logit(0.75), logit(0.25), logit(0.25)]))
     assert model.head.bias.item() == 0.0  # the prior lives in b_y, not twice
@@ -118,7 +116,7 @@ def test_seen_label_bias_is_the_training_log_odds_and_the_mean_for_unseen_labels
     scores.sum().backward()
     assert model.label_bias.grad is not None
     with pytest.raises(ValueError, match="which --head linear has already"):
-        GileClassifier.build_model(GileClassifierConfig(head="linear", seen_label_bias=True), task)
+        GileClassifier.build(GileClassifierConfig(head="linear", seen_label_bias=True), inputs)
 
 
 def test_retrieval_precision_at_1_centres_each_language_and_counts_the_diagonal():

@@ -4,8 +4,8 @@ not part of the first line; bytes that are not UTF-8 are refused with the file, 
 import pytest
 import torch
 
+from fairseq_joint.data.gile_files import read_label_file, read_label_lines
 from fairseq_joint.modules.pretrained_embedding import load_word_vectors_
-from fairseq_joint.tasks.gile_classification import read_label_file, read_label_lines
 from fairseq_joint.text_files import read_text, text_lines
 
 BOM = b"\xef\xbb\xbf"

@@ -1,0 +1,261 @@
+"""The files of a GILE data directory (written by ``fairseq-joint-preprocess-gile``) and their readers.
+
+* ``dict.txt`` — one fairseq Dictionary shared by the input words and the label-description words (GILE Sec. 2.2);
+* ``{split}.input.{bin,idx}`` — the tokenized texts; ``{split}.labels`` — their labels, one line per text,
+  whitespace-separated;
+* ``labels.train.txt`` (:data:`TRAIN_LABELS`) — the labels that training examples carry, in the row order of the
+  ``linear`` head's W;
+* ``labels.tsv`` (:data:`LABEL_FILE`) — ``label<TAB>description`` for every label (optional for ``--head linear``);
+* ``{split}.text`` (:data:`RAW_TEXTS`) — the raw texts, one JSON string per line, for a pretrained sentence encoder;
+* ``language.txt`` (:data:`LANGUAGE_FILE`) — with ``--lang``, the language of the directory's documents.
+
+:func:`read_corpus` reads what a task needs of one directory, or of one directory per language (GILE-MHAN,
+Sec. 3.3: ``DATA/LANG``), into a :class:`GileCorpus`.
+"""
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+import torch
+from fairseq.data import Dictionary
+
+from fairseq_joint.errors import InputError, MissingFileError, OptionError
+from fairseq_joint.text_files import read_text, text_lines
+
+logger = logging.getLogger(__name__)
+
+TRAIN_LABELS = "labels.train.txt"
+LABEL_FILE = "labels.tsv"
+LANGUAGE_FILE = "language.txt"
+RAW_TEXTS = "{split}.text"
+
+
+def read_label_file(path: str) -> Dict[str, str]:
+    """``label<TAB>description`` lines -> {label: description}, in file order; bad lines fail by line."""
+    if not os.path.isfile(path):
+        raise MissingFileError(f"label file {path} does not exist: give a label<TAB>description file")
+    labels: Dict[str, str] = {}
+    for lineno, line in text_lines(path, "label file"):
+        if not line.strip():
+            continue
+        if "\t" not in line:
+            raise InputError(f"{path}:{lineno}: expected 'label<TAB>description', found no tab")
+        label, desc = line.split("\t", 1)
+        label = label.strip()
+        if not label or any(c.isspace() for c in label):
+            raise InputError(f"{path}:{lineno}: label {label!r} is empty or contains whitespace")
+        if not desc.strip():
+            raise InputError(f"{path}:{lineno}: label {label!r} has an empty description: describe it")
+        if label in labels:
+            raise InputError(f"{path}:{lineno}: duplicate label {label!r}: each label must appear once")
+        labels[label] = desc.strip()
+    if not labels:
+        raise InputError(f"label file {path} holds no labels")
+    return labels
+
+
+def read_label_lines(path: str) -> List[List[str]]:
+    """The ``{split}.labels`` file: whitespace-separated labels per example (at least one each)."""
+    rows = []
+    for lineno, line in text_lines(path):
+        names = line.split()
+        if not names:
+            raise InputError(f"{path}:{lineno}: example without labels: every example needs one")
+        rows.append(names)
+    return rows
+
+
+def read_train_labels(path: str) -> List[str]:
+    """``labels.train.txt``: the training labels in order."""
+    return [line.strip() for line in read_text(path) if line.strip()]
+
+
+def read_raw_texts(data: str, split: str, count: int) -> List[str]:
+    """The raw texts of ``split`` (``{split}.text``: one JSON string per line), checked against the binarized count."""
+    path = os.path.join(data, RAW_TEXTS.format(split=split))
+    if not os.path.isfile(path):
+        raise MissingFileError(f"{path} is missing: a pretrained encoder reads the raw texts; binarize again with "
+                               "fairseq-joint-preprocess-gile (it keeps them)")
+    texts = []
+    for lineno, line in text_lines(path):
+        try:
+            text = json.loads(line)
+        except ValueError:
+            text = None
+        if not isinstance(text, str):
+            raise InputError(f"{path}:{lineno}: not a JSON string: binarize again with fairseq-joint-preprocess-gile")
+        texts.append(text)
+    if len(texts) != count:
+        raise InputError(f"{path} has {len(texts)} texts but {split}.input.bin {count}: binarize again with "
+                         "fairseq-joint-preprocess-gile")
+    return texts
+
+
+def check_described(label_file: Optional[str], descriptions: Optional[Dict[str, str]], train_labels) -> None:
+    """Every training label has a line in the label file (when there is one)."""
+    missing = [n for n in train_labels if n not in descriptions] if descriptions is not None else []
+    if missing:
+        raise InputError(f"{label_file}: {len(missing)} training label(s) have no description (first: {missing[0]!r}); "
+                         "add a 'label<TAB>description' line for each")
+
+
+def parse_languages(value: str) -> List[str]:
+    """``--languages en,pl`` -> ["en", "pl"]; empty names, repeats and path characters fail."""
+    languages = [x.strip() for x in value.split(",")]
+    bad = [x for x in languages if not x or any(c.isspace() or c in "=/\\" for c in x)]
+    if bad or len(set(languages)) != len(languages):
+        raise OptionError(f"--languages {value!r}: give distinct language names separated by commas (e.g. en,pl), "
+                          "each the name of its directory under DATA")
+    return languages
+
+
+def parse_language_weights(value: str, languages: List[str]) -> Dict[str, float]:
+    """``--language-weights en=0.5,pl=1`` -> λ_l of every language in Eq. 16 (1 where not given)."""
+    weights = {lang: 1.0 for lang in languages}
+    for item in filter(None, (x.strip() for x in value.split(","))):
+        lang, _, number = item.partition("=")
+        try:
+            weight = float(number)
+        except ValueError:
+            weight = -1.0
+        if lang not in weights or weight < 0:
+            raise OptionError(f"--language-weights {item!r}: give LANG=W with LANG one of --languages "
+                              f"({', '.join(languages)}) and W >= 0")
+        weights[lang] = weight
+    return weights
+
+
+def language_dir(data: str, lang: str) -> str:
+    """``DATA/LANG``: where --languages finds a language's binarized data."""
+    return os.path.join(data, lang)
+
+
+def label_counts(rows, num_labels: int) -> torch.Tensor:
+    """(num_labels,) float64: how many training examples carry each label (``rows``: each example's label positions),
+    for the label priors (``--seen-label-bias``) and the unigram label sampler."""
+    counts = torch.zeros(num_labels, dtype=torch.float64)
+    for row in rows:
+        counts[row] += 1
+    return counts
+
+
+@dataclass(frozen=True)
+class GileCorpus:
+    """What a GILE task reads from its data directory before any split: dictionaries, labels, descriptions."""
+
+    #: DATA
+    data: str
+    #: the dictionary of the texts; with --languages, the label language's (it binarizes the descriptions)
+    dictionary: Dictionary
+    #: the training labels (of any language), in the order of the linear head's rows
+    train_labels: Tuple[str, ...]
+    #: {label: description} of the training label file (None without one: --head linear only)
+    descriptions: Optional[Dict[str, str]]
+    #: {label: description} scored at validation/test (--eval-label-file, default the training label file)
+    eval_descriptions: Optional[Dict[str, str]]
+    #: --languages: the languages trained on, in order (empty for one directory)
+    languages: Tuple[str, ...] = ()
+    #: --languages: the language whose word embedding embeds the label descriptions
+    label_language: str = ""
+    #: --languages: the dictionary of every language (and of the label language)
+    dictionaries: Dict[str, Dictionary] = field(default_factory=dict)
+
+    def data_dir(self, lang: str = "") -> str:
+        """The binarized directory of ``lang`` (``DATA/LANG`` with --languages), or DATA."""
+        return language_dir(self.data, lang) if lang else self.data
+
+    def dictionary_of(self, lang: str = "") -> Dictionary:
+        """The dictionary of ``lang``'s texts (the one dictionary without --languages)."""
+        return self.dictionaries[lang] if lang else self.dictionary
+
+    def train_label_rows(self) -> List[List[int]]:
+        """Every training example's labels (of every language) as positions in :attr:`train_labels` (for the label
+        priors and Kurata's patterns)."""
+        position = {n: i for i, n in enumerate(self.train_labels)}
+        rows = []
+        for lang in self.languages or ("",):
+            path = os.path.join(self.data_dir(lang), "train.labels")
+            for lineno, names in enumerate(read_label_lines(path), 1):
+                unknown = [n for n in names if n not in position]
+                if unknown:
+                    raise InputError(f"{path}:{lineno}: label {unknown[0]!r} is not in {TRAIN_LABELS}: re-run "
+                                     "preprocessing")
+                rows.append([position[n] for n in names])
+        return rows
+
+
+def read_corpus(data: str, label_file: Optional[str], eval_label_file: Optional[str], languages: str = "",
+                label_language: str = "", language_weights: str = "") -> GileCorpus:
+    """The :class:`GileCorpus` of DATA (one directory), or with ``languages`` of one directory per language."""
+    if languages:
+        return read_multilingual_corpus(data, label_file, eval_label_file, parse_languages(languages), label_language)
+    for option, value in (("label_language", label_language), ("language_weights", language_weights)):
+        if value:
+            raise OptionError(f"--{option.replace('_', '-')} is for a multilingual model: give --languages too, "
+                              "or drop it")
+    dict_path = os.path.join(data, "dict.txt")
+    labels_path = os.path.join(data, TRAIN_LABELS)
+    for path in (dict_path, labels_path):
+        if not os.path.isfile(path):
+            raise MissingFileError(f"{path} is missing: binarize the data with fairseq-joint-preprocess-gile")
+    dictionary = Dictionary.load(dict_path)
+    train_labels = read_train_labels(labels_path)
+    if label_file is None and os.path.isfile(os.path.join(data, LABEL_FILE)):
+        label_file = os.path.join(data, LABEL_FILE)
+    descriptions = read_label_file(label_file) if label_file else None
+    check_described(label_file, descriptions, train_labels)
+    eval_descriptions = read_label_file(eval_label_file) if eval_label_file else descriptions
+    logger.info(f"dictionary: {len(dictionary)} types; {len(train_labels)} training labels; "
+                f"label file {label_file}; eval label file {eval_label_file or label_file}")
+    return GileCorpus(data, dictionary, tuple(train_labels), descriptions, eval_descriptions)
+
+
+def read_multilingual_corpus(data: str, label_file: Optional[str], eval_label_file: Optional[str],
+                             languages: List[str], label_language: str) -> GileCorpus:
+    """``--languages``: every language's directory, dictionary and training labels; one label file for all."""
+    label_language = label_language or languages[0]
+    dictionaries, train_seen = {}, set()
+    label_files: Dict[str, str] = {}
+    for lang in dict.fromkeys(languages + [label_language]):
+        directory = language_dir(data, lang)
+        path = os.path.join(directory, "dict.txt")
+        if not os.path.isfile(path):
+            raise MissingFileError(f"{path} is missing: binarize language {lang} into {directory} with "
+                                   f"fairseq-joint-preprocess-gile --lang {lang}")
+        recorded = os.path.join(directory, LANGUAGE_FILE)
+        if os.path.isfile(recorded):
+            said = "".join(read_text(recorded)).strip()
+            if said != lang:
+                raise InputError(f"{recorded} says its documents are {said!r}, but --languages reads the directory "
+                                 f"as {lang!r}: move it to {language_dir(data, said)} or binarize {lang}'s "
+                                 "documents there")
+        dictionaries[lang] = Dictionary.load(path)
+        if lang in languages:
+            labels_path = os.path.join(directory, TRAIN_LABELS)
+            if not os.path.isfile(labels_path):
+                raise MissingFileError(f"{labels_path} is missing: binarize {lang} with fairseq-joint-preprocess-gile")
+            train_seen.update(read_train_labels(labels_path))
+        if os.path.isfile(os.path.join(directory, LABEL_FILE)):
+            label_files[lang] = os.path.join(directory, LABEL_FILE)
+    given = label_file
+    label_file = label_file or label_files.get(label_language)
+    descriptions = read_label_file(label_file) if label_file else None
+    if given is None:
+        for path in label_files.values():
+            other = read_label_file(path)
+            if other != descriptions:
+                diff = next((n for n in list(descriptions or {}) + list(other)
+                             if (descriptions or {}).get(n) != other.get(n)), None)
+                raise InputError(f"{path} disagrees with {label_file} (label {diff!r}): the languages of one model "
+                                 "share one label space; binarize every language with the same --labels file")
+    check_described(label_file, descriptions, sorted(train_seen))
+    train_labels = [n for n in descriptions if n in train_seen] if descriptions is not None else sorted(train_seen)
+    eval_descriptions = read_label_file(eval_label_file) if eval_label_file else descriptions
+    logger.info(f"languages {', '.join(languages)} (label descriptions embedded as {label_language}): "
+                + ", ".join(f"{lang} {len(d)} types" for lang, d in dictionaries.items())
+                + f"; {len(train_labels)} training labels of any language")
+    return GileCorpus(data, dictionaries[label_language], tuple(train_labels), descriptions, eval_descriptions,
+                      tuple(languages), label_language, dictionaries)

@@ -1,0 +1,62 @@
+"""The labels one split is scored against, with what the model turns into label vectors (GILE Sec. 2.2): the
+description's word ids in the shared dictionary, or with a pretrained sentence encoder its embeddings of the
+descriptions (its word-piece ids when it is fine-tuned)."""
+
+from typing import Dict, List, NamedTuple, Optional, Sequence
+
+import torch
+from fairseq.data import Dictionary, data_utils
+
+from fairseq_joint.data.gile_text import tokenize
+from fairseq_joint.errors import InputError
+from fairseq_joint.modules.sentence_encoder import EmbeddingCache, PretrainedSentenceEncoder
+
+
+class LabelSet(NamedTuple):
+    """The labels one split is scored against."""
+
+    names: List[str]
+    #: (L, T) description token ids, right-padded with the dictionary's pad; with a pretrained sentence encoder its
+    #: (L, d) cached embeddings of the descriptions, or its (L, T) token ids when it is fine-tuned
+    tokens: torch.Tensor
+    train_index: torch.Tensor  # (L,) row in the training label list, -1 for unseen labels
+
+    @property
+    def seen(self) -> torch.Tensor:
+        return self.train_index >= 0
+
+
+def train_positions(names: Sequence[str], train_labels: Sequence[str]) -> torch.Tensor:
+    """(L,) the row of each label in the training label list, -1 for a label unseen in training."""
+    position = {n: i for i, n in enumerate(train_labels)}
+    return torch.LongTensor([position.get(n, -1) for n in names])
+
+
+def encode_label_set(names, descriptions: Optional[Dict[str, str]], dictionary: Dictionary, train_labels,
+                     sentence_encoder: Optional[PretrainedSentenceEncoder] = None, cache_dir: str = "",
+                     cache_name: str = "") -> LabelSet:
+    """The :class:`LabelSet` of ``names``: their descriptions binarized with the shared dictionary (no EOS); with a
+    ``sentence_encoder``, its embeddings of the descriptions (cached in ``cache_dir`` as ``cache_name``), or its token
+    ids when it is fine-tuned."""
+    if sentence_encoder is not None and descriptions is not None:
+        texts = [descriptions[n] for n in names]
+        if sentence_encoder.finetune:
+            rows = [torch.LongTensor(ids) for ids in sentence_encoder.tokenize(texts)]
+            tokens = data_utils.collate_tokens(rows, sentence_encoder.pad_id, left_pad=False)
+        else:
+            tokens = EmbeddingCache(cache_dir).get(sentence_encoder, cache_name, texts)
+        return LabelSet(list(names), tokens, train_positions(names, train_labels))
+    rows, unknown = [], []
+    for name in names:
+        words = tokenize(descriptions[name]) if descriptions is not None else []
+        ids = [dictionary.index(w) for w in words]
+        if words and all(i == dictionary.unk() for i in ids):
+            unknown.append(name)
+        rows.append(torch.LongTensor(ids or [dictionary.unk()]))
+    if unknown:
+        shown = ", ".join(repr(n) for n in unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
+        raise InputError(f"label(s) {shown}: no word of the description is in the dictionary ({len(dictionary)} "
+                         "entries), so every such label would get the same score: describe them with words of the "
+                         "training texts (or binarize again with these descriptions in --labels)")
+    tokens = data_utils.collate_tokens(rows, dictionary.pad(), left_pad=False)
+    return LabelSet(list(names), tokens, train_positions(names, train_labels))
