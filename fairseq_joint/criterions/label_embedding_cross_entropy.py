@@ -14,6 +14,12 @@ For every target token y with decoder features h::
 o2 and the embedding are criterion parameters: fairseq-train optimizes and checkpoints them (the
 checkpoint's ``criterion`` state), fairseq-generate loads the model without them.
 
+Its options are those it serves: V' (``--sampler``, ``--sample-rate``, ``--num-samples``, ``--unigram-alpha``, named
+and checked as ``sampled_cross_entropy``'s, whose sampler and metrics it uses), ``--ignore-prefix-size`` and
+``--label-embedding-*``. Label smoothing (H(e', z1') already softens the target, Eq. 13), the chunked softmax, the
+logq correction and accidental-hit removal are ``sampled_cross_entropy``'s alone: the soft terms compare whole
+distributions over V'.
+
 With ``--sample-rate``/``--num-samples`` (the sampled softmax of ``sampled_cross_entropy``, same sampler)
 every distribution — z1, z2 and e — is over the update's candidate set V': only V' rows of o1 and o2 and
 the V' columns of the embedding (of B, compressed) are computed. Validation uses the full vocabulary.

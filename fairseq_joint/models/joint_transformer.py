@@ -9,6 +9,7 @@ from fairseq.models.transformer import (
     transformer_wmt_en_de,
 )
 
+from fairseq_joint.errors import OptionError
 from fairseq_joint.models.output_layer_model import (
     OutputLayerModelMixin,
     build_output_layer,
@@ -49,7 +50,7 @@ class JointTransformerModel(OutputLayerModelMixin, TransformerModel):
         joint_transformer_base(args)
         check_output_layer_args(args)
         if getattr(args, "adaptive_softmax_cutoff", None):
-            raise ValueError(
+            raise OptionError(
                 "--adaptive-softmax-cutoff replaces the output layer with fairseq's adaptive softmax; "
                 "drop it to use --output-layer (or use --arch transformer)"
             )

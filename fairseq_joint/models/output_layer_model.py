@@ -15,6 +15,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 
 from fairseq_joint.checkpoints import dictionary_fingerprint
+from fairseq_joint.errors import CheckpointError, OptionError
 from fairseq_joint.modules.output_layers import (
     ACTIVATION_CHOICES,
     DEFAULT_ACTIVATION,
@@ -56,9 +57,8 @@ class OutputLayerConfig(FairseqDataclass):
         default=DEFAULT_INIT,
         metadata={
             "help": "fairseq: N(0, fan_in^-1/2) weights and zero biases (fairseq's output projection); "
-            "uniform: U(-0.1, 0.1) for every output-layer parameter (the original NMT-joint code; with the same --seed, "
-            "every other parameter starts as in the default run; recommended for joint_lstm: lowest validation perplexity in "
-            "all three seeds of examples/wmt17/README.md section 5.3); "
+            "uniform: U(-0.1, 0.1) for every output-layer parameter (the original NMT-joint code's start; with the same "
+            "--seed, every other parameter starts as in the default run); "
             "identity: the projections U, V, W start as (rectangular) identity matrices and their biases at 0, "
             "so the first logits are sigma(E)·sigma(h) (weight tying for --joint-activation identity)"
         },
@@ -116,12 +116,12 @@ def check_output_layer_args(args) -> None:
     # with --share-all-embeddings fairseq's Transformer turns the flag on itself, in the arguments a checkpoint saves
     derived = getattr(args, "share_all_embeddings", False)
     if getattr(args, "share_decoder_input_output_embed", False) and kind != "tied" and not derived:
-        raise ValueError(
+        raise OptionError(
             f"--share-decoder-input-output-embed conflicts with --output-layer {kind}: "
             "use --output-layer tied for weight tying (and drop --share-decoder-input-output-embed)"
         )
     if getattr(args, "criterion", None) == "adaptive_loss":
-        raise ValueError(
+        raise OptionError(
             "--criterion adaptive_loss needs fairseq's adaptive softmax, not a fairseq-joint output layer: "
             "use --criterion cross_entropy, or sampled_cross_entropy for large vocabularies"
         )
@@ -176,7 +176,7 @@ class DataFingerprintMixin:
             return {**state_dict, "data_fingerprints": own}
         for (what, fix), a, b in zip(self.data_names, saved.tolist(), own.tolist()):
             if a != b:
-                raise ValueError(f"the checkpoint's {what} has other entries than the data's (the same number of them, "
+                raise CheckpointError(f"the checkpoint's {what} has other entries than the data's (the same number of them, "
                                  f"in another order or other words): {fix}")
         return state_dict
 
@@ -224,7 +224,7 @@ def check_dictionaries_match(model, state_dict) -> None:
             continue
         own = model.state_dict().get(key)
         if own is not None and own.shape[0] != state_dict[key].shape[0]:
-            raise ValueError(
+            raise CheckpointError(
                 f"the checkpoint's {side} dictionary has {state_dict[key].shape[0]} entries but the data's "
                 f"has {own.shape[0]}: binarize the data with the checkpoint's dictionary "
                 f"(fairseq-preprocess {flag} <checkpoint data dir>/dict.*.txt)"

@@ -5,6 +5,8 @@ import pytest
 import torch
 from conftest import SMALL_LSTM, SMALL_TRANSFORMER, build, random_batch, training_args
 
+from fairseq_joint.errors import CheckpointError, OptionError
+
 
 def n_params(model):
     return sum(p.numel() for p in model.parameters())
@@ -144,8 +146,19 @@ def test_joint_lstm_wmt17_is_the_papers_configuration(tiny_bin):
     assert (layer.output_layer, layer.joint_dim, layer.activation_name) == ("joint", 512, "tanh")
 
 
+def test_the_uniform_init_preset_is_joint_lstm_wmt17_with_that_init_only(tiny_bin):
+    """joint_lstm_wmt17_uniform_init = joint_lstm_wmt17 + --output-layer-init uniform; an explicit flag still wins."""
+    paper = vars(training_args(tiny_bin, "joint_lstm_wmt17"))
+    preset = vars(training_args(tiny_bin, "joint_lstm_wmt17_uniform_init"))
+    differ = {k for k in paper.keys() | preset.keys() if paper.get(k) != preset.get(k)}
+    assert differ == {"arch", "output_layer_init"} and (paper["output_layer_init"], preset["output_layer_init"]) == (
+        "fairseq", "uniform")
+    assert training_args(tiny_bin, "joint_lstm_wmt17_uniform_init", "--output-layer-init", "identity"
+                         ).output_layer_init == "identity"
+
+
 def test_tied_with_unequal_dims_says_how_to_fix(tiny_bin):
-    with pytest.raises(ValueError, match=r"tied needs the embedding dim d=16 to equal the decoder output dim dh=24.*--output-layer joint"):
+    with pytest.raises(OptionError, match=r"tied needs the embedding dim d=16 to equal the decoder output dim dh=24.*--output-layer joint"):
         build(tiny_bin, "joint_lstm", "--output-layer", "tied", *SMALL_LSTM, "--decoder-out-embed-dim", 24)
     # the joint layer takes any d, dh
     build(tiny_bin, "joint_lstm", "--output-layer", "joint", *SMALL_LSTM, "--decoder-out-embed-dim", 24)
@@ -160,14 +173,14 @@ def test_unknown_output_layer_lists_choices(tiny_bin, capsys):
 
 @pytest.mark.parametrize("bad", [0, -4])
 def test_nonpositive_joint_dim(tiny_bin, bad):
-    with pytest.raises(ValueError, match=f"--joint-dim must be a positive integer, got {bad}"):
+    with pytest.raises(OptionError, match=f"--joint-dim must be a positive integer, got {bad}"):
         build(tiny_bin, "joint_transformer_tiny", "--joint-dim", bad)
 
 
 def test_fairseq_tying_flag_conflicts_with_other_layers(tiny_bin):
-    with pytest.raises(ValueError, match="use --output-layer tied"):
+    with pytest.raises(OptionError, match="use --output-layer tied"):
         build(tiny_bin, "joint_transformer_tiny", "--share-decoder-input-output-embed")
-    with pytest.raises(ValueError, match="use --output-layer tied"):
+    with pytest.raises(OptionError, match="use --output-layer tied"):
         build(tiny_bin, "joint_lstm_tiny", "--share-decoder-input-output-embed")
     # with tied the flag only says what --output-layer tied already does: no error, the same tied model
     for arch, extra in (("joint_lstm", SMALL_LSTM), ("joint_transformer", SMALL_TRANSFORMER)):
@@ -208,14 +221,14 @@ def test_dictionary_mismatch_on_load(tiny_bin):
     task, model = build(tiny_bin, "joint_transformer_tiny")
     state = model.state_dict()
     state["decoder.embed_tokens.weight"] = torch.zeros(len(task.tgt_dict) + 5, 32)
-    with pytest.raises(ValueError, match=r"target dictionary has \d+ entries but the data's has \d+.*--tgtdict"):
+    with pytest.raises(CheckpointError, match=r"target dictionary has \d+ entries but the data's has \d+.*--tgtdict"):
         model.load_state_dict(state)
 
 
 def test_output_layer_configuration_mismatch_on_load(tiny_bin):
     _, a = build(tiny_bin, "joint_transformer_tiny", "--joint-dim", 8)
     _, b = build(tiny_bin, "joint_transformer_tiny", "--joint-dim", 12)
-    with pytest.raises(ValueError, match=r"checkpoint's output layer differs.*joint_dim: checkpoint 8 vs model 12"):
+    with pytest.raises(CheckpointError, match=r"checkpoint's output layer differs.*joint_dim: checkpoint 8 vs model 12"):
         b.load_state_dict(a.state_dict())
 
 

@@ -6,6 +6,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from fairseq_joint.errors import CheckpointError, InputError, OptionError
 from fairseq_joint.modules.output_layers import OUTPUT_LAYER_CHOICES, OutputLayer, OutputLayerSpec
 
 V, D, DH, DJ = 37, 6, 6, 9
@@ -236,25 +237,25 @@ def test_output_layer_capacity_equations():
 # ---------------------------------------------------------------- configuration errors
 def test_errors_are_one_line_and_name_the_fix():
     E = nn.Embedding(V, 8)
-    with pytest.raises(ValueError, match=r"tied needs the embedding dim d=8 to equal the decoder output dim dh=6.*--output-layer joint"):
+    with pytest.raises(OptionError, match=r"tied needs the embedding dim d=8 to equal the decoder output dim dh=6.*--output-layer joint"):
         OutputLayer(OutputLayerSpec("tied"), V, 6, E)
-    with pytest.raises(ValueError, match=r"unknown output layer 'jiont'; choose one of softmax, tied, bilinear, label, context, joint"):
+    with pytest.raises(OptionError, match=r"unknown output layer 'jiont'; choose one of softmax, tied, bilinear, label, context, joint"):
         OutputLayer(OutputLayerSpec("jiont"), V, 6, E)
     for bad in (0, -3, None):
-        with pytest.raises(ValueError, match="--joint-dim must be a positive integer"):
+        with pytest.raises(OptionError, match="--joint-dim must be a positive integer"):
             OutputLayer(OutputLayerSpec("joint", joint_dim=bad), V, 6, E)
-    with pytest.raises(ValueError, match="--joint-activation"):
+    with pytest.raises(OptionError, match="--joint-activation"):
         OutputLayer(OutputLayerSpec("joint", joint_dim=4, activation="gelu"), V, 6, E)
-    with pytest.raises(ValueError, match="same dictionary"):
+    with pytest.raises(InputError, match="same dictionary"):
         OutputLayer(OutputLayerSpec("joint", joint_dim=4), V + 1, 6, E)
 
 
 def test_checkpoint_into_other_configuration_says_what_differs():
     E = nn.Embedding(V, D)
     saved = OutputLayer(OutputLayerSpec("joint", joint_dim=8), V, DH, E).state_dict()
-    with pytest.raises(ValueError, match=r"joint_dim: checkpoint 8 vs model 16.*--joint-dim"):
+    with pytest.raises(CheckpointError, match=r"joint_dim: checkpoint 8 vs model 16.*--joint-dim"):
         OutputLayer(OutputLayerSpec("joint", joint_dim=16), V, DH, E).load_state_dict(saved)
-    with pytest.raises(ValueError, match=r"output_layer: checkpoint 'joint' vs model 'context'"):
+    with pytest.raises(CheckpointError, match=r"output_layer: checkpoint 'joint' vs model 'context'"):
         OutputLayer(OutputLayerSpec("context"), V, DH, E).load_state_dict(saved, strict=False)
     OutputLayer(OutputLayerSpec("joint", joint_dim=8), V, DH, E).load_state_dict(saved)  # same config loads
 
