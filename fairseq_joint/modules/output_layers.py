@@ -210,9 +210,7 @@ class OutputLayer(nn.Module):
         self.input_dim = input_dim
         self.activation = get_activation(spec.activation)
         self.class_proj, self.ctx_proj = spec.class_proj, spec.ctx_proj
-        self._shared = (self._check_embedding(embedding, class_dim),)
-        self.class_dim = input_dim if spec.kind == "softmax" else (
-            embedding.embedding_dim if embedding is not None else class_dim)
+        self.class_dim = self._build_class_table(embedding, class_dim)
         self.joint_dim = self._joint_space_dim()
         self._build_class_side()
         self._build_context_side()
@@ -225,14 +223,18 @@ class OutputLayer(nn.Module):
         self.reset_parameters()
 
     # ------------------------------------------------------------------ building
-    def _check_embedding(self, embedding: Optional[nn.Embedding], class_dim: Optional[int]) -> Optional[nn.Embedding]:
-        """E, checked against the preset and the classes; ``softmax`` gets its free rows W (Eq. 3) instead."""
+    def _build_class_table(self, embedding: Optional[nn.Embedding], class_dim: Optional[int]) -> int:
+        """The raw class vectors X and their size d: free rows W for ``softmax`` (Eq. 3), else the shared E (checked
+        against the preset and the classes; held, not registered: see :attr:`embedding`) or, without E, vectors of
+        size ``class_dim`` given to every call."""
         kind = self.spec.kind
+        self._shared = (embedding,)
         if kind == "softmax":
             if embedding is not None:
                 raise OptionError("output layer 'softmax' has its own weights; do not pass an embedding")
             self.weight = nn.Parameter(torch.empty(self.num_classes, self.input_dim))
-            return None
+            return self.input_dim
+        self.register_parameter("weight", None)
         if embedding is None and class_dim is None:
             raise OptionError(f"output layer {kind!r} needs the shared embedding E")
         if embedding is not None and embedding.num_embeddings != self.num_classes:
@@ -247,8 +249,7 @@ class OutputLayer(nn.Module):
                 f"dh={self.input_dim}; set them equal (e.g. --decoder-embed-dim/--decoder-out-embed-dim) "
                 f"or use --output-layer joint (any d, dh)"
             )
-        self.register_parameter("weight", None)
-        return embedding
+        return d
 
     @property
     def embedding(self) -> Optional[nn.Embedding]:
