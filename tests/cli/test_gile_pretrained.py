@@ -165,3 +165,29 @@ def test_bad_encoder_input(data, tmp_path, sentence_encoder):
     out = cli("fairseq-train", data, *GILE_TRAIN, "--finetune-encoder", "--max-epoch", "1", "--save-dir",
               tmp_path / "ck", *FAST, check=False)
     assert out.returncode != 0 and "--finetune-encoder trains a pretrained sentence encoder" in out.stderr
+
+
+def test_gile_pretrained_architecture_is_gile_with_the_best_measured_flags(data, tmp_path, sentence_encoder):
+    """--arch gile_pretrained --pretrained-encoder PATH trains the gile head over the frozen encoder with
+    --similarity-init --seen-label-bias: the same model, seed for seed, as gile_classifier given those flags."""
+    import torch
+
+    arch = cli("fairseq-train", data, "--user-dir", GILE_TRAIN[1], "--task", "gile_classification", "--arch",
+               "gile_pretrained", "--pretrained-encoder", sentence_encoder, "--max-epoch", "2", "--save-dir",
+               tmp_path / "arch", *FAST)
+    stats = valid_line(arch.stdout + arch.stderr)
+    assert stats["docs"] == 45 and "gzsl_h" in stats
+    flags = train(data, tmp_path / "flags", sentence_encoder, "--head", "gile", "--similarity-init", "--seen-label-bias")
+    same = valid_line(flags.stdout + flags.stderr)
+    assert {k: v for k, v in same.items() if k != "wps"} == {k: v for k, v in stats.items() if k != "wps"}
+    saved = torch.load(tmp_path / "arch" / "checkpoint_last.pt", weights_only=True)
+    cfg = saved["cfg"]["model"]
+    assert (cfg["encoder"], cfg["head"], cfg["similarity_init"], cfg["seen_label_bias"]) == ("pretrained", "gile", True, True)
+    assert "label_bias" in saved["model"] and not any(k.startswith("encoder.") for k in saved["model"])
+    again = validate(data, tmp_path / "arch" / "checkpoint_last.pt")
+    for key in METRICS:
+        assert again[key] == pytest.approx(stats[key], abs=0.011), key
+    wrong = cli("fairseq-train", data, "--user-dir", GILE_TRAIN[1], "--task", "gile_classification", "--arch",
+                "gile_pretrained", "--encoder", "wan", "--max-epoch", "1", "--save-dir", tmp_path / "wrong", *FAST,
+                check=False)
+    assert wrong.returncode != 0 and "use --arch gile_classifier" in wrong.stderr.strip().splitlines()[-1]
