@@ -21,6 +21,7 @@ from fairseq_joint.models.output_layer_model import (
     OutputLayerModelMixin,
     build_output_layer,
     check_output_layer_args,
+    decoding_step,
     initial_parameters_seed,
     output_layer_defaults,
 )
@@ -58,7 +59,8 @@ class JointLSTMDecoder(LSTMDecoder):
                 features_only: bool = False, **unused):
         x, attn_scores = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
         if not features_only:
-            x = self.output_layer(x)
+            with decoding_step(self, incremental_state):
+                x = self.output_layer(x)
         return x, attn_scores
 
     def output_layer(self, x):

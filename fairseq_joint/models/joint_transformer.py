@@ -14,6 +14,7 @@ from fairseq_joint.models.output_layer_model import (
     OutputLayerModelMixin,
     build_output_layer,
     check_output_layer_args,
+    decoding_step,
     initial_parameters_seed,
     output_layer_defaults,
 )
@@ -29,6 +30,14 @@ class JointTransformerDecoder(TransformerDecoder):
     def __init__(self, args, dictionary, embed_tokens, no_encoder_attn=False):
         output_layer = build_output_layer(args, dictionary, embed_tokens, input_dim=args.decoder_output_dim)
         super().__init__(args, dictionary, embed_tokens, no_encoder_attn, output_projection=output_layer)
+
+    def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None, features_only=False, **kwargs):
+        """As fairseq's; the output layer runs in :func:`decoding_step` (its eval cache in incremental decoding)."""
+        x, extra = super().forward(prev_output_tokens, encoder_out, incremental_state, features_only=True, **kwargs)
+        if not features_only:
+            with decoding_step(self, incremental_state):
+                x = self.output_layer(x)
+        return x, extra
 
     def upgrade_state_dict_named(self, state_dict, name):
         # fairseq injects `output_projection.weight` from E for tied models (upstream #2292/#3545);

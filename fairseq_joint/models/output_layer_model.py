@@ -6,6 +6,7 @@ The options' defaults live in :class:`OutputLayerConfig` (which takes them from
 :func:`output_layer_defaults`, so the builder reads ``args`` without fallbacks of its own.
 """
 
+import contextlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Optional
@@ -139,6 +140,20 @@ def build_output_layer(args, dictionary, embed_tokens, input_dim: int) -> Output
     )
     embedding = None if spec.kind == "softmax" else embed_tokens
     return OutputLayer(spec, num_classes=len(dictionary), input_dim=input_dim, embedding=embedding)
+
+
+def decoding_step(decoder, incremental_state):
+    """The context in which ``decoder`` runs its output layer for one step of fairseq's incremental decoding
+    (``incremental_state``: a fresh dictionary for every decoding, e.g. every beam search of SequenceGenerator). The
+    first step checks the layer's eval cache against the weights; the later ones serve it without that check, since
+    no weight changes between the steps of one decoding (``OutputLayer.weights_unchanged``: the check costs a pass over
+    E per step). Without ``incremental_state`` (training, scoring whole sequences) every call checks."""
+    if incremental_state is None:
+        return contextlib.nullcontext()
+    if decoder.get_incremental_state(incremental_state, "output_layer_decoding") is None:
+        decoder.set_incremental_state(incremental_state, "output_layer_decoding", {})  # this decoding has started
+        return contextlib.nullcontext()
+    return decoder.output_projection.weights_unchanged()
 
 
 class UpdateCountMixin:

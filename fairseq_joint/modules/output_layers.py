@@ -32,6 +32,7 @@ step, ``load_state_dict``, ``.half()``/``.to()``), so beam search does not recom
 This module knows nothing of fairseq's registries.
 """
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple
 
@@ -218,8 +219,9 @@ class OutputLayer(nn.Module):
         #: serve g_out(X) of all classes from a cache in eval mode without autograd (beam search); benchmarks
         #: switch it off to show what it buys
         self.use_eval_cache = True
-        self._cache_key = None
         self._cache: Optional[Tensor] = None
+        self._cache_source = None  # (what g_out(X) was computed from, probes of the values it was computed from)
+        self._weights_unchanged = False  # set by :meth:`weights_unchanged`
         self.reset_parameters()
 
     # ------------------------------------------------------------------ building
@@ -429,10 +431,9 @@ class OutputLayer(nn.Module):
         autograd come from the cache of g_out(X) (see the module docstring).
         """
         if rows is None and ids is None and span is None and self.projects_classes and self._cache_usable():
-            key = self._current_cache_key()
-            if self._cache is None or not self._cache_is_current(key):
+            if not self._cache_is_current():
                 self._cache = self.project_classes(self.class_table())
-                self._cache_key = key
+                self._cache_source = (self._cache_layout(), [_probe(p) for p in self._class_dependencies()])
             vectors = self._cache
         else:
             vectors = self.project_classes(rows if rows is not None else self.class_table(ids, span))
@@ -480,27 +481,43 @@ class OutputLayer(nn.Module):
         deps = [self.class_table(), self.class_weight, self.class_bias]
         return [p for p in deps if p is not None]
 
-    def _current_cache_key(self):
-        """What the cached g_out(X) was computed from: each tensor it depends on (its storage, dtype, device, shape
-        and a probe of its values) and the autocast state. The probe ``X·r`` (one matrix-vector product per tensor,
-        a fixed r) changes with any change of a row: an optimizer step, ``load_state_dict``, or an in-place edit of
-        E by its owner that this layer is not told of."""
+    def _cache_layout(self):
+        """Where and how g_out(X) is computed: each tensor it depends on (storage, dtype, device, shape) and the
+        autocast state (autocast changes the dtype g_out(X) is computed in: a cache filled under autocast is not the
+        fp32 one). ``.half()``/``.to()`` change it."""
         deps = self._class_dependencies()
         device = deps[0].device.type
-        # autocast changes the dtype g_out(X) is computed in: a cache filled under autocast is not the fp32 one
         amp = (torch.is_autocast_enabled(device), torch.get_autocast_dtype(device)) if device in ("cpu", "cuda") else None
-        return tuple((p.data_ptr(), p.dtype, p.device, tuple(p.shape), _probe(p)) for p in deps) + (amp,)
+        return tuple((p.data_ptr(), p.dtype, p.device, tuple(p.shape)) for p in deps) + (amp,)
 
-    def _cache_is_current(self, key) -> bool:
-        return self._cache_key is not None and all(
-            a[:4] == b[:4] and torch.equal(a[4], b[4]) for a, b in zip(key[:-1], self._cache_key[:-1])
-        ) and key[-1] == self._cache_key[-1]
+    def _cache_is_current(self) -> bool:
+        """Whether the cache holds g_out(X) of the weights as they are: the same layout and, unless the caller vouches
+        for them (:meth:`weights_unchanged`), the same values, by a probe of each tensor (:func:`_probe`, one
+        matrix-vector product: it sees an optimizer step, ``load_state_dict`` and an in-place edit of E by its owner
+        that this layer is not told of)."""
+        if self._cache is None or self._cache_source[0] != self._cache_layout():
+            return False
+        if self._weights_unchanged:
+            return True
+        return all(torch.equal(a, _probe(p)) for a, p in zip(self._cache_source[1], self._class_dependencies()))
+
+    @contextmanager
+    def weights_unchanged(self):
+        """Calls in this block serve the cache without probing the weights' values (their layout is still checked):
+        for the caller that knows no weight changed since the cache was last checked, e.g. the later steps of one
+        incremental decoding (fairseq's beam search changes no weight between its steps), where the probe would cost
+        a pass over E per step."""
+        outer, self._weights_unchanged = self._weights_unchanged, True
+        try:
+            yield
+        finally:
+            self._weights_unchanged = outer
 
     def _cache_usable(self) -> bool:
         return self.use_eval_cache and not self.training and not torch.is_grad_enabled()
 
     def _invalidate_cache(self) -> None:
-        self._cache, self._cache_key = None, None
+        self._cache, self._cache_source = None, None
 
     def train(self, mode: bool = True):
         self._invalidate_cache()  # the cache only lives through one eval phase

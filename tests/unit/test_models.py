@@ -263,3 +263,42 @@ def test_share_all_embeddings_model_builds_again_from_the_arguments_it_saves(joi
     again = task.build_model(args)  # what loading the checkpoint does with the saved arguments
     assert again.decoder.output_projection.output_layer == "joint"
     assert n_params(again) == n_params(first)
+
+
+@pytest.mark.parametrize("arch, extra", [("joint_transformer", SMALL_TRANSFORMER), ("joint_lstm", SMALL_LSTM)])
+def test_beam_search_checks_the_eval_cache_once_per_decoding(tiny_bin, arch, extra, monkeypatch):
+    """In fairseq's beam search the output layer's eval cache is checked against the weights at a decoding's first
+    step only (a probe of E, U and b_u each), not at every step; the hypotheses are those without the cache, and an
+    in-place edit of E between two decodings is seen by the second."""
+    from fairseq.sequence_generator import SequenceGenerator
+
+    import fairseq_joint.modules.output_layers as output_layers
+
+    task, model = build(tiny_bin, arch, "--output-layer", "joint", "--joint-dim", 12, *extra)
+    model.eval()
+    src, lengths, _ = random_batch(task)
+    sample = {"net_input": {"src_tokens": src, "src_lengths": lengths}}
+    steps = 6
+    generator = SequenceGenerator([model], task.tgt_dict, beam_size=3, max_len_a=0, max_len_b=steps, min_len=steps)
+    layer = model.decoder.output_projection
+    probes = []
+    probe = output_layers._probe
+    monkeypatch.setattr(output_layers, "_probe", lambda t: probes.append(t.shape) or probe(t))
+
+    def decode(cache=True):
+        layer.use_eval_cache = cache
+        try:
+            with torch.no_grad():
+                return [[h["tokens"].tolist() for h in hyps] for hyps in generator.generate([model], sample)]
+        finally:
+            layer.use_eval_cache = True
+
+    first = decode()
+    assert len(probes) == 3  # the first step fills the cache (a probe of E, U, b_u each); the later steps: none
+    assert first == decode(cache=False)
+    probes.clear()
+    with torch.no_grad():
+        model.decoder.embed_tokens.weight.mul_(-1.0)  # by hand, between two decodings
+    edited = decode()
+    assert len(probes) == 1 + 3  # the first step's check finds E changed (1 probe) and fills the cache again (3)
+    assert edited == decode(cache=False) and edited != first
