@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from fairseq_joint.data.gile_files import read_label_file, read_label_lines
+from fairseq_joint.errors import InputError, MissingFileError
 from fairseq_joint.modules.pretrained_embedding import load_word_vectors_
 from fairseq_joint.text_files import read_text, text_lines
 
@@ -23,7 +24,7 @@ def test_byte_order_mark_and_line_ends(tmp_path):
 def test_non_utf8_is_refused_with_file_line_and_fix(tmp_path):
     path = tmp_path / "latin.txt"
     path.write_bytes(b"fine\n" + LATIN1 + b"\n")
-    with pytest.raises(ValueError, match=rf"--text {path}:2: not UTF-8 \(byte 0xdf at column 5\): save the file as "
+    with pytest.raises(InputError, match=rf"--text {path}:2: not UTF-8 \(byte 0xdf at column 5\): save the file as "
                                          r"UTF-8 \(e\.g\. iconv -f LATIN1 -t UTF-8\)"):
         read_text(str(path), "--text")
 
@@ -51,5 +52,7 @@ def test_word_vectors_with_a_byte_order_mark_and_latin1(tmp_path):
     assert load_word_vectors_(emb, d, str(path)) == (1, 1)
     assert emb.weight[d.index("apple")].tolist() == [1, 2]
     path.write_bytes(b"1 2\n" + LATIN1[:6] + b" 1 2\n")
-    with pytest.raises(ValueError, match=r"--embed-path .*v.txt:2: not UTF-8"):
+    with pytest.raises(InputError, match=r"--embed-path .*v.txt:2: not UTF-8"):
         load_word_vectors_(emb, d, str(path))
+    with pytest.raises(MissingFileError, match=r"--embed-path .*none.txt: no such file"):  # a FileNotFoundError too
+        load_word_vectors_(emb, d, str(tmp_path / "none.txt"))
