@@ -207,7 +207,7 @@ def test_per_language_aligned_vectors_fill_each_languages_embedding(ml_bin, tmp_
     (tmp_path / "v.en.txt").write_text("".join(f"{w} " + " ".join([str(v)] * 8) + "\n" for w, v in en_words.items()))
     (tmp_path / "v.pl.txt").write_text("biblioteka " + " ".join(["0.25"] * 8) + "\n")
     task, model = build(ml_bin, embed_path=f"en={tmp_path / 'v.en.txt'},pl={tmp_path / 'v.pl.txt'}")
-    en, pl = task.dictionaries["en"], task.dictionaries["pl"]
+    en, pl = task.corpus.dictionaries["en"], task.corpus.dictionaries["pl"]
     assert torch.allclose(model.embed_tokens["en"].weight[en.index("library")], torch.full((8,), 0.5))
     assert torch.allclose(model.embed_tokens["pl"].weight[pl.index("biblioteka")], torch.full((8,), 0.25))
 
