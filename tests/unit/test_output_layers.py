@@ -1,6 +1,8 @@
 """The math of the output layers (Pappas et al. 2018, Eqs. 3-18): degenerate forms, candidate scoring,
 gradients, the eval cache, capacities, and the errors for bad configurations."""
 
+import dataclasses
+
 import pytest
 import torch
 import torch.nn as nn
@@ -248,6 +250,30 @@ def test_errors_are_one_line_and_name_the_fix():
         OutputLayer(OutputLayerSpec("joint", joint_dim=4, activation="gelu"), V, 6, E)
     with pytest.raises(InputError, match="same dictionary"):
         OutputLayer(OutputLayerSpec("joint", joint_dim=4), V + 1, 6, E)
+
+
+def test_the_spec_checks_its_settings_once_and_is_frozen():
+    for kw, message in [
+        (dict(kind="jiont"), "unknown output layer 'jiont'"),
+        (dict(kind="joint", joint_dim=4, bias="each"), "output-layer bias must be one of per_class, shared, none"),
+        (dict(kind="joint", joint_dim=4, init="xavier"), "--output-layer-init: unknown init 'xavier'"),
+        (dict(kind="joint", joint_dim=4, dropout=1.0), r"--joint-dropout must be in \[0, 1\)"),
+        (dict(kind="joint", joint_dim=4, activation="gelu"), "--joint-activation: unknown activation 'gelu'"),
+        (dict(kind="label", context_projection="cubic"), "context_projection must be one of none, linear, nonlinear"),
+        (dict(kind="label", context_projection="linear"), "--joint-dim must be a positive integer, got None"),
+    ]:
+        with pytest.raises(OptionError, match=message):
+            OutputLayerSpec(**kw)
+    spec = OutputLayerSpec("label", joint_dim=8, context_projection="linear")  # GILE's bil_yh15
+    assert (spec.class_proj, spec.ctx_proj, spec.proj_bias) == ("nonlinear", "linear", False)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.kind = "joint"
+    E = nn.Embedding(V, D)
+    layer = OutputLayer(spec, V, DH, E)
+    assert layer.spec is spec and layer.configuration()["context_projection"] == "linear" and layer.joint_dim == 8
+    # E is referenced, not registered: no sub-module, no state-dict entry of its own
+    assert layer.embedding is E and not list(layer.children())
+    assert set(layer.state_dict()) == {"class_weight", "context_weight", "bias", "_extra_state"}
 
 
 def test_checkpoint_into_other_configuration_says_what_differs():
