@@ -6,35 +6,35 @@ both are additions, not changes. What changes how fairseq's own code behaves is 
 plugin replace a function of fairseq's or of Python's. Each change is scoped to where it is needed; the logic of each
 lives in the module named in the table, this module only installs it (:func:`apply`, one :func:`wrap` per function).
 
-=================  ==========================================  =====================================================
-name               fairseq (or Python) target                  what it changes, and where
-=================  ==========================================  =====================================================
-one_line_errors    ``sys.excepthook``                          under ``fairseq-*`` programs only: a ``Refusal`` is one
-                                                               ``error:`` line, an interrupted training run ends with
-                                                               the resume note (``errors.uncaught``)
-quiet_notices      ``warnings`` filters                        under ``fairseq-*`` programs only: hydra's and torch's
-                                                               deprecation notices of fairseq 0.12 are not printed
-fairseq_logging    the root logger                             under ``fairseq-*`` programs only, when an import of
-                                                               fairseq set a DEBUG root handler on stderr
-                                                               (fairseq-generate): fairseq's INFO logging on stdout
-quiet_import       the root logger while fairseq is imported   when the plugin imports fairseq first (our commands,
-                                                               ``import fairseq_joint``): no DEBUG root handler and no
-                                                               tensorboardX INFO line
-checks             ``distributed.utils.call_main``             fairseq-train/-validate/-interactive: the plugin's
-                                                               option checks before any data is loaded
-                                                               (``checks.before_main``); SIGTERM stops fairseq-train
-                                                               as Ctrl-C does
-atomic_copy        ``file_io.PathManager.copy``                local files only: copied through ``<name>.tmp`` and a
-                                                               rename (``checkpoints.copy``)
-checksums          ``checkpoint_utils.torch_persistent_save``  checkpoint dicts only: a CRC-32 of every model and
-                                                               criterion tensor (``checkpoints.save``)
-verified_load      ``checkpoint_utils.load_checkpoint_to_cpu`` checksummed checkpoints are verified; a file torch
-                                                               cannot read is refused in one line naming the newest
-                                                               intact one beside it (``checkpoints.load``)
-resume             ``tasks.FairseqTask.get_batch_iterator``    reusable iterators created after epoch 1 (a resume)
-                                                               only: epoch 1's batches, so a resumed run ends where
-                                                               the uninterrupted one does (``resume``)
-=================  ==========================================  =====================================================
+=================  ============================================  =====================================================
+name               fairseq (or Python) target                    what it changes, and where
+=================  ============================================  =====================================================
+one_line_errors    ``sys.excepthook``                            under ``fairseq-*`` programs only: a ``Refusal`` is one
+                                                                 ``error:`` line, an interrupted training run ends with
+                                                                 the resume note (``errors.uncaught``)
+quiet_notices      ``warnings`` filters                          under ``fairseq-*`` programs only: hydra's and torch's
+                                                                 deprecation notices of fairseq 0.12 are not printed
+fairseq_logging    the root logger                               under ``fairseq-*`` programs only, when an import of
+                                                                 fairseq set a DEBUG root handler on stderr
+                                                                 (fairseq-generate): fairseq's INFO logging on stdout
+quiet_import       the root logger while fairseq is imported     when the plugin imports fairseq first (our commands,
+                                                                 ``import fairseq_joint``): no DEBUG root handler and no
+                                                                 tensorboardX INFO line
+checks             ``distributed.utils.call_main``               fairseq-train/-validate/-interactive: the plugin's
+                                                                 option checks before any data is loaded
+                                                                 (``checks.before_main``); SIGTERM stops fairseq-train
+                                                                 as Ctrl-C does
+atomic_copy        ``file_io.PathManager.copy``                  local files only: copied through ``<name>.tmp`` and a
+                                                                 rename (``checkpoints.copy``)
+checksums          ``checkpoint_utils.torch_persistent_save``    checkpoint dicts only: a CRC-32 of every model and
+                                                                 criterion tensor (``checkpoints.save``)
+verified_load      ``checkpoint_utils.load_checkpoint_to_cpu``   checksummed checkpoints are verified; a file torch
+                                                                 cannot read is refused in one line naming the newest
+                                                                 intact one beside it (``checkpoints.load``)
+resume             ``tasks.FairseqTask.get_batch_iterator``      reusable iterators created after epoch 1 (a resume)
+                                                                 only: epoch 1's batches, so a resumed run ends where
+                                                                 the uninterrupted one does (``resume``)
+=================  ============================================  =====================================================
 
 Why each, and the upstream issue it works around, is :data:`PATCHES` (and docs/fairseq-patches.md, for users).
 """
@@ -100,7 +100,8 @@ PATCHES: Tuple[Patch, ...] = (
     Patch("resume", "fairseq.tasks:FairseqTask.get_batch_iterator",
           "a reusable epoch iterator created after epoch 1 (a resumed run) gets epoch 1's batches",
           "fairseq seeds the batches with the epoch the iterator is created in: a resumed run trained on other batches "
-          "than the uninterrupted one", "none filed (fairseq made epoch iterators reusable in #1156's commit)"),
+          "than the uninterrupted one", "none filed (#1156 discusses the commit that made epoch iterators "
+          "reusable)"),
 )
 
 #: a wrapper's mark: ``fairseq_joint_<patch name>`` = True

@@ -89,9 +89,13 @@ def test_the_table_is_in_the_docstring_and_the_docs():
     from fairseq_joint import fairseq_patches
 
     page = (REPO / "docs" / "fairseq-patches.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip(" `"): line for line in page.splitlines() if line.startswith("| `")}
+    assert sorted(rows) == sorted(p.name for p in fairseq_patches.PATCHES)
     for patch in fairseq_patches.PATCHES:
         assert re.search(rf"^{patch.name}\s", fairseq_patches.__doc__, re.M), patch.name
-        assert f"`{patch.name}`" in page, patch.name
+        row = rows[patch.name]
+        assert patch.target.split(":")[1].split(".")[-1] in row.split("|")[2], row  # the same target
+        assert re.sub(r"\[(#\d+)\]\([^)]*\)", r"\1", row.split("|")[5]).strip() == patch.upstream, row
     assert "FAIRSEQ_JOINT_PATCHES=0" in page
     assert "fairseq-patches.md" in (REPO / "docs" / "commands.md").read_text(encoding="utf-8")
 
