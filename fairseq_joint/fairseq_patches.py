@@ -135,7 +135,7 @@ def wrap(owner, attribute: str, make_wrapper: Callable[[Callable], Callable], pa
 
 
 def wrapped() -> List[str]:
-    """The patches whose wrapper is in place now, in :data:`PATCHES` order (tests)."""
+    """The patches whose wrapper is in place now, in the order :func:`apply` wrapped them (tests)."""
     return [name for name, (owner, attribute, _) in _wrapped.items()
             if getattr(getattr(owner, attribute), MARK.format(name), False)]
 
