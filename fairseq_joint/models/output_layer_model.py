@@ -103,7 +103,10 @@ def output_layer_defaults(args, input_dim: int) -> None:
     """Fill the output-layer options an architecture leaves unset (for ``register_model_architecture``), and record
     dh = ``input_dim``, the size of the features h the output layer reads, as the default of
     ``--label-embedding-input-dim``: a criterion with a second output layer over h (``label_embedding_cross_entropy``)
-    reads it from its own configuration, built from the same arguments."""
+    reads it from its own configuration, built from the same arguments. (The architecture is where it can be recorded:
+    fairseq-train builds the criterion's configuration from the parsed arguments before it builds the model, and an
+    interpolation such as ``${model.decoder_output_dim}`` cannot reach a legacy model's configuration, which fairseq
+    keeps as an ``argparse.Namespace``.)"""
     for name in _DEFAULTS.__dataclass_fields__:
         if not name.startswith("_") and not hasattr(args, name):
             setattr(args, name, getattr(_DEFAULTS, name))
