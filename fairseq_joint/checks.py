@@ -31,7 +31,7 @@ def check_criterion_options(c) -> None:
     name = getattr(c, "_name", None)
     if name in ("sampled_cross_entropy", "label_embedding_cross_entropy", "gile_label_embedding_cross_entropy"):
         sampling_requested(c.sample_rate, c.num_samples)
-        if c.vocab_chunk_size is not None and name == "sampled_cross_entropy":
+        if name == "sampled_cross_entropy" and c.vocab_chunk_size is not None:  # the only one with chunks
             check_chunk_size(c.vocab_chunk_size)
     if name in ("label_embedding_cross_entropy", "gile_label_embedding_cross_entropy"):
         check_label_embedding_options(tau=c.label_embedding_tau, p=c.label_embedding_hinge_p,
