@@ -2,7 +2,7 @@
 
 import json
 
-from conftest import TRAIN_FAST, USER_DIR, cli
+from conftest import cli
 
 from fairseq_joint.cli import count_params
 
@@ -11,15 +11,13 @@ def count(*flags):
     return count_params.counts([str(f) for f in flags] + ["--json"])
 
 
-def test_checkpoint_count_equals_the_trained_model(tiny_bin, tmp_path):
-    cli("fairseq-train", tiny_bin, "--user-dir", USER_DIR, "--arch", "joint_transformer_tiny", "--joint-dim", 40,
-        "--save-dir", tmp_path, "--max-update", 1, *TRAIN_FAST)
-    out = cli("fairseq-joint-count-params", tmp_path / "checkpoint_last.pt", "--json")  # the real CLI
+def test_checkpoint_count_equals_the_trained_model(tiny_bin, joint_checkpoint):
+    out = cli("fairseq-joint-count-params", joint_checkpoint, "--json")  # the real CLI
     r = json.loads(out.stdout.strip().splitlines()[-1])
-    cfg = count("--arch", "joint_transformer_tiny", "--joint-dim", 40, "--src-vocab",
+    cfg = count("--arch", "joint_transformer_tiny", "--joint-dim", 24, "--src-vocab",
                 _dict_size(tiny_bin, "en"), "--tgt-vocab", _dict_size(tiny_bin, "de"))
     assert r["total"] == cfg["total"] and r["output_layer"] == cfg["output_layer"]
-    assert (r["output_layer_kind"], r["joint_dim"]) == ("joint", 40)
+    assert (r["output_layer_kind"], r["joint_dim"]) == ("joint", 24)
 
 
 def _dict_size(data, lang):

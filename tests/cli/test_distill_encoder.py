@@ -10,6 +10,8 @@ import pytest
 import torch
 from conftest import GILE_FAST, GILE_TRAIN, REPO, cli, preprocess_gile, valid_line
 
+from fairseq_joint.cli import distill_encoder
+from fairseq_joint.cli.common import run
 from fairseq_joint.modules.sentence_encoder import PretrainedSentenceEncoder, encoder_fingerprint
 
 ML_SAMPLE = REPO / "data" / "debtags-multilingual-sample"
@@ -93,8 +95,12 @@ def test_the_student_learns_the_teachers_space_and_is_reproducible(teacher, tmp_
 
     distill(teacher, tmp_path / "b")  # same seed, same data: the same student, byte for byte
     assert encoder_fingerprint(str(tmp_path / "a")) == encoder_fingerprint(str(tmp_path / "b"))
-    other = distill(teacher, tmp_path / "c", "--seed", "2")
-    assert other.returncode == 0
+    other = distill(teacher, tmp_path / "c", "--seed", "2")  # another seed: another held-out draw, another student
+    other_report = json.loads((tmp_path / "c" / "alignment.json").read_text())
+    assert other_report["seed"] == 2 and len(other_report["heldout_ids"]) == 40
+    assert set(other_report["heldout_ids"]) != heldout
+    other_losses = epoch_losses(other.stdout + other.stderr)
+    assert len(other_losses) == 30 and other_losses[-1] < 0.2 * other_losses[0], other_losses
     assert encoder_fingerprint(str(tmp_path / "a")) != encoder_fingerprint(str(tmp_path / "c"))
 
 
@@ -152,7 +158,8 @@ def test_a_static_student_fine_tunes_inside_gile(teacher, tmp_path):
     assert len(json.loads(ranked.stdout)["labels"]) == 3
 
 
-def test_bad_input_fails_with_one_line_naming_the_fix(teacher, tmp_path):
+def test_bad_input_fails_with_one_line_naming_the_fix(teacher, tmp_path, capsys):
+    """The first case through the console script, the others through the same ``run(main)`` in process."""
     wrong_lang = tmp_path / "wrong.jsonl"
     wrong_lang.write_text(json.dumps({"id": 1, "text": "x", "lang": "de"}) + "\n")
     unjoined = tmp_path / "unjoined.jsonl"
@@ -170,8 +177,16 @@ def test_bad_input_fails_with_one_line_naming_the_fix(teacher, tmp_path):
         (["--aligned", *ALIGNED, "--output", str(full)], "exists and is not empty"),
         (["--aligned", *ALIGNED, "--heldout-docs", "40", "--teacher", str(tmp_path)], f"--teacher {tmp_path}: not a"),
     ]
-    for extra, said in cases:
+    for i, (extra, said) in enumerate(cases):
         args = ["--teacher", str(teacher), "--output", str(tmp_path / "out"), *extra]
-        bad = cli("fairseq-joint-distill-encoder", *args, check=False)
-        assert bad.returncode == 2 and said in bad.stderr, (extra, bad.stderr)
-        assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+        if i == 0:
+            bad = cli("fairseq-joint-distill-encoder", *args, check=False)
+            code, stderr = bad.returncode, bad.stderr
+        else:
+            try:
+                code = run(distill_encoder.main, args)
+            except SystemExit as exit_:  # argparse's refusals
+                code = exit_.code
+            stderr = capsys.readouterr().err
+        assert code == 2 and said in stderr, (extra, stderr)
+        assert len(stderr.strip().splitlines()) == 1, stderr

@@ -43,7 +43,8 @@ def test_reference_bins_sum_each_words_pieces_and_average_per_bin():
     base = words + [("the", 1.5)]
     vs = reference_bins.paired_vs(word_bin, [("visited", 6.0), ("the", 0.25), ("x", 4.0), ("the", 1.0)], base)
     assert vs["high"]["delta_nll_per_word"] == pytest.approx(-0.375) and vs["high"]["lower_share"] == 1.0
-    assert 0 < vs["high"]["wilcoxon_p"] <= 1
+    # two negative differences: of the 4 equally likely sign patterns of ranks {1, 2}, W+ = 0 is one; two-sided 2 * 1/4
+    assert vs["high"]["wilcoxon_p"] == pytest.approx(0.5)
     assert vs["low"]["delta_nll_per_word"] == 0 and vs["low"]["wilcoxon_p"] != vs["low"]["wilcoxon_p"]  # nan
     with pytest.raises(ValueError, match="disagree on a reference word"):
         reference_bins.paired_vs(word_bin, [("then", 1.0)], [("the", 1.0)])
