@@ -10,12 +10,18 @@ plugin is loaded:
 
 * **atomic copies**: fairseq's ``PathManager.copy`` of local files copies to ``<name>.tmp`` and renames, so a file
   under a checkpoint's name is always whole;
-* **checksums**: every tensor of the model and the criterion gets a CRC-32 of its bytes, saved in the checkpoint
-  (``fairseq_joint_checksums``) and verified when it is loaded: a damaged tensor is named in a one-line error;
+* **checksums**: every tensor and every other value a resume reads (the model, the criterion, the optimizer's state
+  such as Adam's ``exp_avg`` and ``step``, the lr scheduler's state, ``extra_state``'s data-iterator position and
+  meters, the task's state) gets a CRC-32 under its path in the checkpoint dict (``last_optimizer_state`` /
+  ``state.3.exp_avg``), saved in the checkpoint (``fairseq_joint_checksums``) and verified when it is loaded: what is
+  damaged is named in a one-line error with the newest intact checkpoint beside it. Only the configuration
+  (``cfg``, ``args``) is left out: fairseq rewrites it while loading (``--model-overrides``), and a resume takes the
+  command line's options anyway;
 * **damaged files**: a checkpoint torch cannot read (truncated, not a zip archive) is refused with a one-line error that
   names the newest intact checkpoint beside it and the command that restores it.
 
-Checkpoints written before (without checksums) load as before.
+Checkpoints written before (without checksums) load as before; those whose checksums cover the model and the
+criterion only are verified on those.
 
 Dictionaries are compared by content, not by size: :func:`dictionary_fingerprint` is what fairseq-joint models keep
 of the dictionaries they were built with (see ``OutputLayerModelMixin``).
@@ -25,11 +31,13 @@ import glob
 import hashlib
 import logging
 import os
+import pickle
 import shutil
 import zipfile
 import zlib
-from typing import Dict, Iterable, Optional
+from typing import Dict, Iterable, Iterator, Optional, Tuple
 
+import numpy as np
 import torch
 
 from fairseq_joint.errors import CheckpointError
@@ -37,8 +45,11 @@ from fairseq_joint.errors import CheckpointError
 logger = logging.getLogger(__name__)
 
 CHECKSUMS = "fairseq_joint_checksums"
-#: the parts of a fairseq checkpoint whose tensors are checksummed
+#: what marks a checkpoint dict of fairseq's (the entries of its model and its criterion)
 PARTS = ("model", "criterion")
+#: the entries of a checkpoint dict that are not checksummed: its configuration, which fairseq's loader rewrites
+#: (``--model-overrides``, upgrades of old options), and the checksums themselves
+UNCHECKED = ("args", "cfg", CHECKSUMS)
 
 
 def tensor_checksum(t: torch.Tensor) -> int:
@@ -47,53 +58,100 @@ def tensor_checksum(t: torch.Tensor) -> int:
     return zlib.crc32(data)
 
 
+def value_checksum(value: object) -> int:
+    """CRC-32 of a value that is not a tensor, in a canonical serialization: its type and ``repr`` for Python's and
+    numpy's scalars (a float's ``repr`` is exact), dtype, shape and bytes for a numpy array, the pickle otherwise."""
+    kind = f"{type(value).__module__}.{type(value).__qualname__}:".encode("utf-8")
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes, np.generic)):
+        data = repr(value).encode("utf-8")
+    elif isinstance(value, np.ndarray):
+        data = f"{value.dtype.str}{value.shape}".encode("utf-8") + np.ascontiguousarray(value).tobytes()
+    else:
+        data = pickle.dumps(value, protocol=4)
+    return zlib.crc32(kind + data)
+
+
+def leaves(value: object, path: str = "") -> Iterator[Tuple[str, object]]:
+    """``(path, leaf)`` of every tensor and other value in nested dicts, lists and tuples; a path joins the keys and
+    indices with dots (``state.3.exp_avg``)."""
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        yield path, value
+        return
+    for key, item in items:
+        yield from leaves(item, f"{path}.{key}" if path else str(key))
+
+
 def checksums(state: Dict[str, object]) -> Dict[str, Dict[str, int]]:
-    """``{part: {tensor name: CRC-32}}`` of the model's and the criterion's tensors in a checkpoint dict."""
+    """``{part: {path: CRC-32}}`` of every tensor (:func:`tensor_checksum`) and every other value
+    (:func:`value_checksum`) of each entry ``part`` of a checkpoint dict but the :data:`UNCHECKED` ones. A model's
+    tensor is under its name (``model``: ``decoder.embed_tokens.weight``), as in the checksums of earlier versions,
+    which held the model's and the criterion's tensors only."""
     out = {}
-    for part in PARTS:
-        tensors = state.get(part)
-        if isinstance(tensors, dict):
-            out[part] = {k: tensor_checksum(v) for k, v in tensors.items() if torch.is_tensor(v)}
+    for part, content in state.items():
+        if part in UNCHECKED:
+            continue
+        out[part] = {path: tensor_checksum(leaf) if torch.is_tensor(leaf) else value_checksum(leaf)
+                     for path, leaf in leaves(content)}
     return out
 
 
-def verify(state: Dict[str, object], path: str) -> None:
-    """Refuse a checkpoint dict whose tensors differ from the checksums saved with them."""
+def damage(state: Dict[str, object]) -> Optional[str]:
+    """What in a checkpoint dict differs from the checksums saved with it (a tensor or value, or one that is missing),
+    or None when all hold or it has none."""
     saved = state.get(CHECKSUMS)
     if not isinstance(saved, dict):
-        return
+        return None
     for part, sums in saved.items():
-        tensors = state.get(part) or {}
+        found = dict(leaves(state.get(part)))
         for name, crc in sums.items():
-            if name not in tensors:
-                raise CheckpointError(f"{path}: the {part} tensor {name} is missing from the file: the checkpoint is "
-                                      "damaged; use another checkpoint of the run")
-            if tensor_checksum(tensors[name]) != crc:
-                raise CheckpointError(f"{path}: the {part} tensor {name} is damaged (its bytes differ from the checksum "
-                                      "saved with it): use another checkpoint of the run")
+            if name not in found:
+                return f"the {part} entry {name} is missing from the file"
+            leaf = found[name]
+            if crc != (tensor_checksum(leaf) if torch.is_tensor(leaf) else value_checksum(leaf)):
+                kind = "tensor" if torch.is_tensor(leaf) else "value"
+                return f"the {part} {kind} {name} is damaged (its bytes differ from the checksum saved with it)"
+    return None
 
 
-def intact_checkpoints(path: str) -> Iterable[str]:
-    """The other checkpoints of ``path``'s directory whose zip directory can be read, newest first."""
+def verify(state: Dict[str, object], path: str) -> None:
+    """Refuse a checkpoint dict with :func:`damage`, naming it and the newest intact checkpoint beside ``path``."""
+    what = damage(state)
+    if what is not None:
+        raise CheckpointError(f"{path}: {what}: use another checkpoint of the run; {instead(path)}")
+
+
+def intact_checkpoints(path: str) -> Iterator[str]:
+    """The other checkpoints of ``path``'s directory that torch reads and whose checksums hold, newest first."""
     others = [p for p in glob.glob(os.path.join(os.path.dirname(os.path.abspath(path)), "checkpoint*.pt"))
               if os.path.abspath(p) != os.path.abspath(path)]
     for p in sorted(others, key=os.path.getmtime, reverse=True):
-        try:
-            with zipfile.ZipFile(p):
-                yield p
-        except (zipfile.BadZipFile, OSError):
+        if _readable(p) is not None:
             continue
+        try:
+            state = torch.load(p, map_location="cpu")
+        except Exception:  # noqa: BLE001  (whatever keeps torch from loading it: not intact)
+            continue
+        if damage(state) is None:
+            yield p
+
+
+def instead(path: str) -> str:
+    """What to use instead of the checkpoint ``path``: the newest intact checkpoint beside it and the ``cp`` that puts
+    it in place, or that there is none."""
+    intact = next(intact_checkpoints(path), None)
+    if intact is None:
+        return f"no intact checkpoint lies beside it: train again without it (delete {path})"
+    return f"the newest intact checkpoint beside it is {intact}: cp {intact} {path} and run the same command again"
 
 
 def damaged(path: str, err: BaseException) -> CheckpointError:
     """The one-line refusal of a checkpoint file torch cannot read, naming what to resume from instead."""
     what = "truncated or not a checkpoint (torch cannot read its zip archive; an interrupted save?)"
-    intact = next(iter(intact_checkpoints(path)), None)
-    if intact is None:
-        return CheckpointError(f"{path} is {what} and no intact checkpoint lies beside it: train again without it "
-                               f"(delete {path})")
-    return CheckpointError(f"{path} is {what}; the newest intact checkpoint beside it is {intact}: "
-                           f"cp {intact} {path} and run the same command again")
+    return CheckpointError(f"{path} is {what}; {instead(path)}")
 
 
 def _readable(path: str) -> Optional[BaseException]:

@@ -5,6 +5,7 @@ it with the same command ends bit for bit where the uninterrupted run does."""
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -64,6 +65,41 @@ def test_flipped_bytes_inside_a_tensor_are_detected(tiny_bin, trained, tmp_path)
     # the intact file still translates
     cli("fairseq-generate", tiny_bin, "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt", "--beam", 2,
         "--max-len-b", 5)
+
+
+def adam_state_bytes(checkpoint: Path):
+    """(the bytes of the first parameter's Adam exp_avg as the file stores them, its path in the checkpoint dict)."""
+    optimizer = state(checkpoint)["last_optimizer_state"]["state"]
+    first = min(optimizer)
+    return optimizer[first]["exp_avg"].numpy().tobytes(), f"state.{first}.exp_avg"
+
+
+def iterator_position(raw: bytes) -> int:
+    """The offset of the value of train_iterator's iterations_in_epoch in a checkpoint's pickle (a BININT1 byte)."""
+    key = raw.index(b"iterations_in_epoch") + len(b"iterations_in_epoch")
+    return raw.index(b"K", key) + 1
+
+
+@pytest.mark.parametrize("where", ["adam", "iterator"])
+def test_a_flipped_byte_in_the_optimizer_or_iterator_state_refuses_the_resume(tiny_bin, trained, tmp_path, where):
+    """The checksums cover what a resume reads besides the model: one flipped bit in Adam's exp_avg (it moved every
+    parameter after 3 updates) or in the data iterator's position is refused in one line naming the entry and the
+    newest intact checkpoint beside it; checkpoint_last.pt is left as it was."""
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)  # with the files' times: the newest intact one is trained's newest but last
+    raw = bytearray((run / "checkpoint_last.pt").read_bytes())
+    if where == "adam":
+        tensor, name = adam_state_bytes(run / "checkpoint_last.pt")
+        at, entry = raw.index(tensor) + len(tensor) // 2, f"the last_optimizer_state tensor {name} is damaged"
+    else:
+        at, entry = iterator_position(raw), "the extra_state value train_iterator.iterations_in_epoch is damaged"
+    raw[at] ^= 0x04
+    (run / "checkpoint_last.pt").write_bytes(raw)
+    newest = max((p for p in run.glob("checkpoint*.pt") if p.name != "checkpoint_last.pt"), key=os.path.getmtime)
+    line = one_line_error(cli("fairseq-train", tiny_bin, *TRAIN, "--save-dir", run, check=False))
+    assert f"{run}/checkpoint_last.pt: {entry}" in line, line
+    assert f"the newest intact checkpoint beside it is {newest}: cp {newest} {run}/checkpoint_last.pt" in line, line
+    assert (run / "checkpoint_last.pt").read_bytes() == raw
 
 
 def test_copies_to_a_checkpoint_name_are_atomic(tmp_path, monkeypatch):
