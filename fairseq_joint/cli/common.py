@@ -13,11 +13,11 @@ import json
 import logging
 import os
 import random
-import re
 import subprocess
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from fairseq_joint import errors
+from fairseq_joint import checks, errors
+from fairseq_joint.checks import Range, number_problem
 from fairseq_joint.text_files import read_text, text_lines
 
 #: set to 1 to see the traceback of a refusal
@@ -54,6 +54,33 @@ class ArgumentParser(argparse.ArgumentParser):
 def parser(doc: str, **kwargs) -> ArgumentParser:
     """An :class:`ArgumentParser` whose description is the command's module docstring."""
     return ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+
+
+def number(allowed: Range) -> Callable[[str], float]:
+    """An argparse ``type`` for a numeric option: the text as an int (``allowed.integer``) or a float, refused by
+    argparse (one ``error: argument --x: must be ...`` line) unless :func:`fairseq_joint.checks.number_problem` finds
+    it finite and in ``allowed``."""
+    def parse(text: str):
+        try:
+            value = int(text) if allowed.integer else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {allowed}, got {text!r}") from None
+        problem = number_problem(value, allowed)
+        if problem is not None:
+            raise argparse.ArgumentTypeError(problem)
+        return value
+
+    parse.__name__ = "integer" if allowed.integer else "number"
+    return parse
+
+
+#: the argparse types of the commands' numeric options (:func:`number`)
+finite_float = number(checks.ANY)
+positive_float = number(checks.POSITIVE)
+probability = number(checks.PROBABILITY)
+positive_int = number(checks.POSITIVE_INT)
+non_negative_int = number(checks.NON_NEGATIVE_INT)
+seed = number(checks.SEED)
 
 
 def setup_logging(levels: bool = False) -> None:
@@ -254,21 +281,35 @@ def load_translation_model(path: str):
 def load_gile_model(path: str, data: Optional[str] = None, pretrained_encoder: Optional[str] = None):
     """``(model, task)`` of a ``gile_classifier`` checkpoint; ``data``: the preprocessed directory (default: the one
     recorded in the checkpoint); ``pretrained_encoder``: where its sentence encoder is now (default: where it was)."""
+    model, task, _ = load_gile_checkpoint(path, data, pretrained_encoder)
+    return model, task
+
+
+def load_gile_checkpoint(path: str, data: Optional[str] = None, pretrained_encoder: Optional[str] = None):
+    """``(model, task, cfg)`` of a ``gile_classifier`` checkpoint (:func:`load_gile_model` and the checkpoint's
+    configuration, whose ``criterion`` says how its logits become probabilities). A missing file is a
+    ``MissingFileError``, a checkpoint of another task a ``CheckpointError`` (refused before any model is built)."""
     from fairseq import checkpoint_utils
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
     import fairseq_joint  # noqa: F401  (registers the task/model, allowlists checkpoint classes)
     from fairseq_joint.models.gile_classifier import GileClassifier
 
     if not os.path.isfile(path):
-        raise fail(f"checkpoint {path} does not exist")
+        raise errors.MissingFileError(f"checkpoint {path} does not exist")
     overrides = {"data": data} if data else {}
     if pretrained_encoder:
         overrides["pretrained_encoder"] = pretrained_encoder
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides or None)
+    state = checkpoint_utils.load_checkpoint_to_cpu(path, overrides or None)
+    cfg = state["cfg"] if state.get("cfg") is not None else convert_namespace_to_omegaconf(state["args"])
+    if cfg.task._name != "gile_classification":
+        raise errors.CheckpointError(f"{path} is not a gile_classifier checkpoint")
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides or None,
+                                                                      state=state)
     model = models[0].eval()
     if not isinstance(model, GileClassifier):
-        raise fail(f"{path} is not a gile_classifier checkpoint")
-    return model, task
+        raise errors.CheckpointError(f"{path} is not a gile_classifier checkpoint")
+    return model, task, cfg
 
 
 def split_scores(model, task, subset: str, batch_size: int = 64, seen_only: bool = False):
@@ -304,26 +345,47 @@ def command_line(cmd):
 
 def finished_log(cmd, log_path):
     """Minutes of a finished earlier run of exactly ``cmd`` logged at ``log_path``, else None."""
+    from fairseq_joint.cli import fairseq_log
+
     if not os.path.isfile(log_path):
         return None
     with open(log_path) as f:
         text = f.read()
-    done = re.search(r"done training in ([\d.]+) seconds", text)
-    if not text.startswith(command_line(cmd)) or done is None or "valid on 'valid' subset" not in text:
+    seconds = fairseq_log.training_seconds(text)
+    if not text.startswith(command_line(cmd)) or seconds is None or not fairseq_log.records(text, "valid"):
         return None
-    return float(done.group(1)) / 60
+    return seconds / 60
 
 
-def run_logged(cmd, log_path, env):
-    """Run ``cmd`` in the current directory (the user's: relative paths stay theirs), its output into ``log_path``."""
-    study_logger.info("running: " + " ".join(cmd))
-    with open(log_path, "w") as log:
+def run_logged(cmd, log_path, env, append: bool = False, failure: Optional[Callable[[int], str]] = None) -> None:
+    """Run ``cmd`` in the current directory (the user's: relative paths stay theirs), its output into ``log_path``
+    after a ``# command:`` line (added to the end of the log with ``append``: a run continued). A non-zero exit
+    status is refused with ``failure(status)`` (default: the program, its status and the log)."""
+    study_logger.info("running: " + " ".join(map(str, cmd)))
+    with open(log_path, "a" if append else "w", encoding="utf-8") as log:
         log.write(command_line(cmd))
         log.flush()
         proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     if proc.returncode != 0:
         name = cmd[2] if cmd[1] == "-m" else os.path.basename(cmd[0])
-        raise fail(f"{name} failed with exit status {proc.returncode}; see its output in {log_path}")
+        raise fail(failure(proc.returncode) if failure else
+                   f"{name} failed with exit status {proc.returncode}; see its output in {log_path}")
+
+
+def cached_evaluation(checkpoint: str, cache_path: str, evaluate: Callable[[], Dict[str, object]]):
+    """``evaluate()``'s figures of ``checkpoint``, kept in ``cache_path`` (JSON) and reused while the checkpoint is
+    the same file (name, modification time and size): a reused run is not scored again."""
+    stamp = {"checkpoint": os.path.basename(checkpoint), "mtime": os.path.getmtime(checkpoint),
+             "size": os.path.getsize(checkpoint)}
+    if os.path.isfile(cache_path):
+        with open(cache_path) as f:
+            saved = json.load(f)
+        if saved.get("stamp") == stamp:
+            return saved["stats"]
+    stats = evaluate()
+    with open(cache_path, "w") as f:
+        json.dump({"stamp": stamp, "stats": stats}, f)
+    return stats
 
 
 def aggregate(runs):

@@ -19,11 +19,9 @@ import json
 import sys
 from typing import Optional, Sequence
 
-import torch
-
-from fairseq_joint.cli.common import fail, load_gile_model, parser, read_lines, run
+from fairseq_joint.cli.common import parser, read_lines, run
 from fairseq_joint.data.gile_files import read_label_file
-from fairseq_joint.data.gile_text import tokenize
+from fairseq_joint.hub import LabelPredictor, check_topk
 
 PROG = "fairseq-joint-predict-labels"
 
@@ -45,62 +43,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--pretrained-encoder", help="the sentence-transformers directory of a model trained with "
                    "--encoder pretrained, when it is no longer where training found it")
     args = p.parse_args(argv)
-    if args.topk < 1:
-        raise fail(f"--topk must be >= 1, got {args.topk}")
+    check_topk(args.topk)
     descriptions = read_label_file(args.labels)
     lines = read_lines(args.input, "--input") if args.input else sys.stdin.read().splitlines()
-    model, task = load_gile_model(args.checkpoint, args.data, args.pretrained_encoder)
-    if model.languages:
-        try:
-            model.check_language(args.lang)
-        except ValueError as e:
-            raise fail(f"--lang: {e}") from None
-    elif args.lang is not None:
-        raise fail(f"--lang {args.lang}: {args.checkpoint} is a monolingual model (no --languages): drop --lang")
-    names = list(descriptions)
-    label_set = task.encode_labels(names, descriptions, "predict-labels")
-    gamma = task.seen_score_offset if args.seen_score_offset is None else args.seen_score_offset
-    offset = (label_set.train_index >= 0).float() * float(gamma)
-    if not model.scores_unseen_labels:
-        unseen = [n for n, i in zip(names, label_set.train_index.tolist()) if i < 0]
-        if unseen:
-            raise fail(f"--head linear cannot score the {len(unseen)} label(s) of {args.labels} it never "
-                       f"saw in training (e.g. {unseen[0]!r}): train a joint head (--head gile) for unseen labels")
-
+    predictor = LabelPredictor.from_checkpoint(args.checkpoint, args.data, args.pretrained_encoder)
+    lang = predictor.check_language(args.lang)
+    label_set = predictor.label_set(descriptions, args.labels)
     texts = [t for t in lines if t.strip()]
     if len(texts) != len(lines):
         print(f"note: skipped {len(lines) - len(texts)} empty input line(s)", file=sys.stderr)
-    k = min(args.topk, len(names))
-    d = task.corpus.dictionary_of(args.lang if model.languages else "")
-    with torch.no_grad():
-        for start in range(0, len(texts), args.batch_size):
-            batch = texts[start:start + args.batch_size]
-            scores = model.label_scores(text_vectors(model, batch, d, args.lang), label_set.tokens,
-                                        label_set.train_index, names, lang=args.lang)
-            scores = scores.float() - offset
-            top = scores.topk(k, dim=-1)
-            for text, vals, idx in zip(batch, top.values.tolist(), top.indices.tolist()):
-                ranked = [[names[i], round(v, 4)] for v, i in zip(vals, idx)]
-                if args.json:
-                    print(json.dumps({"text": text, "labels": ranked}))
-                else:
-                    print(text + "\t" + "\t".join(f"{n} ({v:.3f})" for n, v in ranked))
+    for text, ranked in predictor.rank(texts, label_set, args.topk, lang, args.seen_score_offset, args.batch_size):
+        pairs = [[r.label, round(r.score, 4)] for r in ranked]
+        if args.json:
+            print(json.dumps({"text": text, "labels": pairs}))
+        else:
+            print(text + "\t" + "\t".join(f"{n} ({v:.3f})" for n, v in pairs))
     return 0
-
-
-def text_vectors(model, texts, dictionary, lang=None):
-    """h of raw texts: the pretrained encoder's embeddings, or the WAN/HAN encoder (``lang``'s) over the dictionary's
-    ids."""
-    from fairseq.data import data_utils
-
-    encoder = model.sentence_encoder
-    if encoder is not None:
-        if not encoder.finetune:
-            return model.embed_texts(texts)
-        rows = [torch.LongTensor(ids) for ids in encoder.tokenize(texts)]
-        return model(data_utils.collate_tokens(rows, encoder.pad_id, left_pad=False), lang=lang)
-    rows = [torch.LongTensor([dictionary.index(w) for w in tokenize(t)] or [dictionary.unk()]) for t in texts]
-    return model(data_utils.collate_tokens(rows, dictionary.pad(), left_pad=False), lang=lang)
 
 
 def command() -> int:

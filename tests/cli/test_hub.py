@@ -1,0 +1,263 @@
+"""The Python API (fairseq_joint.hub) against the commands: GILE predictions from Python equal
+fairseq-joint-predict-labels' (a WAN model, a frozen pretrained-encoder model, a multilingual model), unseen labels
+included, with the criterion's probabilities; a label set is encoded once and reused; the refusals are the commands'
+(same type of error, same message); translations from Python equal fairseq-interactive's for a joint_transformer with
+sentencepiece and a joint_lstm with Moses + subword-nmt."""
+
+import json
+import math
+import shutil
+
+import pytest
+import torch
+from conftest import (
+    GILE_FAST,
+    GILE_TRAIN,
+    REPO,
+    SAMPLE,
+    cli,
+    preprocess_gile,
+    train_joint,
+)
+
+from fairseq_joint import errors
+from fairseq_joint.hub import LabelPredictor, LabelScore, load_translator
+
+ML_SAMPLE = REPO / "data" / "debtags-multilingual-sample"
+TEXTS = ["a text editor for programmers", "network audio streaming server", "python library for images",
+         "a game of strategy"]
+
+
+def train_gile(data, save, *extra):
+    cli("fairseq-train", data, *GILE_TRAIN, "--joint-dim", "8", "--criterion", "multilabel_classification",
+        "--max-epoch", "1", "--save-dir", save, *GILE_FAST, *extra)
+    return save / "checkpoint_last.pt"
+
+
+@pytest.fixture(scope="module")
+def wan_checkpoint(gile_bin, tmp_path_factory):
+    """A gile head over a WAN encoder, one epoch on 150 documents (469 labels in the label file, most unseen)."""
+    return train_gile(gile_bin, tmp_path_factory.mktemp("hub_wan"), "--head", "gile", "--seen-score-offset", "0.25")
+
+
+def predict_command(checkpoint, tmp_path, texts, *args, check=True):
+    (tmp_path / "texts.txt").write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+    return cli("fairseq-joint-predict-labels", "--checkpoint", checkpoint, "--input", tmp_path / "texts.txt", "--json",
+               *args, check=check)
+
+
+def assert_same_rankings(rows, out):
+    """Python's records equal the command's JSON lines: the same texts, labels in the same order, the scores that
+    the command rounds to 4 digits."""
+    printed = [json.loads(line) for line in out.stdout.splitlines()]
+    assert len(printed) == len(rows)
+    for record, ranked in zip(printed, rows):
+        assert record["labels"] == [[r.label, round(r.score, 4)] for r in ranked]
+
+
+def test_wan_predictions_equal_the_command_with_unseen_labels_and_probabilities(wan_checkpoint, gile_bin, tmp_path):
+    predictor = LabelPredictor.from_checkpoint(wan_checkpoint)
+    assert predictor.probability_kind == "bce" and predictor.task.seen_score_offset == 0.25
+    seen = set((gile_bin / "labels.train.txt").read_text().split())
+    rows = predictor.predict(TEXTS, labels=SAMPLE / "labels.tsv", topk=None)
+    assert_same_rankings(rows, predict_command(wan_checkpoint, tmp_path, TEXTS, "--labels", SAMPLE / "labels.tsv",
+                                               "--topk", "469"))
+    for ranked in rows:
+        assert len(ranked) == 469 and all(isinstance(r, LabelScore) for r in ranked)
+        assert {r.label for r in ranked if not r.seen} == {r.label for r in ranked} - seen  # unseen labels scored
+        assert len(seen) < 469
+        for r in ranked:  # σ of the logit (Eq. 13); the score is the logit minus γ for a seen label
+            assert r.probability == pytest.approx(1 / (1 + math.exp(-(r.score + 0.25 * r.seen))), abs=1e-5)
+    # another γ and k, a label dict instead of the file: the command's rankings with --seen-score-offset and --topk
+    labels = dict(line.split("\t", 1) for line in (SAMPLE / "labels.tsv").read_text(encoding="utf-8").splitlines())
+    rows = predictor.predict(TEXTS, labels=labels, topk=7, seen_score_offset=3.0)
+    assert all(len(r) == 7 for r in rows)
+    assert_same_rankings(rows, predict_command(wan_checkpoint, tmp_path, TEXTS, "--labels", SAMPLE / "labels.tsv",
+                                               "--topk", "7", "--seen-score-offset", "3"))
+
+
+def test_label_sets_are_encoded_once_and_reused(wan_checkpoint, tmp_path, monkeypatch):
+    predictor = LabelPredictor.from_checkpoint(wan_checkpoint)
+    encoded = []
+    encode = predictor.task.encode_labels
+
+    def counting(names, descriptions, cache_name):
+        encoded.append(list(names))
+        return encode(names, descriptions, cache_name)
+
+    monkeypatch.setattr(predictor.task, "encode_labels", counting)
+    first = predictor.predict(TEXTS[:2], labels=SAMPLE / "labels.tsv")
+    again = predictor.predict(TEXTS[2:], labels=SAMPLE / "labels.tsv", topk=3)
+    copy = tmp_path / "copy.tsv"
+    shutil.copy(SAMPLE / "labels.tsv", copy)
+    predictor.predict(TEXTS[:1], labels=copy)  # the same descriptions in another file: the same label set
+    assert len(encoded) == 1 and len(predictor.label_sets) == 1
+    assert first == predictor.predict(TEXTS[:2], labels=SAMPLE / "labels.tsv") and len(again) == 2
+    small = {"devel::lang:python": "Python", "new::label": "a graphical text editor"}
+    predictor.predict(TEXTS, labels=small)
+    predictor.predict(TEXTS, labels=dict(small))
+    assert len(encoded) == 2 and encoded[1] == list(small) and len(predictor.label_sets) == 2
+
+
+@pytest.fixture(scope="module")
+def translation_checkpoint(tiny_bin, tmp_path_factory):
+    save = tmp_path_factory.mktemp("hub_translation")
+    train_joint(tiny_bin, save, "joint_transformer_tiny", 2)
+    return save / "checkpoint_last.pt"
+
+
+def refusal_line(proc) -> str:
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-3000:]
+    return lines[0][len("error: "):]
+
+
+def test_refusals_are_the_commands(wan_checkpoint, translation_checkpoint, tmp_path):
+    """Each refusal of the API has the command's type and message (one line there)."""
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("devel::lang:python\tPython\nnew::label\t \n", encoding="utf-8")
+    labels = ["--labels", SAMPLE / "labels.tsv"]
+    cases = [
+        (errors.MissingFileError, dict(path=tmp_path / "none.pt"), dict(),
+         ["--checkpoint", tmp_path / "none.pt", *labels]),
+        (errors.CheckpointError, dict(path=translation_checkpoint), dict(),
+         ["--checkpoint", translation_checkpoint, *labels]),
+        (errors.OptionError, dict(path=wan_checkpoint), dict(lang="pl"),
+         ["--checkpoint", wan_checkpoint, *labels, "--lang", "pl"]),
+        (errors.InputError, dict(path=wan_checkpoint), dict(labels=empty),
+         ["--checkpoint", wan_checkpoint, "--labels", empty]),
+        (errors.OptionError, dict(path=wan_checkpoint), dict(topk=0),
+         ["--checkpoint", wan_checkpoint, *labels, "--topk", "0"]),
+    ]
+    for kind, load, call, argv in cases:
+        with pytest.raises(kind) as raised:
+            predictor = LabelPredictor.from_checkpoint(**load)
+            predictor.predict(TEXTS, **{"labels": SAMPLE / "labels.tsv", **call})
+        (tmp_path / "t.txt").write_text("a text\n")
+        line = refusal_line(cli("fairseq-joint-predict-labels", *argv, "--input", tmp_path / "t.txt", check=False))
+        assert errors.one_line(raised.value) == line, argv
+    assert isinstance(raised.value, errors.Refusal)
+    # texts: only a list of non-empty strings; nothing is dropped or split into characters
+    predictor = LabelPredictor.from_checkpoint(wan_checkpoint)
+    for texts, message in (("one text", "not one string"), (["fine", 3], "texts[1] is a int, not a string"),
+                           (["fine", None], "texts[1] is a NoneType"), (["fine", "  "], "texts[1] is empty")):
+        with pytest.raises(errors.InputError, match=message.replace("[", r"\[").replace("]", r"\]")):
+            predictor.predict(texts, labels=SAMPLE / "labels.tsv")
+    for labels, message in (({"a b": "x"}, "contains whitespace"), ({"x": ""}, "has an empty description"),
+                            ({}, "holds no labels")):
+        with pytest.raises(errors.InputError, match=message):
+            predictor.predict(TEXTS, labels=labels)
+    with pytest.raises(errors.MissingFileError, match="label file .* does not exist"):
+        predictor.predict(TEXTS, labels=tmp_path / "no-labels.tsv")
+    with pytest.raises(errors.CheckpointError, match="is a gile_classifier checkpoint, not a translation model"):
+        load_translator(wan_checkpoint, tmp_path)
+    with pytest.raises(errors.MissingFileError, match="file not found"):
+        load_translator(tmp_path / "none.pt", tmp_path)
+
+
+def test_pretrained_encoder_predictions_equal_the_command(gile_bin, tmp_path, sentence_encoder):
+    data = tmp_path / "bin"
+    shutil.copytree(gile_bin, data)
+    checkpoint = train_gile(data, tmp_path / "ck", "--encoder", "pretrained", "--pretrained-encoder", sentence_encoder,
+                            "--head", "gile", "--similarity-init")
+    predictor = LabelPredictor.from_checkpoint(checkpoint)
+    rows = predictor.predict(TEXTS, labels=SAMPLE / "labels.tsv", topk=20, seen_score_offset=0.5)
+    assert_same_rankings(rows, predict_command(checkpoint, tmp_path, TEXTS, "--labels", SAMPLE / "labels.tsv",
+                                               "--topk", "20", "--seen-score-offset", "0.5"))
+    assert any(not r.seen for ranked in rows for r in ranked)
+
+
+def test_multilingual_predictions_by_language_equal_the_command(tmp_path):
+    data = tmp_path / "bin"
+    for lang in ("en", "pl"):
+        preprocess_gile("--train", ML_SAMPLE / lang / "train.jsonl", "--labels", ML_SAMPLE / "labels.tsv",
+                        "--lang", lang, "--destdir", data / lang)
+    checkpoint = train_gile(data, tmp_path / "ck", "--languages", "en,pl", "--head", "gile", "--max-update", "3",
+                            "--disable-validation")
+    predictor = LabelPredictor.from_checkpoint(checkpoint)
+    assert predictor.languages == ["en", "pl"]
+    texts = ["Biblioteka do obsługi plików graficznych PNG.", "Gra strategiczna czasu rzeczywistego."]
+    rows = predictor.predict(texts, labels=ML_SAMPLE / "labels.tsv", lang="pl", topk=10)
+    assert_same_rankings(rows, predict_command(checkpoint, tmp_path, texts, "--labels", ML_SAMPLE / "labels.tsv",
+                                               "--lang", "pl", "--topk", "10"))
+    for lang in ("de", None):
+        with pytest.raises(errors.OptionError) as raised:
+            predictor.predict(texts, labels=ML_SAMPLE / "labels.tsv", lang=lang)
+        argv = ["--lang", lang] if lang else []
+        line = refusal_line(predict_command(checkpoint, tmp_path, texts, "--labels", ML_SAMPLE / "labels.tsv", *argv,
+                                           check=False))
+        assert errors.one_line(raised.value) == line
+
+
+# ---------------------------------------------------------------------------------------------- translation
+SOURCES = ["Save the document as PDF", "Enter the URL here.", "Landscape"]
+
+
+def interactive(data, checkpoint, *subword_flags):
+    """fairseq-interactive's D- lines (detokenized, subwords removed) for SOURCES, beam 3, in input order."""
+    sources = checkpoint.parent / "sources.txt"
+    sources.write_text("".join(s + "\n" for s in SOURCES), encoding="utf-8")
+    out = cli("fairseq-interactive", data, "--user-dir", "fairseq_joint", "--path", checkpoint, "--source-lang", "en",
+              "--target-lang", "de", "--beam", "3", "--max-len-b", "12", "--input", sources, *subword_flags)
+    lines = [line.split("\t") for line in out.stdout.splitlines() if line.startswith("D-")]
+    return [fields[2] if len(fields) > 2 else "" for _, fields in sorted((int(f[0][2:]), f) for f in lines)]
+
+
+def subword_slice(tiny_text, dest, encode):
+    """The tiny slice with ``encode`` applied to every line, binarized (en -> de)."""
+    from conftest import binarize
+
+    text = dest / "text"
+    text.mkdir(parents=True)
+    for path in tiny_text.iterdir():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        (text / path.name).write_text("".join(encode(line, path.suffix[1:]) + "\n" for line in lines), encoding="utf-8")
+    return binarize(text, dest / "bin")
+
+
+def test_translation_with_sentencepiece_equals_interactive(tiny_text, tmp_path):
+    import sentencepiece as spm
+
+    spm.SentencePieceTrainer.train(input=[str(tiny_text / "train.en"), str(tiny_text / "train.de")],
+                                   model_prefix=str(tmp_path / "spm"), vocab_size=400, model_type="bpe",
+                                   character_coverage=1.0, minloglevel=2, num_threads=1)
+    sp = spm.SentencePieceProcessor(model_file=str(tmp_path / "spm.model"))
+    data = subword_slice(tiny_text, tmp_path, lambda line, lang: " ".join(sp.encode(line, out_type=str)))
+    train_joint(data, tmp_path / "ck", "joint_transformer_tiny", 5)
+    checkpoint = tmp_path / "ck" / "checkpoint_last.pt"
+    translator = load_translator(checkpoint, data, bpe="sentencepiece", sentencepiece_model=tmp_path / "spm.model")
+    assert type(translator.models[0]).__name__ == "JointTransformerModel"
+    ours = translator.translate(SOURCES, beam=3, max_len_b=12)
+    assert ours == interactive(data, checkpoint, "--bpe", "sentencepiece", "--sentencepiece-model",
+                               tmp_path / "spm.model")
+    assert translator.translate(SOURCES[0], beam=3, max_len_b=12) == ours[0]
+
+
+def test_translation_with_moses_and_subword_nmt_equals_interactive(tiny_text, tmp_path):
+    from sacremoses import MosesTokenizer
+    from subword_nmt.apply_bpe import BPE
+    from subword_nmt.learn_bpe import learn_bpe
+
+    tokenizers = {lang: MosesTokenizer(lang=lang) for lang in ("en", "de")}
+    tokenized = tmp_path / "train.tok"
+    with open(tokenized, "w", encoding="utf-8") as out:
+        for lang in ("en", "de"):
+            for line in (tiny_text / f"train.{lang}").read_text(encoding="utf-8").splitlines():
+                out.write(tokenizers[lang].tokenize(line, return_str=True, escape=False) + "\n")
+    with open(tokenized, encoding="utf-8") as f, open(tmp_path / "bpe.codes", "w", encoding="utf-8") as codes:
+        learn_bpe(f, codes, 300)
+    with open(tmp_path / "bpe.codes", encoding="utf-8") as codes:
+        bpe = BPE(codes)
+    data = subword_slice(tiny_text, tmp_path, lambda line, lang: bpe.process_line(
+        tokenizers[lang].tokenize(line, return_str=True, escape=False)))
+    train_joint(data, tmp_path / "ck", "joint_lstm_tiny", 5)
+    checkpoint = tmp_path / "ck" / "checkpoint_last.pt"
+    flags = dict(tokenizer="moses", moses_no_escape=True, bpe="subword_nmt", bpe_codes=tmp_path / "bpe.codes")
+    translator = load_translator(checkpoint, data, **flags)
+    assert type(translator.models[0]).__name__ == "JointLSTMModel"
+    ours = translator.translate(SOURCES, beam=3, max_len_b=12)
+    assert ours == interactive(data, checkpoint, "--tokenizer", "moses", "--moses-no-escape", "--bpe", "subword_nmt",
+                               "--bpe-codes", tmp_path / "bpe.codes")
+    with pytest.raises(errors.MissingFileError, match="bpe_codes=.*: file not found"):
+        load_translator(checkpoint, data, **{**flags, "bpe_codes": tmp_path / "none.codes"})
+    assert torch.is_tensor(translator.encode(SOURCES[0]))
