@@ -26,14 +26,18 @@ checks             ``distributed.utils.call_main``               fairseq-train/-
                                                                  as Ctrl-C does
 atomic_copy        ``file_io.PathManager.copy``                  local files only: copied through ``<name>.tmp`` and a
                                                                  rename (``checkpoints.copy``)
-checksums          ``checkpoint_utils.torch_persistent_save``    checkpoint dicts only: a CRC-32 of every model and
-                                                                 criterion tensor (``checkpoints.save``)
+checksums          ``checkpoint_utils.torch_persistent_save``    checkpoint dicts only: a CRC-32 of every tensor and
+                                                                 value a resume reads (``checkpoints.save``)
 verified_load      ``checkpoint_utils.load_checkpoint_to_cpu``   checksummed checkpoints are verified; a file torch
                                                                  cannot read is refused in one line naming the newest
                                                                  intact one beside it (``checkpoints.load``)
 resume             ``tasks.FairseqTask.get_batch_iterator``      reusable iterators created after epoch 1 (a resume)
                                                                  only: epoch 1's batches, so a resumed run ends where
                                                                  the uninterrupted one does (``resume``)
+resume_changes     ``trainer.Trainer.load_checkpoint``           fairseq-train resuming a checkpoint: one log line with
+                                                                 the options that differ from the checkpoint's; a run
+                                                                 already at --max-update is refused, not trained on
+                                                                 (``resume.load_checkpoint``)
 =================  ============================================  =====================================================
 
 Why each, and the upstream issue it works around, is :data:`PATCHES` (and docs/fairseq-patches.md, for users).
@@ -91,7 +95,8 @@ PATCHES: Tuple[Patch, ...] = (
           "fairseq writes a checkpoint's first file atomically but copies it to the other names with a plain copy: a "
           "SIGTERM during the copy left a truncated checkpoint_last.pt", "none filed"),
     Patch("checksums", "fairseq.checkpoint_utils:torch_persistent_save",
-          "checkpoint dicts get a CRC-32 of every model and criterion tensor (key fairseq_joint_checksums)",
+          "checkpoint dicts get a CRC-32 of every tensor and every other value a resume reads (model, criterion, "
+          "optimizer and lr scheduler state, the data iterator's position, meters; key fairseq_joint_checksums)",
           "nothing checks a checkpoint's bytes: one with flipped bytes loaded and translated garbage", "none filed"),
     Patch("verified_load", "fairseq.checkpoint_utils:load_checkpoint_to_cpu",
           "checksummed checkpoints are verified (a damaged tensor is named); a file torch cannot read is refused in "
@@ -102,6 +107,12 @@ PATCHES: Tuple[Patch, ...] = (
           "fairseq seeds the batches with the epoch the iterator is created in: a resumed run trained on other batches "
           "than the uninterrupted one", "none filed (#1156 discusses the commit that made epoch iterators "
           "reusable)"),
+    Patch("resume_changes", "fairseq.trainer:Trainer.load_checkpoint",
+          "fairseq-train resuming a checkpoint: one log line lists the options that differ from the checkpoint's; a "
+          "checkpoint already at or past --max-update is refused in one line (another --save-dir or a larger "
+          "--max-update) before any update",
+          "a second run with other --lr/--seed in the save dir of a finished run resumed it without a word, trained "
+          "one update past --max-update and overwrote its checkpoints", "none filed"),
 )
 
 #: a wrapper's mark: ``fairseq_joint_<patch name>`` = True
@@ -170,6 +181,7 @@ def apply() -> List[str]:
     from fairseq.distributed import utils as distributed_utils
     from fairseq.file_io import PathManager
     from fairseq.tasks import FairseqTask
+    from fairseq.trainer import Trainer
 
     done = []
     if under_fairseq_program():
@@ -185,6 +197,7 @@ def apply() -> List[str]:
         (checkpoint_utils, "torch_persistent_save", checkpoints.save, "checksums"),
         (checkpoint_utils, "load_checkpoint_to_cpu", checkpoints.load, "verified_load"),
         (FairseqTask, "get_batch_iterator", resume.get_batch_iterator, "resume"),
+        (Trainer, "load_checkpoint", resume.load_checkpoint, "resume_changes"),
     ):
         if wrap(owner, attribute, around(logic), patch):
             done.append(patch)

@@ -9,9 +9,27 @@ seed: other batches, other updates from the first step after the resume (every t
 epoch it is created in, so both runs see the same batches. Everything else a resume needs is already exact in fairseq:
 the iterator's position, the optimizer, and torch's RNG (seeded per update, which the sampled softmax and label
 sampling draw from).
+
+A resume also keeps what the command line changes: fairseq takes the options of the command that resumes (another
+``--lr``, ``--seed`` or ``--max-update`` continues the run with them), without a word. :func:`load_checkpoint`
+(in front of fairseq's ``Trainer.load_checkpoint``) says in one log line which options differ from the checkpoint's,
+and refuses to train on from a checkpoint already at or past ``--max-update``: fairseq would train one update more and
+overwrite the finished run's ``checkpoint_last.pt``/``checkpoint_best.pt``.
 """
 
+import argparse
 import inspect
+import logging
+from typing import Dict
+
+import torch
+
+from fairseq_joint.errors import OptionError
+
+logger = logging.getLogger(__name__)
+
+#: the option that sets a configuration group's ``_name``
+NAMED_BY = {"model": "arch"}
 
 
 def get_batch_iterator(original, task, dataset, *args, **kwargs):
@@ -30,3 +48,57 @@ def get_batch_iterator(original, task, dataset, *args, **kwargs):
     iterator.epoch = epoch  # resuming: the checkpoint's iterator state sets it again (load_state_dict)
     dataset.set_epoch(epoch)
     return iterator
+
+
+def load_checkpoint(original, trainer, filename, *args, **kwargs):
+    """``original`` (fairseq's ``Trainer.load_checkpoint``), then, when it resumed a checkpoint: one log line with
+    the options that differ from the checkpoint's (:func:`changed_options`), and a refusal when the run is already at
+    or past ``--max-update`` (before any update, so that no checkpoint of it is overwritten)."""
+    extra_state = original(trainer, filename, *args, **kwargs)
+    if extra_state is None:  # no checkpoint there: a new run
+        return extra_state
+    updates, budget = trainer.get_num_updates(), trainer.cfg.optimization.max_update
+    if trainer.is_data_parallel_master:
+        changed = changed_options(torch.load(filename, map_location="cpu", mmap=True).get("cfg"), trainer.cfg)
+        logger.info(f"resuming {filename} at update {updates}; options that differ from the checkpoint's: "
+                    + (", ".join(changed) if changed else "none"))
+    if budget and updates >= budget:
+        raise OptionError(
+            f"--save-dir {trainer.cfg.checkpoint.save_dir} holds a run already at update {updates} ({filename}) and "
+            f"--max-update is {budget}: training on would overwrite its checkpoints; train into another --save-dir, "
+            f"continue it with a --max-update above {updates}, or start over from its weights with --reset-optimizer "
+            "--reset-lr-scheduler --reset-meters --reset-dataloader")
+    return extra_state
+
+
+def options(cfg) -> Dict[str, object]:
+    """fairseq's configuration (a ``DictConfig``, or the dict a checkpoint holds) as ``{option: value}``: each
+    group's fields by their command-line names (``lr``), the first group's where several have one (``optimization``'s
+    ``lr`` before ``optimizer``'s), a group's ``_name`` as the option that chooses it (``arch``, ``criterion``)."""
+    from omegaconf import OmegaConf
+
+    container = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True) if OmegaConf.is_config(cfg) else cfg
+    out = {}
+    for group, fields in (container or {}).items():
+        if isinstance(fields, argparse.Namespace):
+            fields = vars(fields)
+        if not isinstance(fields, dict):
+            continue
+        for name, value in fields.items():
+            out.setdefault(NAMED_BY.get(group, group) if name == "_name" else name, value)
+    return out
+
+
+def changed_options(saved, cfg) -> list:
+    """``--option value (checkpoint: value)`` for each option whose value in ``cfg`` differs from ``saved`` (the
+    checkpoint's configuration; none when it records none)."""
+    if saved is None:
+        return []
+    before, now = options(saved), options(cfg)
+    return [f"--{name.replace('_', '-')} {_shown(now[name])} (checkpoint: {_shown(before[name])})"
+            for name in now if name in before and now[name] != before[name]]
+
+
+def _shown(value) -> str:
+    """An option's value as the command line writes it (a list such as ``--lr``'s comma-separated)."""
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)

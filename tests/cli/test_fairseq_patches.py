@@ -57,6 +57,7 @@ WRAPPED_AT = {
     "checksums": "fairseq.checkpoint_utils:torch_persistent_save",
     "verified_load": "fairseq.checkpoint_utils:load_checkpoint_to_cpu",
     "resume": "fairseq.tasks.fairseq_task:FairseqTask.get_batch_iterator",
+    "resume_changes": "fairseq.trainer:Trainer.load_checkpoint",
     "one_line_errors": "sys:excepthook",
 }
 
