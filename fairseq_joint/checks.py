@@ -3,16 +3,144 @@
 fairseq-train, fairseq-validate and fairseq-interactive parse their arguments (importing the plugin through
 ``--user-dir``), then hand the configuration to ``fairseq.distributed.utils.call_main``.
 ``fairseq_joint.fairseq_patches`` wraps that function so that :func:`before_main` runs first: a refusal comes before any data is loaded or model built.
-(fairseq-generate calls its main directly; the models' own checks cover it.)
+(fairseq-generate calls its main directly: the same patch wraps it, see ``fairseq_patches``.)
+
+Numbers: every numeric option of the plugin (its commands' arguments, and the fields of its models', criteria's and
+task's configurations) is checked by one function, :func:`number_problem`: finite, and inside the :class:`Range`
+declared next to the option (a dataclass field's ``metadata={"range": Range(...)}``, a command's
+``fairseq_joint.cli.common.number(...)`` argument type).
 """
+
+import argparse
+import dataclasses
+import math
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from fairseq_joint import errors
 from fairseq_joint.precision import check_precision
+
+#: the metadata key of a dataclass field's :class:`Range`
+RANGE = "range"
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """The values a numeric option accepts: finite (always), at least ``low`` and at most ``high`` (None: no bound;
+    ``low_open``/``high_open``: the bound itself excluded), a whole number with ``integer``."""
+
+    low: Optional[float] = None
+    high: Optional[float] = None
+    low_open: bool = False
+    high_open: bool = False
+    integer: bool = False
+    #: a word for the range (``positive``), said before it
+    name: str = ""
+
+    def __str__(self) -> str:
+        if self.name:
+            return f"{self.name} ({dataclasses.replace(self, name='')})"
+        what = "an integer" if self.integer else "a finite number"
+        low, high = (b if b is None or isinstance(b, int) else f"{b:g}" for b in (self.low, self.high))
+        if self.low is not None and self.high is not None:
+            return f"{what} in {'(' if self.low_open else '['}{low}, {high}{')' if self.high_open else ']'}"
+        if self.low is not None:
+            return f"{what} {'>' if self.low_open else '>='} {low}"
+        if self.high is not None:
+            return f"{what} {'<' if self.high_open else '<='} {high}"
+        return what
+
+
+#: the shapes most options take
+ANY = Range()
+POSITIVE = Range(0, low_open=True, name="positive")
+NON_NEGATIVE = Range(0)
+PROBABILITY = Range(0, 1)
+DROPOUT = Range(0, 1, high_open=True)
+POSITIVE_INT = Range(1, integer=True, name="positive")
+NON_NEGATIVE_INT = Range(0, integer=True)
+#: what ``torch.manual_seed`` accepts (a negative seed is mapped to 2^64 + seed)
+SEED = Range(-(2 ** 63), 2 ** 64 - 1, integer=True)
+
+
+def number_problem(value, allowed: Range) -> Optional[str]:
+    """Why ``value`` is not a number of ``allowed`` ("must be ..., got ..."), or None: the one check of every numeric
+    option (a bool is not a number; an integer range takes integers only)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if ok and allowed.integer:
+        ok = isinstance(value, int) or (math.isfinite(value) and float(value).is_integer())
+    if ok:
+        ok = math.isfinite(value)
+    if ok and allowed.low is not None:
+        ok = value > allowed.low if allowed.low_open else value >= allowed.low
+    if ok and allowed.high is not None:
+        ok = value < allowed.high if allowed.high_open else value <= allowed.high
+    return None if ok else f"must be {allowed}, got {value!r}"
+
+
+def check_number(option: str, value, allowed: Range):
+    """``value`` if :func:`number_problem` finds nothing, else an ``OptionError`` naming ``option``."""
+    problem = number_problem(value, allowed)
+    if problem is not None:
+        raise errors.OptionError(f"{option} {problem}: give a value in that range")
+    return value
+
+
+def plugin_dataclasses() -> List[type]:
+    """Every fairseq configuration dataclass the plugin defines (its models', criteria's and tasks')."""
+    from fairseq.dataclass import FairseqDataclass
+
+    found, todo = [], list(FairseqDataclass.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        if cls.__module__.startswith("fairseq_joint.") and cls not in found:
+            found.append(cls)
+    return sorted(found, key=lambda c: (c.__module__, c.__qualname__))
+
+
+def own_fields(cls) -> Iterator[dataclasses.Field]:
+    """The fields ``cls`` declares itself (not those it inherits)."""
+    own = cls.__dict__.get("__annotations__", {})
+    return (f for f in dataclasses.fields(cls) if f.name in own)
+
+
+def numeric_fields(section) -> Dict[str, Tuple[Range, str]]:
+    """``{field: (range, declaring dataclass)}`` of the plugin's numeric options in one section of a configuration
+    (``cfg.model``, ``cfg.criterion``, ``cfg.task``: a DictConfig or, for a legacy model, a Namespace): the fields
+    of every plugin dataclass whose fields the section all holds, with the range declared next to the field (a
+    float without one: any finite number)."""
+    names = set(vars(section) if isinstance(section, argparse.Namespace) else section.keys())
+    out = {}
+    for cls in plugin_dataclasses():
+        fields = [f for f in dataclasses.fields(cls) if f.name != "_name"]
+        if not fields or any(f.name not in names for f in fields):
+            continue
+        for f in own_fields(cls):
+            allowed = f.metadata.get(RANGE)
+            if allowed is None and f.type in (float, Optional[float]):
+                allowed = ANY
+            if allowed is not None:
+                out.setdefault(f.name, (allowed, cls.__qualname__))
+    return out
+
+
+def check_numbers(cfg) -> None:
+    """:func:`check_number` on every numeric option of the plugin in ``cfg``'s model, criterion and task
+    (:func:`numeric_fields`; an unset optional one, None, is not checked)."""
+    for part in ("model", "criterion", "task"):
+        section = getattr(cfg, part, None)
+        if section is None:
+            continue
+        for name, (allowed, _) in numeric_fields(section).items():
+            value = getattr(section, name)
+            if value is not None:
+                check_number("--" + name.replace("_", "-"), value, allowed)
 
 
 def check_configuration(cfg, training: bool = True) -> None:
     """Everything the plugin can check from fairseq's configuration alone; ``training``: for fairseq-train (whose
     trainer needs the hardware of a precision flag; validate/interactive/generate run a half model on the CPU)."""
+    check_numbers(cfg)
     common = getattr(cfg, "common", None)
     if common is not None and training:
         check_precision(common)
@@ -51,3 +179,60 @@ def before_main(cfg, main) -> None:
     if training:
         checkpoint = getattr(cfg, "checkpoint", None)
         errors.training_started(None if checkpoint is None or checkpoint.no_save else checkpoint.save_dir)
+
+
+# ---------------------------------------------------------------------------------------------- checkpoint kinds
+#: the model (and task) of the plugin's text classifier: its checkpoints score labels, every other one translates
+GILE_MODEL = "gile_classifier"
+GILE_TASK = "gile_classification"
+
+
+def checkpoint_cfg(state: Dict[str, object]):
+    """The configuration a fairseq checkpoint dict records (``cfg``, or converted from an old one's ``args``)."""
+    if state.get("cfg") is not None:
+        return state["cfg"]
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    return convert_namespace_to_omegaconf(state["args"])
+
+
+def checkpoint_model(cfg) -> str:
+    """The registered model name of a checkpoint's configuration (``gile_classifier``, ``joint_transformer``, ...):
+    its ``--arch`` mapped to the model it belongs to."""
+    from fairseq.models import ARCH_MODEL_NAME_REGISTRY
+
+    arch = cfg.model.arch if isinstance(cfg.model, argparse.Namespace) else cfg.model._name
+    return ARCH_MODEL_NAME_REGISTRY.get(arch, str(arch))
+
+
+def check_checkpoint_kind(path: str, cfg, labels: bool, command: str) -> None:
+    """Refuse ``path`` (configuration ``cfg``) unless it is the kind ``command`` needs: a ``gile_classifier`` model
+    when ``labels`` (the command scores labels: ``--task gile_classification``, fairseq-joint-predict-labels), a
+    translation model otherwise (fairseq-generate, -interactive, -validate of a translation task)."""
+    model = checkpoint_model(cfg)
+    if (model == GILE_MODEL) == labels:
+        return
+    if labels:
+        raise errors.CheckpointError(
+            f"{path} is a {model} checkpoint (task {cfg.task._name}); {command} needs a {GILE_MODEL} model (trained "
+            f"by fairseq-train --task {GILE_TASK}; fairseq-generate and fairseq-interactive translate with this one)")
+    raise errors.CheckpointError(f"{path} is a {GILE_MODEL} checkpoint; {command} needs a translation model "
+                                 "(fairseq-joint-predict-labels scores labels with this one)")
+
+
+def checkpoint_checks(path: str, state: Dict[str, object], task, arg_overrides: Optional[dict], command: str) -> None:
+    """What fairseq's ``load_model_ensemble_and_task`` is about to build from the checkpoint dict ``state`` of
+    ``path``, checked first: the kind of model the command's task needs (``task``, or the ``task`` of
+    ``arg_overrides``, fairseq-validate's; neither: the checkpoint's own task is used) and the numbers of its
+    options, overrides applied (:func:`check_numbers`)."""
+    cfg = checkpoint_cfg(state)
+    labels = None
+    if task is not None:
+        from fairseq_joint.tasks.gile_classification import GileClassificationTask
+
+        labels = isinstance(task, GileClassificationTask)
+    elif arg_overrides and arg_overrides.get("task"):
+        labels = arg_overrides["task"] == GILE_TASK
+    if labels is not None:
+        check_checkpoint_kind(path, cfg, labels, command)
+    check_numbers(cfg)

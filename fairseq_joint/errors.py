@@ -6,13 +6,18 @@ hides it in the chain of its own exception ("Cannot load model parameters from c
 architectures match" when a checkpoint of another ``--joint-dim`` is resumed). Under ``fairseq-*`` programs the
 plugin's exception hook (:func:`uncaught`, installed by ``fairseq_joint.fairseq_patches``) prints ``error: <the
 refusal>`` as the only line on stderr instead (exit status 1); ``FAIRSEQ_JOINT_DEBUG=1`` shows the traceback. Anything
-that is not a ``Refusal`` (a bug's ``ValueError`` included, fairseq's own errors) keeps its traceback.
+that is not a ``Refusal`` (a bug's ``ValueError`` included) keeps its traceback, except the errors fairseq and torch
+raise for a user's mistake, which :func:`translate` turns into the refusal they mean (a file torch's ``weights_only``
+unpickler refuses, a file named on the command line that does not exist or already does, an empty binarized corpus,
+fairseq-validate without ``--task`` or a batch size).
 
 A training run stopped by SIGINT (Ctrl-C) or SIGTERM ends with one line: the run can be resumed with the same command,
 and from which checkpoint (resumes are exact: fairseq_joint/resume.py).
 """
 
 import os
+import pickle
+import re
 import signal
 import sys
 import traceback
@@ -54,13 +59,86 @@ class Interrupted(KeyboardInterrupt):
 
 def refusal(err: BaseException) -> Optional[BaseException]:
     """The :class:`Refusal` in ``err``'s chain (itself, then what caused it: fairseq wraps the errors of loading a
-    checkpoint in its own), or None. Only the type decides: a plain ``ValueError`` is a bug's or a library's."""
+    checkpoint in its own), or the refusal :func:`translate` makes of a link, or None. Only the type (and for
+    :func:`translate`, what the error says) decides: a plain ``ValueError`` is a bug's or a library's."""
     seen = set()
     while err is not None and id(err) not in seen:
         seen.add(id(err))
         if isinstance(err, Refusal):
             return err
+        translated = translate(err)
+        if translated is not None:
+            return translated
         err = err.__cause__ or err.__context__
+    return None
+
+
+def unsafe_checkpoint(path: str, err: BaseException) -> CheckpointError:
+    """The refusal of a file torch's ``weights_only`` unpickler refused (``err``): it pickles an object that is not
+    data (a function, a class the plugin does not allowlist), as a malicious file does."""
+    found = re.search(r"(?:Unsupported global: GLOBAL|unsupported GLOBAL) ([\w.]+)", str(err))
+    what = f"it pickles {found.group(1)}" if found else "it pickles objects that are not data"
+    return CheckpointError(f"{path} is not a checkpoint torch can load safely (weights_only: {what}): use a checkpoint "
+                           "written by fairseq-train; do not turn the check off for a file you did not make")
+
+
+def _frame_value(tb, function: str, names) -> Optional[object]:
+    """The first of the local variables ``names`` of the innermost frame of ``function`` in a traceback."""
+    found = None
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == function:
+            for name in names:
+                if name in frame.f_locals:
+                    found = frame.f_locals[name]
+                    break
+        tb = tb.tb_next
+    return found
+
+
+def option_of(value: str) -> str:
+    """``--option VALUE`` (or ``--option=VALUE``) as the command line gave ``value``; the value itself if none."""
+    argv = sys.argv[1:]
+    for i, arg in enumerate(argv):
+        if arg.startswith("-") and "=" in arg and arg.split("=", 1)[1] == value:
+            return f"{arg.split('=', 1)[0]} {value}"
+        if arg == value and i > 0 and argv[i - 1].startswith("-"):
+            return f"{argv[i - 1]} {value}"
+    return value
+
+
+def translate(err: BaseException) -> Optional[Refusal]:
+    """The refusal an error of fairseq's, torch's or Python's own means, when it is a user's mistake; else None:
+
+    * torch's ``weights_only`` unpickler refused a file (:func:`unsafe_checkpoint`; the file from ``torch.load``'s
+      frame);
+    * a file named on the command line does not exist (fairseq-interactive ``--input``) or exists where a new one is
+      written;
+    * fairseq read a binarized corpus whose ``.bin`` file is empty (fairseq-preprocess of an empty text);
+    * fairseq-validate was not told the task (``KeyError: None`` of fairseq's task registry) or the batch size (an
+      ``AssertionError``)."""
+    if isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in str(err):
+        path = _frame_value(err.__traceback__, "load", ("f",))
+        return unsafe_checkpoint(path if isinstance(path, (str, os.PathLike)) else "the checkpoint", err)
+    if isinstance(err, (FileNotFoundError, FileExistsError)) and err.filename is not None:
+        name = os.fsdecode(err.filename)
+        if name not in sys.argv[1:] and not any(a.endswith("=" + name) for a in sys.argv[1:]):
+            return None
+        if isinstance(err, FileExistsError):
+            return InputError(f"{option_of(name)} exists: give a new name, or delete it first")
+        return MissingFileError(f"{option_of(name)}: no such file or directory")
+    if isinstance(err, AttributeError) and "_bin_buffer_mmap" in str(err):
+        path = _frame_value(err.__traceback__, "__init__", ("path",)) or _frame_value(err.__traceback__, "_do_init",
+                                                                                         ("path",))
+        where = f"{path}.bin" if path else "a .bin file of the data directory"
+        return InputError(f"{where} is empty (no sentence was binarized): run fairseq-preprocess again on a text "
+                          "that holds sentences")
+    if isinstance(err, KeyError) and err.args == (None,) and _frame_value(err.__traceback__, "parse_args_and_arch",
+                                                                           ("parser",)) is not None:
+        return OptionError("no task was given: add --task (translation, or gile_classification for a "
+                           "gile_classifier checkpoint)")
+    if isinstance(err, AssertionError) and str(err) == "Must specify batch size either with --max-tokens or --batch-size":
+        return OptionError("no batch size was given: add --max-tokens or --batch-size")
     return None
 
 

@@ -9,9 +9,11 @@ lives in the module named in the table, this module only installs it (:func:`app
 =================  ============================================  =====================================================
 name               fairseq (or Python) target                    what it changes, and where
 =================  ============================================  =====================================================
-one_line_errors    ``sys.excepthook``                            under ``fairseq-*`` programs only: a ``Refusal`` is one
-                                                                 ``error:`` line, an interrupted training run ends with
-                                                                 the resume note (``errors.uncaught``)
+one_line_errors    ``sys.excepthook``                            under ``fairseq-*`` programs only: a ``Refusal`` (or
+                                                                 an error of fairseq's or torch's that means one:
+                                                                 ``errors.translate``) is one ``error:`` line, an
+                                                                 interrupted training run ends with the resume note
+                                                                 (``errors.uncaught``)
 quiet_notices      ``warnings`` filters                          under ``fairseq-*`` programs only: hydra's and torch's
                                                                  deprecation notices of fairseq 0.12 are not printed
 fairseq_logging    the root logger                               under ``fairseq-*`` programs only, when an import of
@@ -30,7 +32,14 @@ checksums          ``checkpoint_utils.torch_persistent_save``    checkpoint dict
                                                                  value a resume reads (``checkpoints.save``)
 verified_load      ``checkpoint_utils.load_checkpoint_to_cpu``   checksummed checkpoints are verified; a file torch
                                                                  cannot read is refused in one line naming the newest
-                                                                 intact one beside it (``checkpoints.load``)
+                                                                 intact one beside it (``checkpoints.load``), a file
+                                                                 torch refuses to unpickle (``weights_only``) in one
+                                                                 line naming it (``errors.unsafe_checkpoint``)
+checkpoint_kind    ``checkpoint_utils.load_model_ensemble_and``  a ``--path`` that does not exist, a checkpoint of the
+                   ``_task``                                     other kind (``gile_classifier`` / translation) and a
+                                                                 non-finite or out-of-range number in its options are
+                                                                 refused in one line before any model is built
+                                                                 (``checks.check_checkpoint_kind``, ``check_numbers``)
 resume             ``tasks.FairseqTask.get_batch_iterator``      reusable iterators created after epoch 1 (a resume)
                                                                  only: epoch 1's batches, so a resumed run ends where
                                                                  the uninterrupted one does (``resume``)
@@ -48,6 +57,7 @@ import functools
 import inspect
 import logging
 import os
+import pickle
 import sys
 import warnings
 from typing import Callable, Dict, List, NamedTuple, Tuple
@@ -68,11 +78,14 @@ class Patch(NamedTuple):
 
 PATCHES: Tuple[Patch, ...] = (
     Patch("one_line_errors", "sys:excepthook",
-          "under fairseq-* programs: a Refusal (a user's mistake) prints as one 'error:' line, exit status 1; an "
-          "interrupted training run ends with one line saying how to resume it; FAIRSEQ_JOINT_DEBUG=1 shows the "
-          "traceback",
+          "under fairseq-* programs: a Refusal (a user's mistake) prints as one 'error:' line, exit status 1, and so "
+          "do the errors of fairseq, torch and Python that mean one (a file named on the command line that does not "
+          "exist or already does, an empty binarized corpus, fairseq-validate without --task, a file torch's "
+          "weights_only unpickler refuses); an interrupted training run ends with one line saying how to resume it; "
+          "FAIRSEQ_JOINT_DEBUG=1 shows the traceback",
           "fairseq prints a refusal after a ~30-line traceback, or hides it in the chain of its own exception "
-          "('Cannot load model parameters from checkpoint ...')", "none filed"),
+          "('Cannot load model parameters from checkpoint ...'); its own errors for a user's mistake name neither the "
+          "file nor the fix (OSError, AttributeError: _bin_buffer_mmap, KeyError: None)", "none filed"),
     Patch("quiet_notices", "warnings:filters",
           "under fairseq-* programs: the hydra/torch deprecation notices fairseq 0.12 causes on every run are not "
           "printed", "nothing a user can act on; they would stand above the one-line refusal", "none filed"),
@@ -100,8 +113,19 @@ PATCHES: Tuple[Patch, ...] = (
           "nothing checks a checkpoint's bytes: one with flipped bytes loaded and translated garbage", "none filed"),
     Patch("verified_load", "fairseq.checkpoint_utils:load_checkpoint_to_cpu",
           "checksummed checkpoints are verified (a damaged tensor is named); a file torch cannot read is refused in "
-          "one line naming the newest intact checkpoint beside it",
-          "a truncated checkpoint died in a zip-reader traceback", "none filed"),
+          "one line naming the newest intact checkpoint beside it; a file torch's weights_only unpickler refuses (a "
+          "malicious one) is refused in one line naming it",
+          "a truncated checkpoint died in a zip-reader traceback; an unsafe one in ~30 lines ending in torch's "
+          "documentation link, on every route (generate, interactive, validate, --restore-file, "
+          "--finetune-from-model, the plugin's commands)", "none filed"),
+    Patch("checkpoint_kind", "fairseq.checkpoint_utils:load_model_ensemble_and_task",
+          "fairseq-generate, -interactive, -validate and the plugin's loaders: a --path that does not exist, a "
+          "checkpoint of the other kind (a gile_classifier model for a translation task, a translation model for "
+          "--task gile_classification) and a non-finite or out-of-range number in its options (with "
+          "--model-overrides) are refused in one line naming the file, before any model is built",
+          "fairseq builds a checkpoint's model with the command's task: a gile_classifier checkpoint given to "
+          "fairseq-generate failed with 'pass --label-file ...', to fairseq-interactive with NotImplementedError; a "
+          "missing --path with OSError", "none filed"),
     Patch("resume", "fairseq.tasks:FairseqTask.get_batch_iterator",
           "a reusable epoch iterator created after epoch 1 (a resumed run) gets epoch 1's batches",
           "fairseq seeds the batches with the epoch the iterator is created in: a resumed run trained on other batches "
@@ -172,6 +196,40 @@ def _call_main(original, cfg, main, **kwargs):
     return original(cfg, main, **kwargs)
 
 
+def _load_checkpoint(original, path, *args, **kwargs):
+    """fairseq's ``load_checkpoint_to_cpu`` through :func:`fairseq_joint.checkpoints.load`; a file torch's
+    ``weights_only`` unpickler refuses is :func:`fairseq_joint.errors.unsafe_checkpoint`."""
+    try:
+        return checkpoints.load(original, path, *args, **kwargs)
+    except pickle.UnpicklingError as err:
+        raise errors.unsafe_checkpoint(path, err) from err
+
+
+def _load_ensemble(original, filenames, arg_overrides=None, task=None, strict=True, suffix="", num_shards=1,
+                   state=None):
+    """fairseq's ``load_model_ensemble_and_task`` after :func:`fairseq_joint.checks.checkpoint_checks` of each file (a
+    missing one refused first); one checkpoint is read once (its state is handed on), an ensemble's twice."""
+    from fairseq import checkpoint_utils
+    from fairseq.file_io import PathManager
+
+    states = []
+    for filename in filenames:
+        first = checkpoint_utils.get_maybe_sharded_checkpoint_filename(filename, suffix, 0, num_shards)
+        if not PathManager.exists(first):
+            raise errors.MissingFileError(f"checkpoint {first}: file not found; give a checkpoint written by "
+                                          "fairseq-train (--path)")
+        loaded = state if state is not None else checkpoint_utils.load_checkpoint_to_cpu(first, arg_overrides)
+        checks.checkpoint_checks(first, loaded, task, arg_overrides, program())
+        states.append(loaded)
+    handed = states[0] if len(filenames) == 1 and num_shards == 1 else state
+    return original(filenames, arg_overrides, task, strict, suffix, num_shards, handed)
+
+
+def program() -> str:
+    """This process's command, as a user typed it (``fairseq-generate``, ``fairseq-joint-predict-labels``, ...)."""
+    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
+
+
 def apply() -> List[str]:
     """Install every change of :data:`PATCHES` that applies to this process, unless ``FAIRSEQ_JOINT_PATCHES=0``;
     the names of those it installed now."""
@@ -195,7 +253,8 @@ def apply() -> List[str]:
         (distributed_utils, "call_main", _call_main, "checks"),
         (PathManager, "copy", checkpoints.copy, "atomic_copy"),
         (checkpoint_utils, "torch_persistent_save", checkpoints.save, "checksums"),
-        (checkpoint_utils, "load_checkpoint_to_cpu", checkpoints.load, "verified_load"),
+        (checkpoint_utils, "load_checkpoint_to_cpu", _load_checkpoint, "verified_load"),
+        (checkpoint_utils, "load_model_ensemble_and_task", _load_ensemble, "checkpoint_kind"),
         (FairseqTask, "get_batch_iterator", resume.get_batch_iterator, "resume"),
         (Trainer, "load_checkpoint", resume.load_checkpoint, "resume_changes"),
     ):

@@ -52,6 +52,7 @@ from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEn
 from omegaconf import II
 
 from fairseq_joint.checkpoints import dictionary_fingerprint
+from fairseq_joint.checks import NON_NEGATIVE_INT, POSITIVE_INT, PROBABILITY
 from fairseq_joint.criterions.decoder_features import decoder_features
 from fairseq_joint.criterions.sampled_cross_entropy import (
     CandidateSamplingConfig,
@@ -76,7 +77,7 @@ logger = logging.getLogger(__name__)
 class LabelEmbeddingCrossEntropyConfig(CandidateSamplingConfig):
     """The options of Eq. 14: the candidate set V' (as ``sampled_cross_entropy``'s), the label embedding, o2."""
 
-    ignore_prefix_size: int = field(default=0, metadata={"help": "Ignore first N tokens"})
+    ignore_prefix_size: int = field(default=0, metadata={"help": "Ignore first N tokens", "range": NON_NEGATIVE_INT})
     sentence_avg: bool = II("optimization.sentence_avg")
     label_embedding_dim: int = field(
         default=100,
@@ -87,7 +88,8 @@ class LabelEmbeddingCrossEntropyConfig(CandidateSamplingConfig):
         default=2.0, metadata={"help": "temperature τ of z2'' (Eq. 10; the paper: 2)"}
     )
     label_embedding_alpha: float = field(
-        default=0.9, metadata={"help": "α of the hinge on o2's probability of the true label (Eq. 12; the paper: 0.9)"}
+        default=0.9, metadata={"help": "α of the hinge on o2's probability of the true label (Eq. 12; the paper: 0.9)",
+                               "range": PROBABILITY}
     )
     label_embedding_hinge_p: int = field(
         default=1, metadata={"help": "p of the hinge ||max(0, (z2')_y - α)||_p (Eq. 12): 1 (the paper's) or 2 (squared)"}
@@ -113,7 +115,8 @@ class LabelEmbeddingCrossEntropyConfig(CandidateSamplingConfig):
     label_embedding_input_dim: Optional[int] = field(
         default=None,
         metadata={"help": "dh, the size of the decoder features o2 reads; default: the size of the features the "
-                          "output layer of the fairseq-joint model reads (its architecture records it)"},
+                          "output layer of the fairseq-joint model reads (its architecture records it)",
+                  "range": POSITIVE_INT},
     )
 
 

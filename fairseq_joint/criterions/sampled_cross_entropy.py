@@ -31,6 +31,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
+from fairseq_joint.checks import NON_NEGATIVE
 from fairseq_joint.criterions.decoder_features import features_and_target, output_layer_of
 from fairseq_joint.errors import OptionError
 from fairseq_joint.modules.chunked_softmax import check_chunk_size, chunked_cross_entropy, token_chunk_size
@@ -63,7 +64,8 @@ class CandidateSamplingConfig(FairseqDataclass):
     num_samples: Optional[int] = field(
         default=None, metadata={"help": "or a fixed number of sampled negatives per update"}
     )
-    unigram_alpha: float = field(default=0.75, metadata={"help": "exponent of the unigram sampler's counts"})
+    unigram_alpha: float = field(default=0.75, metadata={"help": "exponent of the unigram sampler's counts",
+                                                         "range": NON_NEGATIVE})
 
 
 @dataclass

@@ -39,6 +39,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 from omegaconf import OmegaConf, open_dict
 
+from fairseq_joint.checks import DROPOUT, POSITIVE_INT
 from fairseq_joint.data.gile_files import label_counts
 from fairseq_joint.errors import CheckpointError, InputError, MissingFileError, OptionError
 from fairseq_joint.models.output_layer_model import DataFingerprintMixin, UpdateCountMixin
@@ -170,7 +171,8 @@ class GileClassifierConfig(FairseqDataclass):
     )
     word_encoder: ChoiceEnum(LAYER_CHOICES) = field(default="dense", metadata={"help": "g_w of Eq. 1"})
     sentence_encoder: ChoiceEnum(LAYER_CHOICES) = field(default="dense", metadata={"help": "g_s of HAN"})
-    embed_dim: int = field(default=100, metadata={"help": "d, the size of the shared word/label embedding E"})
+    embed_dim: int = field(default=100, metadata={"help": "d, the size of the shared word/label embedding E",
+                                                  "range": POSITIVE_INT})
     embed_path: str = field(
         default="", metadata={"help": "pre-trained word vectors for E (word2vec text format, e.g. from "
                               "fairseq-joint-word-vectors); words the file lacks keep the random init. With "
@@ -178,12 +180,14 @@ class GileClassifierConfig(FairseqDataclass):
                               "(aligned vectors of one dimension, e.g. fairseq-joint-word-vectors --aligned)"}
     )
     freeze_embed: bool = field(default=False, metadata={"help": "do not train E (words and label descriptions)"})
-    encoder_dim: int = field(default=100, metadata={"help": "dh, the size of the encoders and of h"})
-    attention_dim: int = field(default=100, metadata={"help": "size of the attention MLP f_w / f_s (Eq. 2)"})
+    encoder_dim: int = field(default=100, metadata={"help": "dh, the size of the encoders and of h",
+                                                    "range": POSITIVE_INT})
+    attention_dim: int = field(default=100, metadata={"help": "size of the attention MLP f_w / f_s (Eq. 2)",
+                                                      "range": POSITIVE_INT})
     encoder_activation: ChoiceEnum(("relu", "tanh", "sigmoid")) = field(
         default="relu", metadata={"help": "activation of the dense encoders (the paper: ReLU)"}
     )
-    dropout: float = field(default=0.0, metadata={"help": "dropout on the word embeddings"})
+    dropout: float = field(default=0.0, metadata={"help": "dropout on the word embeddings", "range": DROPOUT})
     sentence_end_tokens: str = field(
         default=". ! ? 。 ！ ？", metadata={"help": "space-separated tokens that end a sentence (HAN); those not in the "
                                         "dictionary are ignored"}
@@ -198,7 +202,8 @@ class GileClassifierConfig(FairseqDataclass):
     joint_activation: ChoiceEnum(ACTIVATION_CHOICES) = field(
         default="relu", metadata={"help": "σ of the label/input projections (Eqs. 7-8)"}
     )
-    joint_dropout: float = field(default=0.0, metadata={"help": "dropout on the input side in the joint space"})
+    joint_dropout: float = field(default=0.0, metadata={"help": "dropout on the input side in the joint space",
+                                                        "range": DROPOUT})
     similarity_init: bool = field(
         default=False, metadata={"help": "start the dense word/sentence encoders and the head's projections as "
                                  "identity maps (zero biases), so the first scores are the similarity of the label "

@@ -16,6 +16,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 
 from fairseq_joint.checkpoints import dictionary_fingerprint
+from fairseq_joint.checks import DROPOUT, POSITIVE_INT, SEED
 from fairseq_joint.errors import CheckpointError, OptionError
 from fairseq_joint.modules.output_layers import (
     ACTIVATION_CHOICES,
@@ -42,14 +43,15 @@ class OutputLayerConfig(FairseqDataclass):
     )
     joint_dim: int = field(
         default=DEFAULT_JOINT_DIM,
-        metadata={"help": "dj, the joint space dimension of --output-layer joint (Eq. 16 capacity)"},
+        metadata={"help": "dj, the joint space dimension of --output-layer joint (Eq. 16 capacity)",
+                  "range": POSITIVE_INT},
     )
     joint_activation: ChoiceEnum(ACTIVATION_CHOICES) = field(
         default=DEFAULT_ACTIVATION,
         metadata={"help": "the non-linearity σ of Eqs. 7, 12-13 (the paper uses tanh)"},
     )
     joint_dropout: float = field(
-        default=0.0, metadata={"help": "dropout on the context side σ(V h + b_v) in the joint space"}
+        default=0.0, metadata={"help": "dropout on the context side σ(V h + b_v) in the joint space", "range": DROPOUT}
     )
     no_output_bias: bool = field(
         default=False, metadata={"help": "drop the per-word bias b of Eqs. 3-14"}
@@ -74,7 +76,8 @@ class InitSeedConfig(FairseqDataclass):
             "help": "draw the model's initial parameters from this seed instead of --seed; the batches' order and "
             "the dropout masks still follow --seed. Two runs with one --seed and two --init-seed values differ in "
             "their random start only (how much a start alone moves a result); --init-seed equal to --seed is the "
-            "default run"
+            "default run",
+            "range": SEED,
         },
     )
 

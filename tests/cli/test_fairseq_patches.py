@@ -56,6 +56,7 @@ WRAPPED_AT = {
     "atomic_copy": "fairseq.file_io:PathManager.copy",
     "checksums": "fairseq.checkpoint_utils:torch_persistent_save",
     "verified_load": "fairseq.checkpoint_utils:load_checkpoint_to_cpu",
+    "checkpoint_kind": "fairseq.checkpoint_utils:load_model_ensemble_and_task",
     "resume": "fairseq.tasks.fairseq_task:FairseqTask.get_batch_iterator",
     "resume_changes": "fairseq.trainer:Trainer.load_checkpoint",
     "one_line_errors": "sys:excepthook",
