@@ -32,9 +32,11 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from fairseq_joint.cli import fairseq_log
 from fairseq_joint.cli.common import (
     USER_DIR,
     aggregate,
+    cached_evaluation,
     cell,
     fail,
     figure,
@@ -146,34 +148,23 @@ def display(system):
 def zero_shot_stats(save_dir, bin_dir, select, targets, seen):
     """GZSL figures of the selected checkpoint (best or last) on the validation documents, from its score matrix."""
     path = os.path.join(save_dir, "checkpoint_best.pt" if select == "best" else "checkpoint_last.pt")
-    stamp = {"checkpoint": os.path.basename(path), "mtime": os.path.getmtime(path), "size": os.path.getsize(path)}
-    cached = os.path.join(save_dir, "zero_shot_stats.json")
-    if os.path.isfile(cached):  # a reused run: its figures unless the checkpoint changed
-        with open(cached) as f:
-            saved = json.load(f)
-        if saved.get("stamp") == stamp:
-            return saved["stats"]
-    model, task = load_gile_model(path, bin_dir)
-    stats = {}
-    if model.scores_unseen_labels:
+
+    def evaluate():
+        model, task = load_gile_model(path, bin_dir)
+        if not model.scores_unseen_labels:
+            return {}
         scores, gold, label_set = split_scores(model, task, "valid")
         if gold.shape != targets.shape or not np.array_equal(gold, targets):
             raise fail(f"{path}: its validation label set differs from {bin_dir}/labels.tsv; use another --workdir")
-        stats = gzsl_figures(scores, gold, seen)
-    with open(cached, "w") as f:
-        json.dump({"stamp": stamp, "stats": stats}, f)
-    return stats
+        return gzsl_figures(scores, gold, seen)
+
+    return cached_evaluation(path, os.path.join(save_dir, "zero_shot_stats.json"), evaluate)
 
 
 def valid_stats(log_path, select="last"):
     """The validation metrics of the last epoch, or (``select="best"``) of the epoch with the best seen AvgPr."""
-    epochs = []
     with open(log_path) as f:
-        for line in f:
-            if "valid on 'valid' subset" in line:
-                stats = {k: float(v) for k, v in re.findall(r"\| (\w+) ([-\d.]+)", line)}
-                stats["epoch"] = float(re.search(r"epoch (\d+)", line).group(1))
-                epochs.append(stats)
+        epochs = fairseq_log.records(f.read(), "valid")
     if not epochs:
         raise fail(f"no validation line in {log_path}: the training run logged no validation; see its end")
     if select == "best":

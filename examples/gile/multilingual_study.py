@@ -30,7 +30,6 @@ Example (data binarized per language with ``fairseq-joint-preprocess-gile --lang
 import json
 import logging
 import os
-import re
 import shlex
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -38,9 +37,11 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from fairseq_joint.cli import fairseq_log
 from fairseq_joint.cli.common import (
     USER_DIR,
     aggregate,
+    cached_evaluation,
     cell,
     fail,
     figure,
@@ -112,12 +113,11 @@ def label_groups(data_bin, lang, names):
 def evaluate(save_dir, data_bin, cache):
     """Per language of the model: AvgPr of each label group and the calibrated GZSL H (seen + unseen)."""
     path = os.path.join(save_dir, "checkpoint_best.pt")
-    stamp = [os.path.getmtime(path), os.path.getsize(path)]
-    if os.path.isfile(cache):
-        with open(cache) as f:
-            saved = json.load(f)
-        if saved.get("stamp") == stamp:
-            return saved["stats"]
+    return cached_evaluation(path, cache, lambda: score_languages(path, data_bin))
+
+
+def score_languages(path, data_bin):
+    """:func:`evaluate`'s figures, computed."""
     model, task = load_gile_model(path, data_bin)
     linear = not model.scores_unseen_labels
     scores, targets, label_set = split_scores(model, task, "valid", seen_only=linear)
@@ -136,8 +136,6 @@ def evaluate(save_dir, data_bin, cache):
             both = groups["seen"] | groups["unseen"]
             out["gzsl_h"] = cross_calibrated_gzsl(s[:, both], y[:, both], groups["seen"][both])["gzsl_h"]
         stats[lang] = out
-    with open(cache, "w") as f:
-        json.dump({"stamp": stamp, "stats": stats}, f)
     return stats
 
 
@@ -157,13 +155,9 @@ def chance(data_bin, lang):
 
 def train_seconds(log_path):
     """(seconds of training, updates) from the epoch lines of a fairseq-train log."""
-    wall, updates = 0.0, 0
     with open(log_path) as f:
-        for line in f:
-            if "| train | epoch" in line:
-                wall += float(re.search(r"train_wall (\d+(?:\.\d+)?)", line).group(1))
-                updates = int(re.search(r"num_updates (\d+)", line).group(1))
-    return wall, updates
+        epochs = fairseq_log.records(f.read(), "train")
+    return sum(e["train_wall"] for e in epochs), int(epochs[-1]["num_updates"]) if epochs else 0
 
 
 def one_run(args, system, lang, seed, env):
