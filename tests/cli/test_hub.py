@@ -29,7 +29,7 @@ TEXTS = ["a text editor for programmers", "network audio streaming server", "pyt
 
 
 def train_gile(data, save, *extra):
-    cli("fairseq-train", data, *GILE_TRAIN, "--joint-dim", "8", "--criterion", "multilabel_classification",
+    cli("fairseq-train", data, *GILE_TRAIN, "--criterion", "multilabel_classification",
         "--max-epoch", "1", "--save-dir", save, *GILE_FAST, *extra)
     return save / "checkpoint_last.pt"
 
@@ -37,7 +37,8 @@ def train_gile(data, save, *extra):
 @pytest.fixture(scope="module")
 def wan_checkpoint(gile_bin, tmp_path_factory):
     """A gile head over a WAN encoder, one epoch on 150 documents (469 labels in the label file, most unseen)."""
-    return train_gile(gile_bin, tmp_path_factory.mktemp("hub_wan"), "--head", "gile", "--seen-score-offset", "0.25")
+    return train_gile(gile_bin, tmp_path_factory.mktemp("hub_wan"), "--head", "gile", "--joint-dim", "8",
+                      "--seen-score-offset", "0.25")
 
 
 def predict_command(checkpoint, tmp_path, texts, *args, check=True):
@@ -172,7 +173,8 @@ def test_multilingual_predictions_by_language_equal_the_command(tmp_path):
     for lang in ("en", "pl"):
         preprocess_gile("--train", ML_SAMPLE / lang / "train.jsonl", "--labels", ML_SAMPLE / "labels.tsv",
                         "--lang", lang, "--destdir", data / lang)
-    checkpoint = train_gile(data, tmp_path / "ck", "--languages", "en,pl", "--head", "gile", "--max-update", "3",
+    checkpoint = train_gile(data, tmp_path / "ck", "--languages", "en,pl", "--head", "gile", "--joint-dim", "8",
+                            "--max-update", "3",
                             "--disable-validation")
     predictor = LabelPredictor.from_checkpoint(checkpoint)
     assert predictor.languages == ["en", "pl"]
@@ -228,6 +230,7 @@ def test_translation_with_sentencepiece_equals_interactive(tiny_text, tmp_path):
     translator = load_translator(checkpoint, data, bpe="sentencepiece", sentencepiece_model=tmp_path / "spm.model")
     assert type(translator.models[0]).__name__ == "JointTransformerModel"
     ours = translator.translate(SOURCES, beam=3, max_len_b=12)
+    assert len(ours) == 3 and any(ours)
     assert ours == interactive(data, checkpoint, "--bpe", "sentencepiece", "--sentencepiece-model",
                                tmp_path / "spm.model")
     assert translator.translate(SOURCES[0], beam=3, max_len_b=12) == ours[0]
@@ -256,6 +259,7 @@ def test_translation_with_moses_and_subword_nmt_equals_interactive(tiny_text, tm
     translator = load_translator(checkpoint, data, **flags)
     assert type(translator.models[0]).__name__ == "JointLSTMModel"
     ours = translator.translate(SOURCES, beam=3, max_len_b=12)
+    assert len(ours) == 3 and any(ours)
     assert ours == interactive(data, checkpoint, "--tokenizer", "moses", "--moses-no-escape", "--bpe", "subword_nmt",
                                "--bpe-codes", tmp_path / "bpe.codes")
     with pytest.raises(errors.MissingFileError, match="bpe_codes=.*: file not found"):
