@@ -6,6 +6,7 @@ import json
 import random
 import re
 
+import numpy as np
 import pytest
 from conftest import (
     GILE_FAST,
@@ -20,10 +21,19 @@ from conftest import (
 
 from fairseq_joint.cli import preprocess_gile as preprocess_command
 from fairseq_joint.cli.common import CommandError, run
+from fairseq_joint.metrics import chance_level
 
 HEADS = ["linear", "bil_yh15", "bil_n16", "gile", "gile_label_only", "gile_input_only"]
 FAST = GILE_FAST
 preprocess = preprocess_gile
+
+
+def seen_chance(bin_dir, subset="valid"):
+    """The metrics of random scores over the training labels on ``subset``'s documents (the floor a trained model must
+    clear)."""
+    train = (bin_dir / "labels.train.txt").read_text().split()
+    rows = [line.split() for line in (bin_dir / f"{subset}.labels").read_text().splitlines()]
+    return chance_level(np.array([[n in row for n in train] for row in rows]))
 
 
 @pytest.mark.parametrize("head,extra", [(h, []) for h in HEADS] + [("gile", ["--encoder", "han", "--word-encoder", "bigru"])])
@@ -37,10 +47,9 @@ def test_train_validate_and_checkpoint_round_trip(gile_bin, tmp_path, head, extr
     for key in ("seen_rl", "seen_avgpr", "seen_oneerr", "seen_f1", "seen_1best", "seen_r5", "seen_fullacc"):
         assert key in stats
     assert ("unseen_avgpr" in stats) == (head != "linear")  # only the joint heads score unseen labels
-    assert 0 <= stats["seen_avgpr"] <= 100
+    chance = seen_chance(gile_bin)
+    assert chance["avgpr"] < stats["seen_avgpr"] <= 100, (stats["seen_avgpr"], chance["avgpr"])  # it learned
     assert stats["docs"] == 45  # every validation document was scored (no partial batch dropped, fairseq #5036)
-    if head in ("bil_yh15", "gile_label_only", "gile_input_only"):
-        return  # the round trip below runs for linear, bil_n16 and gile (WAN and HAN) only, to save time
     # the saved checkpoint gives the same validation figures when loaded again
     val = cli("fairseq-validate", gile_bin, "--user-dir", "fairseq_joint", "--task", "gile_classification",
               "--path", save / "checkpoint_last.pt", "--batch-size", "32", "--num-workers", "0")
@@ -48,6 +57,13 @@ def test_train_validate_and_checkpoint_round_trip(gile_bin, tmp_path, head, extr
     for key in ("docs", "loss", "seen_rl", "seen_avgpr", "seen_oneerr", "unseen_rl", "unseen_avgpr"):
         if key in stats:
             assert again[key] == pytest.approx(stats[key], abs=0.011), key
+    # and they are the checkpoint's own figures: its scores of every valid document, ranked here by hand
+    scores, targets, _ = seen_label_scores_by_hand(save / "checkpoint_last.pt", gile_bin)
+    ranked = [(s, t) for s, t in zip(scores, targets) if any(t)]
+    assert ranked
+    by_hand = [ranking_by_hand(s, t) for s, t in ranked]
+    assert again["seen_avgpr"] == pytest.approx(100 * np.mean([ap for ap, _ in by_hand]), abs=0.011)
+    assert again["seen_rl"] == pytest.approx(100 * np.mean([rl for _, rl in by_hand]), abs=0.011)
     if head == "linear":
         (tmp_path / "t.txt").write_text("a text\n")
         out = cli("fairseq-joint-predict-labels", "--checkpoint", save / "checkpoint_last.pt",
@@ -191,7 +207,8 @@ def test_eval_label_file_adds_unseen_labels_without_changing_the_seen_figures(tm
     assert {k: v for k, v in again.items() if not k.startswith("gzsl_")} == seen
     assert "gzsl_seen_avgpr" in again and "gzsl_unseen_avgpr" not in again
     test = valid_line(log, "test")
-    assert test["docs"] == 50 and test["unseen_avgpr"] > 0 and "unseen_rl" in test
+    # one unseen label: it is the whole unseen ranking of its 20 documents (AvgPr 100, nothing to misorder: RL 0)
+    assert test["docs"] == 50 and test["unseen_avgpr"] == 100.0 and test["unseen_rl"] == 0.0
     for key in ("seen_rl", "seen_avgpr", "seen_oneerr", "seen_r5", "seen_fullacc"):
         assert test[key] == seen[key], key  # the same 30 documents hold seen labels, ranked the same
     refused = cli(*validate, "--eval-label-file", raw / "seen.tsv", "--valid-subset", "test", check=False)
@@ -209,10 +226,14 @@ def test_multiclass_kurata_init_and_copy_loss(tmp_path):
     out = cli("fairseq-train", tmp_path / "bin", "--head", "linear", "--cooccurrence-init", "sqrt_f_ub",
               "--classification-mode", "multiclass", "--save-dir", tmp_path / "ck1", *common)
     assert "Kurata init (sqrt_f_ub): 4 of 16 hidden units" in out.stdout + out.stderr
-    assert valid_line(out.stdout + out.stderr)["seen_avgpr"] > 0
+    chance = seen_chance(tmp_path / "bin")["avgpr"]  # 4 labels, one relevant: (1 + 1/2 + 1/3 + 1/4) / 4 = 52
+    assert chance == pytest.approx(100 * 25 / 48, abs=3)
+    linear = valid_line(out.stdout + out.stderr)["seen_avgpr"]
+    assert linear > chance + 20, (linear, chance)  # texts of their label's description words: easy, once learned
     out = cli("fairseq-train", tmp_path / "bin", "--head", "gile", "--multilabel-loss", "copy_nll",
-              "--save-dir", tmp_path / "ck2", *common)
-    assert "seen_avgpr" in valid_line(out.stdout + out.stderr)
+              "--save-dir", tmp_path / "ck2", *common, "--max-epoch", "4")
+    copy = valid_line(out.stdout + out.stderr)["seen_avgpr"]
+    assert copy > chance + 20, (copy, chance)
 
 
 def test_bad_input_errors(tmp_path, capsys):
@@ -285,8 +306,9 @@ def test_gile_study_baselines_and_a_pretrained_encoder(tmp_path, sentence_encode
     python_script("examples/gile/gile_study.py", "--data", data, "--workdir", tmp_path / "work", "--max-epoch", "1",
                   "--batch-size", "32", "--heads", f"gile{enc}+similarity-init", "--baselines", "tfidf_lr,cosine",
                   "--pretrained-encoder", sentence_encoder)
-    result = json.loads((tmp_path / "work" / "results.json").read_text())["heads"]
-    assert "unseen_avgpr" not in result["tfidf_lr"] and 0 < result["tfidf_lr"]["seen_avgpr"] <= 100
+    results = json.loads((tmp_path / "work" / "results.json").read_text())
+    result, chance = results["heads"], results["chance"]["seen"]["avgpr"]
+    assert "unseen_avgpr" not in result["tfidf_lr"] and chance + 10 < result["tfidf_lr"]["seen_avgpr"] <= 100
     assert {"seen_avgpr", "unseen_avgpr", "gzsl_h", "cal_gzsl_h", "gamma"} <= set(result["cosine"])
     assert "gzsl_h" in result[f"gile{enc}+similarity-init"]
     table = (tmp_path / "work" / "results.md").read_text()
@@ -377,6 +399,16 @@ def seen_label_scores_by_hand(checkpoint, data):
     label_set = task.label_set("valid")
     names = [n for n, i in zip(label_set.names, label_set.train_index.tolist()) if i >= 0]
     return scores[order].float().tolist(), (batch["target"][:, seen][order] > 0).tolist(), names
+
+
+def ranking_by_hand(scores, relevant):
+    """(AvgPr, RL) of one document's label ranking: the mean over its relevant labels of the share of relevant ones
+    among the labels scored at least as high, and the share of (relevant, irrelevant) pairs ranked the wrong way."""
+    pairs = [(s, r) for s, r in zip(scores, relevant)]
+    precisions = [sum(q for t, q in pairs if t >= s) / sum(1 for t, _ in pairs if t >= s) for s, r in pairs if r]
+    wrong = sum(1 for s, r in pairs if r for t, q in pairs if not q and t >= s)
+    good, bad = sum(relevant), len(relevant) - sum(relevant)
+    return sum(precisions) / len(precisions), wrong / (good * bad) if good * bad else 0.0
 
 
 def average_precision_by_hand(scores, positive):
