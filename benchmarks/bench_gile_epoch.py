@@ -20,6 +20,7 @@ import math
 from types import SimpleNamespace
 from typing import Dict
 
+import bench_harness
 import torch
 import torch.nn.functional as F
 from bench_harness import Timing, add_rounds, bars_with_spread, parse_args, parser, round_robin, rounds_note, target
@@ -55,34 +56,25 @@ def build(case, args, encoder):
 
 
 def make_batch(case, args, dim, gen):
-    target = torch.zeros(args.batch, args.labels)
-    for row in range(args.batch):
-        target[row, torch.randperm(args.labels, generator=gen)[:args.positives]] = 1.0
-    src = torch.randint(2, args.vocab, (args.batch, args.length), generator=gen)
-    net_input = {"src_tokens": src, "src_lengths": torch.full((args.batch,), args.length)}
+    """The synthetic batch of a case: the pretrained encoder's cases read cached text and label embeddings, WAN's
+    word ids."""
     if case.startswith("pretrained"):
-        net_input["src_embeddings"] = F.normalize(torch.randn(args.batch, dim, generator=gen), dim=-1)
         labels = F.normalize(torch.randn(args.labels, dim, generator=gen), dim=-1)
     else:
         labels = torch.randint(2, args.vocab, (args.labels, args.desc_len), generator=gen)
-    return {"net_input": net_input, "target": target, "nsentences": args.batch, "ntokens": args.batch * args.length,
-            "label_tokens": labels, "label_train_index": torch.arange(args.labels)}
+    sample = bench_harness.multilabel_batch(args.labels, args.vocab, args.batch, args.length, args.positives, gen,
+                                            labels)
+    if case.startswith("pretrained"):
+        sample["net_input"]["src_embeddings"] = F.normalize(torch.randn(args.batch, dim, generator=gen), dim=-1)
+    return sample
 
 
 def step_fn(case, args, encoder):
     model, dim = build(case, args, encoder)
     model.train()
     criterion = MultilabelClassificationCriterion(SimpleNamespace(cfg=SimpleNamespace(classification_mode="multilabel")))
-    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-3)
     sample = make_batch(case, args, dim, torch.Generator().manual_seed(args.seed))
-
-    def step() -> None:
-        opt.zero_grad(set_to_none=True)
-        loss, size, _ = criterion(model, sample)
-        (loss / size).backward()
-        opt.step()
-
-    return step
+    return bench_harness.training_step(model, criterion, sample)
 
 
 def run(args) -> Dict[str, object]:

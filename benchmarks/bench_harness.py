@@ -211,6 +211,35 @@ def print_targets(targets: Sequence[Dict[str, object]], quick: bool) -> None:
         print(target_line(t))
 
 
+# ---------------------------------------------------------------------------------------------- GILE training steps
+def multilabel_batch(num_labels: int, vocab: int, batch: int, length: int, positives: int, gen: torch.Generator,
+                     label_inputs: torch.Tensor) -> Dict[str, object]:
+    """A synthetic GILE training batch: ``batch`` texts of ``length`` random word ids, each with ``positives`` of the
+    ``num_labels`` labels drawn at random, every label a training label, described by ``label_inputs`` (word ids
+    of its description, or its embedding)."""
+    target = torch.zeros(batch, num_labels)
+    for row in range(batch):
+        target[row, torch.randperm(num_labels, generator=gen)[:positives]] = 1.0
+    src = torch.randint(2, vocab, (batch, length), generator=gen)
+    return {"net_input": {"src_tokens": src, "src_lengths": torch.full((batch,), length)}, "target": target,
+            "nsentences": batch, "ntokens": batch * length, "label_tokens": label_inputs,
+            "label_train_index": torch.arange(num_labels)}
+
+
+def training_step(model: torch.nn.Module, criterion: Callable, sample: Dict[str, object]) -> Callable[[], None]:
+    """One training step of ``model`` on ``sample`` to time: the criterion's forward, the backward of the loss per
+    sample, an Adam update (lr 1e-3) of the trainable parameters."""
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        loss, size, _ = criterion(model, sample)
+        (loss / size).backward()
+        opt.step()
+
+    return step
+
+
 # ---------------------------------------------------------------------------------------------- plots
 def bars_with_spread(ax, labels: Sequence[str], timings: Sequence[Timing], value: Callable[[float], float],
                      offset: float = 0.0, height: float = 0.8, **kwargs) -> None:

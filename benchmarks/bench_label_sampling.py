@@ -17,6 +17,7 @@ Target: 10 % sampling at least 3x faster than 100 %.
 from types import SimpleNamespace
 from typing import Dict, List
 
+import bench_harness
 import torch
 from bench_harness import Timing, add_rounds, bars_with_spread, parse_args, parser, round_robin, rounds_note, target
 from bench_harness import main as run_benchmark
@@ -38,35 +39,16 @@ def build(num_labels, vocab, dim, joint_dim, seed):
     return GileClassifier(cfg, embed, encoder, GileClassifier.build_head(cfg, num_labels))
 
 
-def make_batch(num_labels, vocab, batch, length, desc_len, positives, gen):
-    src = torch.randint(2, vocab, (batch, length), generator=gen)
-    target = torch.zeros(batch, num_labels)
-    for row in range(batch):
-        target[row, torch.randperm(num_labels, generator=gen)[:positives]] = 1.0
-    return {
-        "net_input": {"src_tokens": src, "src_lengths": torch.full((batch,), length)},
-        "target": target, "nsentences": batch, "ntokens": batch * length,
-        "label_tokens": torch.randint(2, vocab, (num_labels, desc_len), generator=gen),
-        "label_train_index": torch.arange(num_labels),
-    }
-
-
 def step_fn(rate, args):
     """One training step (criterion forward, backward, Adam) of a fresh model scoring ``rate`` of the labels."""
     model = build(args.labels, args.vocab, args.dim, args.joint_dim, args.seed).train()
     task = SimpleNamespace(cfg=SimpleNamespace(classification_mode="multilabel"))
     criterion = MultilabelClassificationCriterion(task, "bce", rate, 0.5)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(args.seed)
-    sample = make_batch(args.labels, args.vocab, args.batch, args.length, args.desc_len, args.positives, gen)
-
-    def step() -> None:
-        opt.zero_grad(set_to_none=True)
-        loss, size, _ = criterion(model, sample)
-        (loss / size).backward()
-        opt.step()
-
-    return step
+    descriptions = torch.randint(2, args.vocab, (args.labels, args.desc_len), generator=gen)
+    sample = bench_harness.multilabel_batch(args.labels, args.vocab, args.batch, args.length, args.positives, gen,
+                                            descriptions)
+    return bench_harness.training_step(model, criterion, sample)
 
 
 def rate_rows(times: Dict[float, Timing]) -> List[Dict[str, object]]:
