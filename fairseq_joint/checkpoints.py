@@ -17,6 +17,8 @@ plugin is loaded:
   damaged is named in a one-line error with the newest intact checkpoint beside it. Only the configuration
   (``cfg``, ``args``) is left out: fairseq rewrites it while loading (``--model-overrides``), and a resume takes the
   command line's options anyway;
+* **absolute paths**: the data directory, label files and sentence encoder a checkpoint's configuration names
+  (:data:`PATH_OPTIONS`) are saved absolute, so a command run from another directory finds them;
 * **damaged files**: a checkpoint torch cannot read (truncated, not a zip archive) is refused with a one-line error that
   names the newest intact checkpoint beside it and the command that restores it.
 
@@ -50,6 +52,10 @@ PARTS = ("model", "criterion")
 #: the entries of a checkpoint dict that are not checksummed: its configuration, which fairseq's loader rewrites
 #: (``--model-overrides``, upgrades of old options), and the checksums themselves
 UNCHECKED = ("args", "cfg", CHECKSUMS)
+#: the options whose paths a checkpoint records absolute, as ``(group, option)`` of fairseq's configuration: fairseq
+#: records them as typed, and a command run from another directory than training (fairseq-joint-predict-labels,
+#: fairseq-validate) looked for the data relative to where it runs
+PATH_OPTIONS = (("task", "data"), ("task", "label_file"), ("task", "eval_label_file"), ("model", "pretrained_encoder"))
 
 
 def tensor_checksum(t: torch.Tensor) -> int:
@@ -185,9 +191,24 @@ def copy(original, src_path: str, dst_path: str, overwrite: bool = False) -> boo
     return atomic_copy(src_path, dst_path, overwrite=overwrite)
 
 
+def absolute_paths(cfg: Dict[str, object]) -> None:
+    """The paths of :data:`PATH_OPTIONS` in a checkpoint's configuration (the dict fairseq saves) made absolute, in
+    place; each part of a ``:``-separated DATA too. A value that names no local file or directory stays as it is (a
+    URL, one that is already gone)."""
+    for group, option in PATH_OPTIONS:
+        fields = cfg.get(group)
+        if not isinstance(fields, dict) or not isinstance(fields.get(option), str) or not fields[option]:
+            continue
+        fields[option] = os.pathsep.join(os.path.abspath(part) if os.path.exists(part) else part
+                                         for part in fields[option].split(os.pathsep))
+
+
 def save(original, obj, filename, *args, **kwargs):
-    """fairseq's ``torch_persistent_save`` (``original``) of a checkpoint dict with its :func:`checksums` added."""
+    """fairseq's ``torch_persistent_save`` (``original``) of a checkpoint dict with its configuration's paths
+    :func:`absolute_paths` and its :func:`checksums` added."""
     if isinstance(obj, dict) and any(isinstance(obj.get(p), dict) for p in PARTS):
+        if isinstance(obj.get("cfg"), dict):
+            absolute_paths(obj["cfg"])
         obj[CHECKSUMS] = checksums(obj)
     return original(obj, filename, *args, **kwargs)
 

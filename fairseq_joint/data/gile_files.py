@@ -21,7 +21,9 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 from fairseq.data import Dictionary
+from fairseq.data.indexed_dataset import make_dataset
 
+from fairseq_joint.data.gile_text import tokenize
 from fairseq_joint.errors import InputError, MissingFileError, OptionError
 from fairseq_joint.text_files import read_text, text_lines
 
@@ -31,6 +33,10 @@ TRAIN_LABELS = "labels.train.txt"
 LABEL_FILE = "labels.tsv"
 LANGUAGE_FILE = "language.txt"
 RAW_TEXTS = "{split}.text"
+#: the end of a refusal of a data directory that is not there: where it is (a checkpoint records the directory it was
+#: trained on, which may have moved)
+ELSEWHERE = (", or give the directory it wrote (fairseq-train's DATA; --data of the fairseq-joint-* commands that read "
+             "a checkpoint, which records the directory it was trained on)")
 
 
 def read_label_file(path: str) -> Dict[str, str]:
@@ -100,6 +106,29 @@ def check_described(label_file: Optional[str], descriptions: Optional[Dict[str, 
     if missing:
         raise InputError(f"{label_file}: {len(missing)} training label(s) have no description (first: {missing[0]!r}); "
                          "add a 'label<TAB>description' line for each")
+
+
+def check_dictionary(directory: str, dictionary: Dictionary, rebinarize: str) -> None:
+    """``DIRECTORY/dict.txt`` is the dictionary its documents were binarized with: the first training text
+    (``train.text``, tokenized as ``fairseq-joint-preprocess-gile`` does) encodes to the word ids of the first document
+    of ``train.input.bin``. A directory without the raw texts (binarized by an earlier version) is not checked.
+    ``rebinarize``: the command that writes the directory again."""
+    raw = os.path.join(directory, RAW_TEXTS.format(split="train"))
+    binarized = make_dataset(os.path.join(directory, "train.input"), impl="mmap")
+    if binarized is None or not os.path.isfile(raw) or len(binarized) == 0:
+        return
+    first = next((line for _, line in text_lines(raw)), None)
+    try:
+        text = json.loads(first) if first is not None else None
+    except ValueError:
+        text = None
+    if not isinstance(text, str):
+        return  # read_raw_texts refuses a malformed file where the texts are read
+    if [dictionary.index(w) for w in tokenize(text)] != binarized[0].tolist():
+        path = os.path.join(directory, "dict.txt")
+        raise InputError(f"{path} is not the dictionary {directory}'s documents were binarized with (their first "
+                         f"training text has other word ids in it): put back the dict.txt {rebinarize} wrote there, "
+                         "or binarize the documents again with it")
 
 
 def parse_languages(value: str) -> List[str]:
@@ -200,8 +229,9 @@ def read_corpus(data: str, label_file: Optional[str], eval_label_file: Optional[
     labels_path = os.path.join(data, TRAIN_LABELS)
     for path in (dict_path, labels_path):
         if not os.path.isfile(path):
-            raise MissingFileError(f"{path} is missing: binarize the data with fairseq-joint-preprocess-gile")
+            raise MissingFileError(f"{path} is missing: binarize the data with fairseq-joint-preprocess-gile{ELSEWHERE}")
     dictionary = Dictionary.load(dict_path)
+    check_dictionary(data, dictionary, "fairseq-joint-preprocess-gile")
     train_labels = read_train_labels(labels_path)
     if label_file is None and os.path.isfile(os.path.join(data, LABEL_FILE)):
         label_file = os.path.join(data, LABEL_FILE)
@@ -224,7 +254,7 @@ def read_multilingual_corpus(data: str, label_file: Optional[str], eval_label_fi
         path = os.path.join(directory, "dict.txt")
         if not os.path.isfile(path):
             raise MissingFileError(f"{path} is missing: binarize language {lang} into {directory} with "
-                                   f"fairseq-joint-preprocess-gile --lang {lang}")
+                                   f"fairseq-joint-preprocess-gile --lang {lang}{ELSEWHERE}")
         recorded = os.path.join(directory, LANGUAGE_FILE)
         if os.path.isfile(recorded):
             said = "".join(read_text(recorded)).strip()
@@ -233,10 +263,12 @@ def read_multilingual_corpus(data: str, label_file: Optional[str], eval_label_fi
                                  f"as {lang!r}: move it to {language_dir(data, said)} or binarize {lang}'s "
                                  "documents there")
         dictionaries[lang] = Dictionary.load(path)
+        check_dictionary(directory, dictionaries[lang], f"fairseq-joint-preprocess-gile --lang {lang}")
         if lang in languages:
             labels_path = os.path.join(directory, TRAIN_LABELS)
             if not os.path.isfile(labels_path):
-                raise MissingFileError(f"{labels_path} is missing: binarize {lang} with fairseq-joint-preprocess-gile")
+                raise MissingFileError(f"{labels_path} is missing: binarize {lang} with fairseq-joint-preprocess-gile "
+                                       f"--lang {lang}{ELSEWHERE}")
             train_seen.update(read_train_labels(labels_path))
         if os.path.isfile(os.path.join(directory, LABEL_FILE)):
             label_files[lang] = os.path.join(directory, LABEL_FILE)
