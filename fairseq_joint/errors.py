@@ -127,8 +127,9 @@ def translate(err: BaseException) -> Optional[Refusal]:
         if isinstance(err, FileExistsError):
             return InputError(f"{option_of(name)} exists: give a new name, or delete it first")
         return MissingFileError(f"{option_of(name)}: no such file or directory")
-    if isinstance(err, AttributeError) and "_bin_buffer_mmap" in str(err):
-        path = _frame_value(err.__traceback__, "__init__", ("path",)) or _frame_value(err.__traceback__, "_do_init",
+    if (isinstance(err, ValueError) and str(err) == "cannot mmap an empty file"
+            or isinstance(err, AttributeError) and "_bin_buffer_mmap" in str(err)):
+        path = _frame_value(err.__traceback__, "_do_init", ("path",)) or _frame_value(err.__traceback__, "__init__",
                                                                                          ("path",))
         where = f"{path}.bin" if path else "a .bin file of the data directory"
         return InputError(f"{where} is empty (no sentence was binarized): run fairseq-preprocess again on a text "
@@ -174,7 +175,11 @@ def uncaught(original, kind, err, tb) -> None:
     if found is None:
         return original(kind, err, tb)
     print(f"error: {one_line(found)}", file=sys.stderr)
-    return None
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # the line is all: exit now (status 1, as after any uncaught exception), before the destructors of what the
+    # traceback held print their own errors (fairseq's MMapIndexedDataset of an empty .bin file does)
+    os._exit(1)
 
 
 def training_started(save_dir: Optional[str]) -> None:

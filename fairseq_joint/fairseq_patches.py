@@ -227,7 +227,8 @@ def _load_ensemble(original, filenames, arg_overrides=None, task=None, strict=Tr
 
 def program() -> str:
     """This process's command, as a user typed it (``fairseq-generate``, ``fairseq-joint-predict-labels``, ...)."""
-    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
+    name = os.path.basename(sys.argv[0]) if sys.argv else ""
+    return name if name not in ("", "-", "-c") else "this command"
 
 
 def apply() -> List[str]:

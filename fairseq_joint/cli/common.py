@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import os
+import pickle
 import random
 import subprocess
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -256,17 +257,33 @@ def model_from_flags(flags: Sequence[str], src_vocab: int, tgt_vocab: int):
     return translation_task(src_vocab, tgt_vocab).build_model(args)
 
 
-def load_translation_model(path: str):
-    """The model of a fairseq-joint translation checkpoint, built with dictionaries of the checkpoint's sizes (the
-    data directory is not needed)."""
+def load_checkpoint(path: str, labels: Optional[bool] = None, overrides: Optional[dict] = None) -> dict:
+    """The checkpoint dict of ``path`` (``overrides``: fairseq's ``arg_overrides``), the one loader of the plugin's
+    commands and tools: a missing file is a ``MissingFileError``; a damaged file, one torch's ``weights_only``
+    unpickler refuses (:func:`fairseq_joint.errors.unsafe_checkpoint`, also with ``FAIRSEQ_JOINT_PATCHES=0``) a
+    ``CheckpointError``; with ``labels`` True (False) one that is not a ``gile_classifier`` (a translation) checkpoint
+    too, naming the command (:func:`fairseq_joint.checks.check_checkpoint_kind`)."""
     from fairseq import checkpoint_utils
 
     import fairseq_joint  # noqa: F401  (registers the models, allowlists checkpoint classes)
+    from fairseq_joint.fairseq_patches import program
 
     if not os.path.isfile(path):
-        raise fail(f"checkpoint {path}: file not found")
-    state = checkpoint_utils.load_checkpoint_to_cpu(path)
-    cfg = state["cfg"]
+        raise errors.MissingFileError(f"checkpoint {path}: file not found; give a checkpoint written by fairseq-train")
+    try:
+        state = checkpoint_utils.load_checkpoint_to_cpu(path, overrides)
+    except pickle.UnpicklingError as err:
+        raise errors.unsafe_checkpoint(path, err) from err
+    if labels is not None:
+        checks.check_checkpoint_kind(path, checks.checkpoint_cfg(state), labels, program())
+    return state
+
+
+def load_translation_model(path: str):
+    """The model of a fairseq-joint translation checkpoint (:func:`load_checkpoint`), built with dictionaries of the
+    checkpoint's sizes (the data directory is not needed)."""
+    state = load_checkpoint(path, labels=False)
+    cfg = checks.checkpoint_cfg(state)
     weights = state["model"]
     if "decoder.embed_tokens.weight" not in weights:
         raise fail(f"{path} is not a translation checkpoint of fairseq-joint (no decoder embedding)")
@@ -290,20 +307,13 @@ def load_gile_checkpoint(path: str, data: Optional[str] = None, pretrained_encod
     configuration, whose ``criterion`` says how its logits become probabilities). A missing file is a
     ``MissingFileError``, a checkpoint of another task a ``CheckpointError`` (refused before any model is built)."""
     from fairseq import checkpoint_utils
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-    import fairseq_joint  # noqa: F401  (registers the task/model, allowlists checkpoint classes)
     from fairseq_joint.models.gile_classifier import GileClassifier
 
-    if not os.path.isfile(path):
-        raise errors.MissingFileError(f"checkpoint {path} does not exist")
     overrides = {"data": data} if data else {}
     if pretrained_encoder:
         overrides["pretrained_encoder"] = pretrained_encoder
-    state = checkpoint_utils.load_checkpoint_to_cpu(path, overrides or None)
-    cfg = state["cfg"] if state.get("cfg") is not None else convert_namespace_to_omegaconf(state["args"])
-    if cfg.task._name != "gile_classification":
-        raise errors.CheckpointError(f"{path} is not a gile_classifier checkpoint")
+    state = load_checkpoint(path, labels=True, overrides=overrides or None)
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides or None,
                                                                       state=state)
     model = models[0].eval()

@@ -40,6 +40,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from fairseq_joint.checks import POSITIVE, POSITIVE_INT, SEED, check_number
 from fairseq_joint.cli.common import fail, heldout_parallel_ids, parser, read_aligned, run, setup_logging
 from fairseq_joint.metrics import retrieval_precision_at_1
 from fairseq_joint.modules.sentence_encoder import PretrainedSentenceEncoder
@@ -146,11 +147,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="parallel documents left out of training to measure the alignment")
     p.add_argument("--seed", type=int, default=1, help="random seed of the held-out draw and the batch order")
     args = p.parse_args(argv)
-    for name in ("epochs", "batch_size"):
-        if getattr(args, name) <= 0:
-            raise fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    if not args.lr > 0:
-        raise fail(f"--lr must be positive, got {args.lr}")
+    for option, value, allowed in (("--epochs", args.epochs, POSITIVE_INT), ("--batch-size", args.batch_size,
+                                                                            POSITIVE_INT),
+                                   ("--lr", args.lr, POSITIVE), ("--seed", args.seed, SEED)):
+        check_number(option, value, allowed)
     if os.path.isdir(args.output) and os.listdir(args.output):
         raise fail(f"--output {args.output} exists and is not empty: give a new directory (a model is never "
                    "overwritten)")

@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from fairseq_joint.cli.common import fail, figure, parser, run
+from fairseq_joint.cli.common import fail, figure, load_checkpoint, parser, positive_int, run
 
 PROG = "fairseq-joint-export-label-embedding"
 
@@ -44,7 +44,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--dict", help="the target dictionary (dict.TGT.txt); default: the one of the checkpoint's data")
     p.add_argument("--output", help="save the embedding and the label list here (torch.save)")
     p.add_argument("--query", nargs="+", default=[], help="labels (target tokens) to list the most similar labels of")
-    p.add_argument("--top-k", type=int, default=5, help="similar labels per query (Table 5: 5)")
+    p.add_argument("--top-k", type=positive_int, default=5, help="similar labels per query (Table 5: 5)")
     p.add_argument("--heatmap", help="write a heatmap PNG of the embeddings of --heatmap-labels (Figure 3)")
     p.add_argument("--heatmap-labels", nargs="+", default=[], help="the labels of the heatmap (rows and columns)")
     a = p.parse_args(argv)
@@ -54,20 +54,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     import fairseq_joint  # noqa: F401  (allowlists the checkpoint classes for weights_only loading)
     from fairseq_joint.criterions.label_embedding_cross_entropy import load_label_embedding
 
-    if a.top_k <= 0:
-        raise fail(f"--top-k must be positive, got {a.top_k}")
     if a.heatmap and len(a.heatmap_labels) < 2:
         raise fail(f"--heatmap needs at least two --heatmap-labels, got {len(a.heatmap_labels)}")
     if not os.path.isfile(a.checkpoint):
         raise fail(f"checkpoint {a.checkpoint}: file not found; give the checkpoint_*.pt of a run trained with "
                    "--criterion label_embedding_cross_entropy")
+    state = load_checkpoint(a.checkpoint, labels=False)  # a translation model's, safe to unpickle
     emb = load_label_embedding(a.checkpoint)
     if a.dict:
         dict_path = a.dict
         if not os.path.isfile(dict_path):
             raise fail(f"--dict {dict_path}: file not found; give the target dictionary (dict.TGT.txt) of the data")
     else:
-        dict_path = target_dictionary_path(torch.load(a.checkpoint, map_location="cpu", weights_only=True), a.checkpoint)
+        dict_path = target_dictionary_path(state, a.checkpoint)
     dictionary = Dictionary.load(dict_path)
     if len(dictionary) != emb.num_labels:
         raise fail(f"{dict_path} has {len(dictionary)} entries but the embedding has {emb.num_labels} labels: "

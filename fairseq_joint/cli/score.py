@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Sequence
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from fairseq_joint.cli.common import fail, parser, read_lines, run
+from fairseq_joint.cli.common import fail, parser, positive_int, read_lines, run
 
 PROG = "fairseq-joint-score"
 
@@ -103,7 +103,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--baseline-name", default="baseline", help="name of the baseline system in the report")
     p.add_argument("--system-name", default="system", help="name of this system in the report")
     p.add_argument("--lowercase", action="store_true", help="case-insensitive scores (lowercased corpora)")
-    p.add_argument("--bootstrap-samples", type=int, default=1000, help="paired bootstrap resamples")
+    p.add_argument("--bootstrap-samples", type=positive_int, default=1000, help="paired bootstrap resamples")
     p.add_argument("--json", help="also write the scores to this JSON file")
     a = p.parse_args(argv)
     s = score(a.hyp, a.ref, a.hyp_tok, a.ref_tok, a.baseline_hyp, a.baseline_name, a.system_name, a.lowercase,

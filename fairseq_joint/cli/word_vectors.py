@@ -26,6 +26,7 @@ by cosine; chance = 1 / documents)::
         --labels ml/labels.tsv --dim 100 --window 10 --output vectors/
 """
 
+import collections
 import json
 import logging
 import os
@@ -38,7 +39,9 @@ import numpy as np
 from fairseq_joint.cli.common import (
     fail,
     heldout_parallel_ids,
+    non_negative_int,
     parser,
+    positive_int,
     read_aligned,
     read_examples,
     read_lines,
@@ -71,6 +74,11 @@ def train_word2vec(corpus: List[List[str]], args, what: str):
     """gensim's word2vec with the command's options (``--dim``, ``--window``, ...) on ``corpus``."""
     from gensim.models import Word2Vec
 
+    counts = collections.Counter(w for words in corpus for w in words)
+    most = max(counts.values())
+    if args.min_count > most:
+        raise fail(f"--min-count {args.min_count} is above every word's count (the most frequent word of the {what} "
+                   f"occurs {most} times): give at most {most}")
     logger.info(f"training {args.dim}-d {'CBOW' if args.cbow else 'skip-gram'} vectors on {len(corpus)} {what} "
                 f"({sum(map(len, corpus))} tokens)")
     return Word2Vec(corpus, vector_size=args.dim, window=args.window, min_count=args.min_count,
@@ -170,23 +178,27 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--format", choices=["auto", "jsonl", "tsv"], default="auto")
     p.add_argument("--text-field", default="text")
     p.add_argument("--labels-field", default="labels")
-    p.add_argument("--dim", type=int, default=100, help="vector size (= --embed-dim of the model)")
-    p.add_argument("--window", type=int, default=5)
-    p.add_argument("--min-count", type=int, default=1, help="ignore rarer words (they keep a random vector in E)")
-    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--dim", type=positive_int, default=100, help="vector size (= --embed-dim of the model)")
+    p.add_argument("--window", type=positive_int, default=5)
+    p.add_argument("--min-count", type=positive_int, default=1,
+                   help="ignore rarer words (they keep a random vector in E)")
+    p.add_argument("--epochs", type=positive_int, default=10)
     p.add_argument("--cbow", action="store_true", help="CBOW instead of skip-gram")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--workers", type=int, default=1, help="threads (1 makes the vectors reproducible)")
+    p.add_argument("--seed", type=non_negative_int, default=1)
+    p.add_argument("--workers", type=positive_int, default=1, help="threads (1 makes the vectors reproducible)")
     p.add_argument("--output", required=True,
                    help="word2vec text file to write (with --aligned: a directory for vectors.LANG.txt)")
     p.add_argument("--aligned", nargs="*", default=[], metavar="LANG=FILE",
                    help="one JSONL file per language, documents joined by 'id': one aligned space for all "
                         "(pseudo-bilingual skip-gram); the first language is the pivot and the labels' language")
-    p.add_argument("--heldout-docs", type=int, default=200,
+    p.add_argument("--heldout-docs", type=non_negative_int, default=200,
                    help="with --aligned: parallel documents left out of training to measure the alignment")
     args = p.parse_args(argv)
-    if args.dim <= 0:
-        raise fail(f"--dim must be positive, got {args.dim}")
+    if args.aligned and os.path.exists(args.output) and not os.path.isdir(args.output):
+        raise fail(f"--output {args.output} is a file: with --aligned give a directory (vectors.LANG.txt are written "
+                   "there)")
+    if not args.aligned and os.path.isdir(args.output):
+        raise fail(f"--output {args.output} is a directory: give the word2vec text file to write")
     if args.aligned:
         return aligned_vectors(args)
     corpus = sentences(args)
