@@ -87,6 +87,19 @@ unpack() {
 # need FILE WHAT: fail naming FILE when an archive did not hold it
 need() { [[ -f "$1" ]] || die "missing $2: looked for $1 (unpacked from the raw archives in $RAW_DIR); is the archive complete?"; }
 
+# count_lines FILE: its number of lines (a last line without a newline counts too)
+count_lines() { awk 'END { print NR }' "$1"; }
+
+# check_pair SRC_FILE TGT_FILE WHAT [FIX]: refuse, in one line naming WHAT, a side without lines (FIX says what to
+# do; default: give sentences) or two sides whose line counts differ (line i of one translates line i of the other)
+# before anything is binarized: fairseq-preprocess binarizes either without a word
+check_pair() {
+    local a="$1" b="$2" what="$3" fix="${4:-give a corpus with sentences in it}" na nb
+    na="$(count_lines "$a")"; nb="$(count_lines "$b")"
+    [[ "$na" -gt 0 && "$nb" -gt 0 ]] || die "$what is empty ($a has $na lines, $b $nb): $fix"
+    [[ "$na" == "$nb" ]] || die "$what is misaligned: $a has $na lines but $b has $nb; give files whose line i translate each other"
+}
+
 # step OUT CMD...: run CMD (which writes OUT) unless OUT exists
 step() { local out="$1"; shift; if [[ -s "$out" ]]; then log "exists, skipped: $out"; else "$@"; fi; }
 
@@ -97,7 +110,7 @@ prepare_text() {
     [[ "$LOWERCASE" == 1 ]] && lc="--lowercase"
     mkdir -p "$tok"
     for split in train valid test; do
-        $TEXT check-parallel "$WORK/raw/$split.$l1" "$WORK/raw/$split.$l2"
+        check_pair "$WORK/raw/$split.$l1" "$WORK/raw/$split.$l2" "the $split corpus"
         for l in "$l1" "$l2"; do
             step "$tok/$split.$l" $TEXT tokenize --lang "$l" $lc "$WORK/raw/$split.$l" "$tok/$split.$l"
         done
@@ -108,6 +121,10 @@ prepare_text() {
     for split in train valid; do
         step "$clean/$split.$l2" $TEXT clean --max-len "$MAX_LEN" --ratio "$RATIO" \
             "$tok/$split.$l1" "$tok/$split.$l2" "$clean/$split.$l1" "$clean/$split.$l2"
+    done
+    for split in train valid; do
+        check_pair "$clean/$split.$l1" "$clean/$split.$l2" "the $split corpus left by cleaning" \
+            "--max-len $MAX_LEN and --ratio $RATIO dropped every pair; raise them"
     done
     for l in "$l1" "$l2"; do [[ -e "$clean/test.$l" ]] || ln -s "$tok/test.$l" "$clean/test.$l"; done
 

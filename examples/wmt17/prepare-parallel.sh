@@ -24,8 +24,12 @@ for split in train valid test; do
     prefix="$(eval echo "\$${split^^}")"
     for l in "$SRC" "$TGT"; do
         [[ -f "$prefix.$l" ]] || die "missing corpus file: looked for $prefix.$l (--$split $prefix)"
-        step "$WORK/raw/$split.$l" cp "$prefix.$l" "$WORK/raw/$split.$l"
     done
+    check_pair "$prefix.$SRC" "$prefix.$TGT" "--$split $prefix"
+done
+for split in train valid test; do
+    prefix="$(eval echo "\$${split^^}")"
+    for l in "$SRC" "$TGT"; do step "$WORK/raw/$split.$l" cp "$prefix.$l" "$WORK/raw/$split.$l"; done
 done
 prepare_text "$SRC" "$TGT"
 echo "$DATA_BIN"
