@@ -1,10 +1,17 @@
 """One-line refusals (issue #15's cases): under fairseq's commands and ours, bad options and inputs end with exactly one
 line on stderr, ``error: <what>, <the fix>``, before any work is done; text files with a byte-order mark are read and
-files that are not UTF-8 are refused with the file and the line."""
+files that are not UTF-8 are refused with the file and the line. One end-to-end case per class of refusal (numbers out
+of range, an unsafe checkpoint, a checkpoint of the other kind, fairseq's own errors of a user's mistake); the classes
+themselves are tested in process in tests/unit/test_option_checks.py."""
+
+import os
 
 import pytest
 import torch
-from conftest import GILE_FAST, GILE_TRAIN, SAMPLE, TRAIN_FAST, USER_DIR, cli
+from conftest import GILE_FAST, GILE_TRAIN, SAMPLE, TRAIN_FAST, USER_DIR, binarize, cli
+from omegaconf import OmegaConf
+
+from fairseq_joint.cli import common, word_vectors
 
 LATIN1 = "Straße café".encode("latin-1")
 BOM = b"\xef\xbb\xbf"
@@ -22,6 +29,8 @@ def refusal(proc) -> str:
     (["--criterion", "sampled_cross_entropy", "--vocab-chunk-size", "0"], "--vocab-chunk-size must be a positive"),
     (["--criterion", "label_embedding_cross_entropy", "--label-embedding-hinge-p", "3"], "must be 1 or 2, got 3"),
     (["--criterion", "multilabel_classification", "--threshold", "-1"], "--threshold is a probability"),
+    (["--init-seed", str(2 ** 70)], "--init-seed must be an integer in [-9223372036854775808, 18446744073709551615], "
+                                    f"got {2 ** 70}"),
     pytest.param(["--fp16"], "--fp16 needs a CUDA GPU", marks=pytest.mark.skipif(torch.cuda.is_available(), reason="CPU")),
     pytest.param(["--amp"], "--amp needs a CUDA GPU", marks=pytest.mark.skipif(torch.cuda.is_available(), reason="CPU")),
 ])
@@ -83,3 +92,56 @@ def test_predicting_labels_described_by_unknown_words_only(gile_bin, tmp_path):
     ok = cli("fairseq-joint-predict-labels", "--checkpoint", tmp_path / "checkpoint_last.pt", "--labels",
              SAMPLE / "labels.tsv", "--input", texts, "--topk", "2")
     assert ok.stdout.startswith("a python library\t")  # the byte-order mark is not part of the text
+
+
+class Evil:
+    """What a malicious checkpoint pickles: a call of os.system when it is unpickled."""
+
+    def __reduce__(self):
+        return os.system, ("echo unpickled",)
+
+
+def test_an_unsafe_checkpoint_is_named_by_fairseq_and_by_our_commands(tiny_bin, tmp_path):
+    evil = tmp_path / "evil.pt"
+    torch.save({"model": {}, "cfg": Evil()}, evil)
+    said = f"{evil} is not a checkpoint torch can load safely (weights_only: it pickles posix.system)"
+    proc = cli("fairseq-generate", tiny_bin, "--user-dir", USER_DIR, "--path", evil, check=False)
+    assert said in refusal(proc) and proc.returncode == 1 and "unpickled" not in proc.stdout
+    proc = cli("fairseq-joint-export-label-embedding", evil, check=False)
+    assert said in refusal(proc) and proc.returncode == 2
+
+
+def test_a_gile_checkpoint_given_to_a_translation_command_is_named(tiny_bin, tmp_path):
+    """Refused before any model is built: the checkpoint need hold nothing but its configuration."""
+    gile = tmp_path / "gile.pt"
+    torch.save({"cfg": OmegaConf.create({"model": {"_name": "gile_classifier"},
+                                         "task": {"_name": "gile_classification", "data": str(tmp_path)}}),
+                "model": {}, "extra_state": {"train_iterator": {"epoch": 1}},
+                "optimizer_history": [{"criterion_name": "X", "optimizer_name": "Adam",
+                                       "lr_scheduler_state": {"best": 0}, "num_updates": 0}]}, gile)
+    line = refusal(cli("fairseq-generate", tiny_bin, "--user-dir", USER_DIR, "--path", gile, check=False))
+    assert line == (f"error: {gile} is a gile_classifier checkpoint; fairseq-generate needs a translation model "
+                    "(fairseq-joint-predict-labels scores labels with this one)")
+
+
+def test_fairseq_s_own_error_of_an_empty_corpus_is_one_line(tmp_path):
+    text = tmp_path / "text"
+    text.mkdir()
+    for split in ("train", "valid", "test"):
+        for lang in ("en", "de"):
+            (text / f"{split}.{lang}").write_text("")
+    data = binarize(text, tmp_path / "bin")
+    line = refusal(cli("fairseq-train", data, "--user-dir", USER_DIR, "--arch", "joint_lstm_tiny", "--save-dir",
+                       tmp_path / "ck", *TRAIN_FAST, check=False))
+    assert line.startswith(f"error: {data}/train.en-de.en.bin is empty (no sentence was binarized)")
+
+
+def test_word_vectors_refuse_what_gensim_would_fail_on(tmp_path, capsys):
+    texts = tmp_path / "t.txt"
+    texts.write_text("a python library\na rust library\n")
+    code = common.run(word_vectors.main, ["--text", str(texts), "--output", str(tmp_path / "v.txt"), "--min-count", "3"])
+    assert code == 2 and capsys.readouterr().err == (
+        "error: --min-count 3 is above every word's count (the most frequent word of the texts occurs 2 times): give "
+        "at most 2\n")
+    code = common.run(word_vectors.main, ["--text", str(texts), "--output", str(tmp_path)])
+    assert code == 2 and f"--output {tmp_path} is a directory" in capsys.readouterr().err
