@@ -3,7 +3,8 @@
 fairseq-train, fairseq-validate and fairseq-interactive parse their arguments (importing the plugin through
 ``--user-dir``), then hand the configuration to ``fairseq.distributed.utils.call_main``.
 ``fairseq_joint.fairseq_patches`` wraps that function so that :func:`before_main` runs first: a refusal comes before any data is loaded or model built.
-(fairseq-generate calls its main directly: the same patch wraps it, see ``fairseq_patches``.)
+(fairseq-generate calls its main directly: its checkpoint's options, ``--model-overrides`` applied, are
+checked by :func:`checkpoint_checks` when fairseq loads it, the ``checkpoint_kind`` patch of ``fairseq_patches``.)
 
 Numbers: every numeric option of the plugin (its commands' arguments, and the fields of its models', criteria's and
 task's configurations) is checked by one function, :func:`number_problem`: finite, and inside the :class:`Range`
