@@ -22,7 +22,8 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, 
 
 import torch
 
-from fairseq_joint.cli.common import load_gile_checkpoint
+from fairseq_joint.checks import check_checkpoint_kind, checkpoint_cfg
+from fairseq_joint.cli.common import load_checkpoint, load_gile_checkpoint
 from fairseq_joint.criterions.multilabel_classification import probabilities
 from fairseq_joint.data.gile_files import read_label_file
 from fairseq_joint.data.gile_text import tokenize
@@ -113,13 +114,15 @@ class LabelPredictor:
 
     @classmethod
     def from_checkpoint(cls, path: Union[str, "os.PathLike[str]"], data: Optional[str] = None,
-                        pretrained_encoder: Optional[str] = None) -> "LabelPredictor":
+                        pretrained_encoder: Optional[str] = None, *,
+                        command: str = "LabelPredictor.from_checkpoint") -> "LabelPredictor":
         """Load a ``gile_classifier`` checkpoint. ``data``: its preprocessed directory (``dict.txt``,
         ``labels.train.txt``; default: the one recorded in the checkpoint); ``pretrained_encoder``: where the sentence
-        encoder of an ``--encoder pretrained`` model is now (default: where training found it)."""
+        encoder of an ``--encoder pretrained`` model is now (default: where training found it). ``command``: who
+        a checkpoint of the other kind is refused for (``fairseq-joint-predict-labels`` passes its name)."""
         path = os.fspath(path)
         model, task, cfg = load_gile_checkpoint(path, data and os.fspath(data),
-                                                pretrained_encoder and os.fspath(pretrained_encoder))
+                                                pretrained_encoder and os.fspath(pretrained_encoder), command)
         return cls(model, task, path, probability_kind(task, cfg.criterion))
 
     # ------------------------------------------------------------------------------------------ checks
@@ -228,29 +231,20 @@ def load_translator(checkpoint: Union[str, "os.PathLike[str]"], data: Union[str,
     ``source_lang``/``target_lang``. Paths are the caller's (relative to the working directory), unlike
     ``from_pretrained``'s ``data_name_or_path``, which a leading ``.`` makes relative to the checkpoint."""
     from fairseq import checkpoint_utils
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.hub_utils import GeneratorHubInterface
     from fairseq.models import FairseqEncoderDecoderModel
 
-    import fairseq_joint  # noqa: F401  (registers the models, allowlists checkpoint classes)
-
     checkpoint, data = os.fspath(checkpoint), os.fspath(data)
-    if not os.path.isfile(checkpoint):
-        raise MissingFileError(f"checkpoint {checkpoint}: file not found")
+    files = {name: os.fspath(overrides[name]) for name in FILE_OPTIONS if overrides.get(name) is not None}
+    overrides.update({name: os.path.abspath(path) for name, path in files.items()}, data=os.path.abspath(data))
+    state = load_checkpoint(checkpoint, overrides=overrides)
+    check_checkpoint_kind(checkpoint, checkpoint_cfg(state), False, "load_translator")
     if not os.path.isdir(data):
         raise MissingFileError(f"data directory {data} does not exist: give the binarized directory of the training "
                                "data (fairseq-preprocess --destdir)")
-    for name in FILE_OPTIONS:
-        if overrides.get(name) is not None:
-            if not os.path.isfile(os.fspath(overrides[name])):
-                raise MissingFileError(f"{name}={overrides[name]}: file not found")
-            overrides[name] = os.path.abspath(os.fspath(overrides[name]))
-    overrides["data"] = os.path.abspath(data)
-    state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint, overrides)
-    cfg = state["cfg"] if state.get("cfg") is not None else convert_namespace_to_omegaconf(state["args"])
-    if cfg.task._name == "gile_classification":
-        raise CheckpointError(f"{checkpoint} is a gile_classifier checkpoint, not a translation model: load it with "
-                              "fairseq_joint.hub.LabelPredictor.from_checkpoint")
+    for name, path in files.items():
+        if not os.path.isfile(path):
+            raise MissingFileError(f"{name}={path}: file not found")
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides=overrides,
                                                                       state=state)
     if not isinstance(models[0], FairseqEncoderDecoderModel):

@@ -302,18 +302,22 @@ def load_gile_model(path: str, data: Optional[str] = None, pretrained_encoder: O
     return model, task
 
 
-def load_gile_checkpoint(path: str, data: Optional[str] = None, pretrained_encoder: Optional[str] = None):
+def load_gile_checkpoint(path: str, data: Optional[str] = None, pretrained_encoder: Optional[str] = None,
+                         command: Optional[str] = None):
     """``(model, task, cfg)`` of a ``gile_classifier`` checkpoint (:func:`load_gile_model` and the checkpoint's
     configuration, whose ``criterion`` says how its logits become probabilities). A missing file is a
-    ``MissingFileError``, a checkpoint of another task a ``CheckpointError`` (refused before any model is built)."""
+    ``MissingFileError``, a checkpoint of another kind a ``CheckpointError`` naming ``command`` (default: this
+    process's program), refused before any model is built."""
     from fairseq import checkpoint_utils
 
+    from fairseq_joint.fairseq_patches import program
     from fairseq_joint.models.gile_classifier import GileClassifier
 
     overrides = {"data": data} if data else {}
     if pretrained_encoder:
         overrides["pretrained_encoder"] = pretrained_encoder
-    state = load_checkpoint(path, labels=True, overrides=overrides or None)
+    state = load_checkpoint(path, overrides=overrides or None)
+    checks.check_checkpoint_kind(path, checks.checkpoint_cfg(state), True, command or program())
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides or None,
                                                                       state=state)
     model = models[0].eval()

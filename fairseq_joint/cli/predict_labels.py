@@ -46,7 +46,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     check_topk(args.topk)
     descriptions = read_label_file(args.labels)
     lines = read_lines(args.input, "--input") if args.input else sys.stdin.read().splitlines()
-    predictor = LabelPredictor.from_checkpoint(args.checkpoint, args.data, args.pretrained_encoder)
+    predictor = LabelPredictor.from_checkpoint(args.checkpoint, args.data, args.pretrained_encoder, command=PROG)
     lang = predictor.check_language(args.lang)
     label_set = predictor.label_set(descriptions, args.labels)
     texts = [t for t in lines if t.strip()]

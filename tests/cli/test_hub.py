@@ -136,7 +136,9 @@ def test_refusals_are_the_commands(wan_checkpoint, translation_checkpoint, tmp_p
             predictor.predict(TEXTS, **{"labels": SAMPLE / "labels.tsv", **call})
         (tmp_path / "t.txt").write_text("a text\n")
         line = refusal_line(cli("fairseq-joint-predict-labels", *argv, "--input", tmp_path / "t.txt", check=False))
-        assert errors.one_line(raised.value) == line, argv
+        # the same message, naming the caller (a checkpoint of the other kind)
+        said = errors.one_line(raised.value).replace("LabelPredictor.from_checkpoint", "fairseq-joint-predict-labels")
+        assert said == line, argv
     assert isinstance(raised.value, errors.Refusal)
     # texts: only a list of non-empty strings; nothing is dropped or split into characters
     predictor = LabelPredictor.from_checkpoint(wan_checkpoint)
@@ -150,10 +152,16 @@ def test_refusals_are_the_commands(wan_checkpoint, translation_checkpoint, tmp_p
             predictor.predict(TEXTS, labels=labels)
     with pytest.raises(errors.MissingFileError, match="label file .* does not exist"):
         predictor.predict(TEXTS, labels=tmp_path / "no-labels.tsv")
-    with pytest.raises(errors.CheckpointError, match="is a gile_classifier checkpoint, not a translation model"):
+    with pytest.raises(errors.CheckpointError, match="is a gile_classifier checkpoint; load_translator needs a "
+                       "translation model"):
         load_translator(wan_checkpoint, tmp_path)
     with pytest.raises(errors.MissingFileError, match="file not found"):
         load_translator(tmp_path / "none.pt", tmp_path)
+    with pytest.raises(errors.MissingFileError, match="data directory .* does not exist"):
+        load_translator(translation_checkpoint, tmp_path / "no-bin")
+    with pytest.raises(errors.CheckpointError, match="joint_transformer checkpoint .*LabelPredictor.from_checkpoint "
+                       "needs a gile_classifier model"):
+        LabelPredictor.from_checkpoint(translation_checkpoint)
 
 
 def test_pretrained_encoder_predictions_equal_the_command(gile_bin, tmp_path, sentence_encoder):
