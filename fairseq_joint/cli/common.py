@@ -257,12 +257,13 @@ def model_from_flags(flags: Sequence[str], src_vocab: int, tgt_vocab: int):
     return translation_task(src_vocab, tgt_vocab).build_model(args)
 
 
-def load_checkpoint(path: str, labels: Optional[bool] = None, overrides: Optional[dict] = None) -> dict:
+def load_checkpoint(path: str, labels: Optional[bool] = None, overrides: Optional[dict] = None,
+                    command: Optional[str] = None) -> dict:
     """The checkpoint dict of ``path`` (``overrides``: fairseq's ``arg_overrides``), the one loader of the plugin's
     commands and tools: a missing file is a ``MissingFileError``; a damaged file, one torch's ``weights_only``
     unpickler refuses (:func:`fairseq_joint.errors.unsafe_checkpoint`, also with ``FAIRSEQ_JOINT_PATCHES=0``) a
     ``CheckpointError``; with ``labels`` True (False) one that is not a ``gile_classifier`` (a translation) checkpoint
-    too, naming the command (:func:`fairseq_joint.checks.check_checkpoint_kind`)."""
+    too, naming ``command`` (default: this process's command; :func:`fairseq_joint.checks.check_checkpoint_kind`)."""
     from fairseq import checkpoint_utils
 
     import fairseq_joint  # noqa: F401  (registers the models, allowlists checkpoint classes)
@@ -275,7 +276,7 @@ def load_checkpoint(path: str, labels: Optional[bool] = None, overrides: Optiona
     except pickle.UnpicklingError as err:
         raise errors.unsafe_checkpoint(path, err) from err
     if labels is not None:
-        checks.check_checkpoint_kind(path, checks.checkpoint_cfg(state), labels, program())
+        checks.check_checkpoint_kind(path, checks.checkpoint_cfg(state), labels, command or program())
     return state
 
 
