@@ -170,13 +170,13 @@ LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
 
 
 def github_anchors(markdown: str) -> set:
-    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces to hyphens, and -1, -2, ...
-    for repeats."""
+    """The anchors GitHub gives a page's headings: lower case, punctuation but ``-`` and ``_`` dropped, spaces to
+    hyphens, and -1, -2, ... for repeats."""
     seen, anchors = {}, set()
     for line in strip_code(markdown).splitlines():
         heading = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
         if heading:
-            text = re.sub(r"[`*_]|\[([^\]]*)\]\([^)]*\)", r"\1", heading.group(1)).lower()
+            text = re.sub(r"[`*]|\[([^\]]*)\]\([^)]*\)", r"\1", heading.group(1)).lower()
             slug = re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
             count = seen.get(slug, 0)
             anchors.add(slug if count == 0 else f"{slug}-{count}")
@@ -202,3 +202,8 @@ def test_the_guides_links_lead_somewhere():
             elif anchor and dest.suffix == ".md" and anchor not in github_anchors(dest.read_text(encoding="utf-8")):
                 broken.append(f"{page.relative_to(REPO)}: {target} (no such heading)")
     assert not broken, "broken links:\n" + "\n".join(broken)
+
+
+def test_github_anchors():
+    page = "# A `load_translator` b\n## 5.1 On a GPU: x's\n# A `load_translator` b\n```\n# not a heading\n```\n"
+    assert github_anchors(page) == {"a-load_translator-b", "51-on-a-gpu-xs", "a-load_translator-b-1"}
