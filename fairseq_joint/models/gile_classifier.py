@@ -235,8 +235,10 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
     """Document encoder + head; ``forward`` gives h, :meth:`label_scores` the logits over a label set."""
 
     data_names = (
-        ("dictionary", "use the data directory the model was trained on (its dict.txt), or binarize with it"),
-        ("training label list", "use the data directory the model was trained on (its labels.train.txt)"),
+        ("dictionary", "use the data directory the model was trained on (its dict.txt; with --languages every "
+         "DATA/LANG/dict.txt), --data of the fairseq-joint-* commands, or binarize with it"),
+        ("training label list", "use the data directory the model was trained on (its labels.train.txt; with "
+         "--languages every DATA/LANG/labels.train.txt), --data of the fairseq-joint-* commands"),
     )
 
     def __init__(self, cfg: GileClassifierConfig, embed_tokens: Optional[nn.Module], encoder: nn.Module,

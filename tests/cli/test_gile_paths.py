@@ -10,7 +10,7 @@ import pytest
 from conftest import GILE_FAST, GILE_TRAIN, REPO, cli, preprocess_gile, state
 
 from fairseq_joint import checkpoints
-from fairseq_joint.errors import InputError, MissingFileError
+from fairseq_joint.errors import CheckpointError, InputError, MissingFileError
 
 ML_SAMPLE_DIR = REPO / "data" / "debtags-multilingual-sample"
 
@@ -78,16 +78,33 @@ def test_paths_of_a_checkpoints_configuration_are_saved_absolute(tmp_path, monke
     assert saved["cfg"]["common"] == {"user_dir": "u"}
 
 
+def binarize_language(tmp_path, dest, lang, first=0, count=40):
+    """Documents first..first+count of the multilingual sample's ``lang`` binarized into ``dest``."""
+    lines = (ML_SAMPLE_DIR / lang / "train.jsonl").read_text(encoding="utf-8").splitlines()[first:first + count]
+    (tmp_path / f"{lang}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    preprocess_gile("--train", tmp_path / f"{lang}.jsonl", "--labels", ML_SAMPLE_DIR / "labels.tsv", "--lang", lang,
+                    "--destdir", dest)
+
+
 def test_a_language_directory_with_another_languages_dictionary_is_refused(tmp_path):
+    from fairseq_joint.models.gile_classifier import GileClassifier, GileClassifierConfig
     from fairseq_joint.tasks.gile_classification import GileClassificationConfig, GileClassificationTask
 
     data = tmp_path / "data"
     for lang in ("en", "pl"):
-        lines = (ML_SAMPLE_DIR / lang / "train.jsonl").read_text(encoding="utf-8").splitlines()[:40]
-        (tmp_path / f"{lang}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-        preprocess_gile("--train", tmp_path / f"{lang}.jsonl", "--labels", ML_SAMPLE_DIR / "labels.tsv", "--lang",
-                        lang, "--destdir", data / lang)
+        binarize_language(tmp_path, data / lang, lang)
     setup = GileClassificationTask.setup_task
+    # against the checkpoint: a model trained on en + pl, loaded with pl binarized from other documents
+    model_cfg = GileClassifierConfig(embed_dim=8, encoder_dim=8, attention_dim=8, joint_dim="12")
+    trained = GileClassifier.build_model(model_cfg, setup(GileClassificationConfig(data=str(data), languages="en,pl")))
+    other = tmp_path / "other"
+    shutil.copytree(data / "en", other / "en")
+    binarize_language(tmp_path, other / "pl", "pl", first=40)
+    rebuilt = GileClassifier.build_model(model_cfg, setup(GileClassificationConfig(data=str(other), languages="en,pl")))
+    with pytest.raises(CheckpointError, match=r"the checkpoint's dictionary has other entries than the data's .*"
+                       r"with --languages every DATA/LANG/dict.txt\), --data of the fairseq-joint-\* commands"):
+        rebuilt.load_state_dict(trained.state_dict())
+    # against its siblings
     assert setup(GileClassificationConfig(data=str(data), languages="en,pl")).languages == ["en", "pl"]
     shutil.copyfile(data / "en" / "dict.txt", data / "pl" / "dict.txt")  # pl's dict.txt is en's
     with pytest.raises(InputError, match=rf"^{data}/pl/dict.txt is not the dictionary {data}/pl's documents were "
