@@ -126,7 +126,8 @@ def translate(err: BaseException) -> Optional[Refusal]:
             return None
         if isinstance(err, FileExistsError):
             return InputError(f"{option_of(name)} exists: give a new name, or delete it first")
-        return MissingFileError(f"{option_of(name)}: no such file or directory")
+        return MissingFileError(f"{option_of(name)}: no such file or directory (give an existing path; a relative one "
+                                f"is read from {os.getcwd()})")
     if (isinstance(err, ValueError) and str(err) == "cannot mmap an empty file"
             or isinstance(err, AttributeError) and "_bin_buffer_mmap" in str(err)):
         path = _frame_value(err.__traceback__, "_do_init", ("path",)) or _frame_value(err.__traceback__, "__init__",
