@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, USER_DIR, assert_same_tensors, binarize, cli, state
 
+from fairseq_joint.errors import CheckpointError
+
 TRAIN = ["--user-dir", USER_DIR, "--arch", "joint_lstm_tiny", "--criterion", "sampled_cross_entropy", "--sample-rate",
          "0.25", "--save-interval-updates", "5", "--max-update", "40", "--seed", "7", "--max-tokens", "300",
          "--optimizer", "adam", "--lr", "1e-3", "--num-workers", "0", "--disable-validation", "--no-progress-bar",
@@ -100,6 +102,36 @@ def test_a_flipped_byte_in_the_optimizer_or_iterator_state_refuses_the_resume(ti
     assert f"{run}/checkpoint_last.pt: {entry}" in line, line
     assert f"the newest intact checkpoint beside it is {newest}: cp {newest} {run}/checkpoint_last.pt" in line, line
     assert (run / "checkpoint_last.pt").read_bytes() == raw
+
+
+def test_checkpoints_of_earlier_versions_load_and_their_checksums_still_verify(trained, tmp_path):
+    """A checkpoint without checksums loads; one whose checksums cover the model's and the criterion's tensors only
+    (the earlier format) is verified on those; every part a resume reads is covered in the current format."""
+    import torch
+    from fairseq import checkpoint_utils
+
+    from fairseq_joint import checkpoints
+
+    current = state(trained / "checkpoint_last.pt")
+    assert {"model", "last_optimizer_state", "extra_state", "optimizer_history"} <= set(current[checkpoints.CHECKSUMS])
+    assert "state.0.exp_avg" in current[checkpoints.CHECKSUMS]["last_optimizer_state"]
+    earlier = {part: {name: checkpoints.tensor_checksum(t) for name, t in current[part].items() if torch.is_tensor(t)}
+               for part in ("model",)}
+    for name, sums in (("none.pt", None), ("earlier.pt", earlier)):
+        old = dict(current)
+        del old[checkpoints.CHECKSUMS]
+        if sums is not None:
+            old[checkpoints.CHECKSUMS] = sums
+        torch.save(old, tmp_path / name)  # torch's own save: no checksums added
+        loaded = checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / name))
+        assert torch.equal(loaded["model"][next(iter(earlier["model"]))], current["model"][next(iter(earlier["model"]))])
+    damaged = dict(old)
+    damaged["model"] = {k: v.clone() if torch.is_tensor(v) else v for k, v in old["model"].items()}
+    first = next(iter(earlier["model"]))
+    damaged["model"][first].view(-1)[0] += 1
+    torch.save(damaged, tmp_path / "earlier-damaged.pt")
+    with pytest.raises(CheckpointError, match=rf"earlier-damaged.pt: the model tensor {re.escape(first)} is damaged"):
+        checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / "earlier-damaged.pt"))
 
 
 def test_copies_to_a_checkpoint_name_are_atomic(tmp_path, monkeypatch):
