@@ -174,10 +174,12 @@ def check_criterion_options(c) -> None:
 
 def before_main(cfg, main) -> None:
     """What runs before fairseq's ``call_main(cfg, main)`` starts ``main``: :func:`check_configuration`, and for
-    fairseq-train the SIGTERM handler and resume note of :func:`fairseq_joint.errors.training_started`."""
+    fairseq-train the SIGTERM handler and resume note of :func:`fairseq_joint.errors.training_started` and the kind
+    of checkpoint it may load (:func:`check_training_checkpoint`)."""
     training = getattr(main, "__module__", "") == "fairseq_cli.train"
     check_configuration(cfg, training=training)
     if training:
+        _training_kind["labels"] = cfg.task._name == GILE_TASK
         checkpoint = getattr(cfg, "checkpoint", None)
         errors.training_started(None if checkpoint is None or checkpoint.no_save else checkpoint.save_dir)
 
@@ -219,6 +221,17 @@ def check_checkpoint_kind(path: str, cfg, labels: bool, command: str) -> None:
             f"by fairseq-train --task {GILE_TASK}; fairseq-generate and fairseq-interactive translate with this one)")
     raise errors.CheckpointError(f"{path} is a {GILE_MODEL} checkpoint; {command} needs a translation model "
                                  "(fairseq-joint-predict-labels scores labels with this one)")
+
+
+#: the kind of checkpoint this process's fairseq-train run trains (``labels``: a gile_classifier), set by before_main
+_training_kind: Dict[str, bool] = {}
+
+
+def check_training_checkpoint(path: str, state: Dict[str, object]) -> None:
+    """Under fairseq-train, refuse a checkpoint of the other kind than the run trains (``--finetune-from-model``,
+    ``--restore-file``) before fairseq loads its weights into the model; elsewhere nothing."""
+    if "labels" in _training_kind:
+        check_checkpoint_kind(path, checkpoint_cfg(state), _training_kind["labels"], "fairseq-train")
 
 
 def checkpoint_checks(path: str, state: Dict[str, object], task, arg_overrides: Optional[dict], command: str) -> None:

@@ -34,7 +34,9 @@ verified_load      ``checkpoint_utils.load_checkpoint_to_cpu``   checksummed che
                                                                  cannot read is refused in one line naming the newest
                                                                  intact one beside it (``checkpoints.load``), a file
                                                                  torch refuses to unpickle (``weights_only``) in one
-                                                                 line naming it (``errors.unsafe_checkpoint``)
+                                                                 line naming it (``errors.unsafe_checkpoint``), and
+                                                                 under fairseq-train one of the other kind
+                                                                 (``checks.check_training_checkpoint``)
 checkpoint_kind    ``checkpoint_utils.load_model_ensemble_and``  a ``--path`` that does not exist, a checkpoint of the
                    ``_task``                                     other kind (``gile_classifier`` / translation) and a
                                                                  non-finite or out-of-range number in its options are
@@ -114,7 +116,8 @@ PATCHES: Tuple[Patch, ...] = (
     Patch("verified_load", "fairseq.checkpoint_utils:load_checkpoint_to_cpu",
           "checksummed checkpoints are verified (a damaged tensor is named); a file torch cannot read is refused in "
           "one line naming the newest intact checkpoint beside it; a file torch's weights_only unpickler refuses (a "
-          "malicious one) is refused in one line naming it",
+          "malicious one) is refused in one line naming it; under fairseq-train, so is a checkpoint of the other "
+          "kind (a gile_classifier for a translation run or the reverse: --finetune-from-model, --restore-file)",
           "a truncated checkpoint died in a zip-reader traceback; an unsafe one in ~30 lines ending in torch's "
           "documentation link, on every route (generate, interactive, validate, --restore-file, "
           "--finetune-from-model, the plugin's commands)", "none filed"),
@@ -198,11 +201,14 @@ def _call_main(original, cfg, main, **kwargs):
 
 def _load_checkpoint(original, path, *args, **kwargs):
     """fairseq's ``load_checkpoint_to_cpu`` through :func:`fairseq_joint.checkpoints.load`; a file torch's
-    ``weights_only`` unpickler refuses is :func:`fairseq_joint.errors.unsafe_checkpoint`."""
+    ``weights_only`` unpickler refuses is :func:`fairseq_joint.errors.unsafe_checkpoint`; under fairseq-train a
+    checkpoint of the other kind is refused (:func:`fairseq_joint.checks.check_training_checkpoint`)."""
     try:
-        return checkpoints.load(original, path, *args, **kwargs)
+        state = checkpoints.load(original, path, *args, **kwargs)
     except pickle.UnpicklingError as err:
         raise errors.unsafe_checkpoint(path, err) from err
+    checks.check_training_checkpoint(path, state)
+    return state
 
 
 def _load_ensemble(original, filenames, arg_overrides=None, task=None, strict=True, suffix="", num_shards=1,

@@ -271,3 +271,21 @@ def test_the_exception_hook_prints_one_line_and_exits(monkeypatch, capsys, tmp_p
     monkeypatch.setenv(errors.DEBUG_ENV, "1")
     errors.uncaught(lambda *a: shown.append(a), type(err), err, err.__traceback__)
     assert shown and exits == [1]
+
+
+def test_fairseq_train_refuses_a_checkpoint_of_the_other_kind(tmp_path, monkeypatch):
+    """--finetune-from-model / --restore-file: refused when fairseq reads the file, before any weight is loaded."""
+    from fairseq import checkpoint_utils
+
+    gile = str(fake_checkpoint(tmp_path / "gile.pt", "gile_classifier", "gile_classification"))
+    translation = str(fake_checkpoint(tmp_path / "nmt.pt", "joint_lstm_tiny", "translation"))
+    checkpoint_utils.load_checkpoint_to_cpu(gile)  # outside fairseq-train: any kind
+    monkeypatch.setitem(checks._training_kind, "labels", False)  # as before_main records a translation run
+    checkpoint_utils.load_checkpoint_to_cpu(translation)
+    with pytest.raises(errors.CheckpointError, match=f"^{gile} is a gile_classifier checkpoint; fairseq-train needs "
+                       "a translation model"):
+        checkpoint_utils.load_checkpoint_to_cpu(gile)
+    monkeypatch.setitem(checks._training_kind, "labels", True)
+    with pytest.raises(errors.CheckpointError, match=f"^{translation} is a joint_lstm checkpoint \\(task translation\\); "
+                       "fairseq-train needs a gile_classifier model"):
+        checkpoint_utils.load_checkpoint_to_cpu(translation)
