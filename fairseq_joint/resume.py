@@ -59,7 +59,11 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
         return extra_state
     updates, budget = trainer.get_num_updates(), trainer.cfg.optimization.max_update
     if trainer.is_data_parallel_master:
-        changed = changed_options(torch.load(filename, map_location="cpu", mmap=True).get("cfg"), trainer.cfg)
+        from fairseq.file_io import PathManager
+
+        # the configuration only: the pickle is read, the tensors' storage is mapped (not read) with mmap
+        saved = torch.load(PathManager.get_local_path(filename), map_location="cpu", mmap=True).get("cfg")
+        changed = changed_options(saved, trainer.cfg) if saved is not None else ["(it records no configuration)"]
         logger.info(f"resuming {filename} at update {updates}; options that differ from the checkpoint's: "
                     + (", ".join(changed) if changed else "none"))
     if budget and updates >= budget:
@@ -91,9 +95,7 @@ def options(cfg) -> Dict[str, object]:
 
 def changed_options(saved, cfg) -> list:
     """``--option value (checkpoint: value)`` for each option whose value in ``cfg`` differs from ``saved`` (the
-    checkpoint's configuration; none when it records none)."""
-    if saved is None:
-        return []
+    checkpoint's configuration)."""
     before, now = options(saved), options(cfg)
     return [f"--{name.replace('_', '-')} {_shown(now[name])} (checkpoint: {_shown(before[name])})"
             for name in now if name in before and now[name] != before[name]]
