@@ -66,12 +66,15 @@ def tensor_checksum(t: torch.Tensor) -> int:
 
 def value_checksum(value: object) -> int:
     """CRC-32 of a value that is not a tensor, in a canonical serialization: its type and ``repr`` for Python's and
-    numpy's scalars (a float's ``repr`` is exact), dtype, shape and bytes for a numpy array, the pickle otherwise."""
+    numpy's scalars (a float's ``repr`` is exact), dtype, shape and bytes for a numpy array, its members' sorted
+    ``repr`` for a set, the pickle otherwise."""
     kind = f"{type(value).__module__}.{type(value).__qualname__}:".encode("utf-8")
     if value is None or isinstance(value, (bool, int, float, complex, str, bytes, np.generic)):
         data = repr(value).encode("utf-8")
     elif isinstance(value, np.ndarray):
         data = f"{value.dtype.str}{value.shape}".encode("utf-8") + np.ascontiguousarray(value).tobytes()
+    elif isinstance(value, (set, frozenset)):  # its order (and pickle) depends on the process's string hashing
+        data = repr(sorted(repr(v) for v in value)).encode("utf-8")
     else:
         data = pickle.dumps(value, protocol=4)
     return zlib.crc32(kind + data)
