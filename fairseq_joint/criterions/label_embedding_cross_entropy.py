@@ -32,8 +32,8 @@ Variants of the original code: ``--label-embedding-beta β`` weighs o1's terms `
 the start); ``--label-embedding-two-sided-hinge`` penalises |(z2')_y - α|. The defaults are the paper's.
 
 The GILE task's multi-class use (labels instead of target words, the head instead of the decoder's output layer)
-is the subclass :class:`~fairseq_joint.criterions.gile_label_embedding.GileLabelEmbeddingCriterion`, which that task
-builds for ``--criterion label_embedding_cross_entropy``.
+is the subclass :class:`~fairseq_joint.criterions.gile_label_embedding.GileLabelEmbeddingCriterion`, ``--criterion
+gile_label_embedding_cross_entropy`` (that task refuses this name and says so).
 
 Logged besides ``loss`` (Eq. 14, or Eq. 17) and ``nll_loss`` (H(y, z1'), hence ``ppl``): each term per token
 (``le_hard1``, ``le_soft1``, ``le_hard2``, ``le_hinge``, ``le_emb``, in base 2 like fairseq's ``loss``) and ``le_o2_acc``, the share of tokens
@@ -183,7 +183,7 @@ class LabelEmbeddingCrossEntropyCriterion(FairseqCriterion):
             return
         if not label_embedding_input_dim:
             raise OptionError(f"--criterion {self.name} needs the feature size dh for its second output layer o2: use a "
-                              "fairseq-joint model (--arch joint_*, gile_classifier) or pass --label-embedding-input-dim")
+                              "fairseq-joint model (--arch joint_*) or pass --label-embedding-input-dim")
         self.o2 = OutputLayer(OutputLayerSpec("softmax"), num_classes=num_labels,
                               input_dim=int(label_embedding_input_dim))
         self.label_embedding = LabelEmbedding(num_labels, label_embedding_dim)
