@@ -459,3 +459,38 @@ def test_a_label_described_by_unknown_words_only_is_refused():
 def test_threshold_is_a_probability(bad):
     with pytest.raises(ValueError, match=rf"--threshold is a probability .* in \[0, 1\], got {bad}"):
         criterion(threshold=bad)
+
+
+def test_a_split_is_batched_by_fairseqs_datasets(tmp_path):
+    """load_gile_split: texts right-padded, their lengths and token count, the multi-hot target over the label set
+    (an unseen label included), the multiclass column and the label set itself; shortest texts first."""
+    from fairseq.data import Dictionary
+    from fairseq.data.indexed_dataset import make_builder
+
+    from fairseq_joint.data.gile_datasets import load_gile_split
+    from fairseq_joint.data.gile_files import GileCorpus
+    from fairseq_joint.data.label_set import encode_label_set
+
+    d = Dictionary()
+    for w in ("apple", "pear", "car"):
+        d.add_symbol(w)
+    builder = make_builder(str(tmp_path / "valid.input.bin"), impl="mmap", vocab_size=len(d))
+    for ids in ([4, 5, 6], [6], [5, 4]):
+        builder.add_item(torch.IntTensor(ids))
+    builder.finalize(str(tmp_path / "valid.input.idx"))
+    (tmp_path / "valid.labels").write_text("a\nb\nc\n")
+    descriptions = {"a": "apple", "b": "car", "c": "pear"}
+    corpus = GileCorpus(str(tmp_path), d, ("a", "b"), descriptions, descriptions)
+    label_set = encode_label_set(list(descriptions), descriptions, d, corpus.train_labels)
+    ds = load_gile_split(corpus, "valid", label_set, multiclass=True, label_source="labels.tsv")
+    batch = ds.collater([ds[i] for i in range(3)])
+    pad = d.pad()
+    assert batch["net_input"]["src_tokens"].tolist() == [[4, 5, 6], [6, pad, pad], [5, 4, pad]]
+    assert batch["net_input"]["src_lengths"].tolist() == [3, 1, 2]
+    assert (batch["ntokens"], batch["nsentences"], batch["id"].tolist()) == (6, 3, [0, 1, 2])
+    assert batch["target"].tolist() == [[1, 0, 0], [0, 1, 0], [0, 0, 1]] and batch["target_class"].tolist() == [0, 1, 2]
+    assert batch["label_train_index"].tolist() == [0, 1, -1] and torch.equal(batch["label_tokens"], label_set.tokens)
+    assert ds.ordered_indices().tolist() == [1, 2, 0]
+    (tmp_path / "valid.labels").write_text("a\nb c\nc\n")
+    with pytest.raises(ValueError, match=r"valid.labels:2: 2 labels in --classification-mode multiclass"):
+        load_gile_split(corpus, "valid", label_set, multiclass=True, label_source="labels.tsv")
