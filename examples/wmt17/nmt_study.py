@@ -39,7 +39,8 @@ import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Dict, List, Optional
 
-from fairseq_joint.cli.common import fail, parser, pyplot, read_lines, run
+from fairseq_joint.cli import fairseq_log
+from fairseq_joint.cli.common import fail, parser, pyplot, read_lines, run, run_logged
 
 RECIPE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -135,21 +136,25 @@ def run_dir(workdir: str, model: str, system: str, seed: int) -> str:
     return os.path.join(workdir, model, f"{system}-seed{seed}")
 
 
+def read_log(log_path: str) -> str:
+    """A run's training log ('' when there is none)."""
+    if not os.path.isfile(log_path):
+        return ""
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
 def trained_updates(log_path: str) -> int:
     """The last update number a run's training log reached (0 when there is none)."""
-    if not os.path.isfile(log_path):
-        return 0
-    found = re.findall(r"num_updates[ =](\d+)", open(log_path, encoding="utf-8", errors="replace").read())
-    return max((int(n) for n in found), default=0)
+    text = read_log(log_path)
+    figures = [r for kind in ("train_inner", "train", "valid") for r in fairseq_log.records(text, kind)]
+    return max((int(r["num_updates"]) for r in figures if "num_updates" in r), default=0)
 
 
 def saved_updates(log_path: str) -> int:
     """The update of the last checkpoint a run's training log saved: where a re-run continues (0 when none)."""
-    if not os.path.isfile(log_path):
-        return 0
-    found = re.findall(r"Saved checkpoint \S+ \(epoch \d+ @ (\d+) updates", open(log_path, encoding="utf-8",
-                                                                               errors="replace").read())
-    return int(found[-1]) if found else 0
+    saved = fairseq_log.checkpoints(read_log(log_path))
+    return saved[-1][2] if saved else 0
 
 
 def train(a, model: str, flags: List[str], system: str, seed: int) -> None:
@@ -171,13 +176,8 @@ def train(a, model: str, flags: List[str], system: str, seed: int) -> None:
         f"to {a.max_update} ({a.threads} threads); log {log}")
     env = dict(run_env(a), MKL_NUM_THREADS=str(a.threads))
     start = time.time()
-    with open(log, "a", encoding="utf-8") as f:
-        f.write(f"# nmt_study: {' '.join(cmd)}\n")
-        f.flush()
-        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
-    if proc.returncode != 0:
-        raise fail(f"training {out} failed (exit {proc.returncode}); see {log}, fix it and run the study again "
-                   "(it continues from the last checkpoint)")
+    run_logged(cmd, log, env, append=True, failure=lambda status: f"training {out} failed (exit {status}); see {log}, "
+               "fix it and run the study again (it continues from the last checkpoint)")
     if trained_updates(log) < a.max_update:
         raise fail(f"{out} stopped at update {trained_updates(log)} of {a.max_update} (see {log}); run the study again")
     shutil.copyfile(os.path.join(out, "checkpoint_last.pt"), budget_ckpt)
@@ -202,13 +202,10 @@ def evaluate(a, model: str, system: str, seed: int) -> Optional[str]:
     if os.path.isfile(os.path.join(dest, "scores.json")):
         return dest
     say(f"  {model}/{system}/seed {seed}: translating the test set (beam {a.beam})")
-    env = run_env(a)
-    with open(os.path.join(out, f"eval-u{a.max_update}.log"), "w") as f:
-        proc = subprocess.run(["bash", os.path.join(RECIPE_DIR, "evaluate.sh"), a.data_bin, out, "--beam", str(a.beam),
-                               "--checkpoint", ckpt, "--eval-dir", os.path.basename(dest)], stdout=f,
-                              stderr=subprocess.STDOUT, env=env)
-    if proc.returncode != 0:
-        raise fail(f"evaluating {out} failed (exit {proc.returncode}); see {out}/eval-u{a.max_update}.log")
+    log = os.path.join(out, f"eval-u{a.max_update}.log")
+    run_logged(["bash", os.path.join(RECIPE_DIR, "evaluate.sh"), a.data_bin, out, "--beam", str(a.beam), "--checkpoint",
+                ckpt, "--eval-dir", os.path.basename(dest)], log, run_env(a),
+               failure=lambda status: f"evaluating {out} failed (exit {status}); see {log}")
     return dest
 
 
@@ -216,20 +213,11 @@ def evaluate(a, model: str, system: str, seed: int) -> Optional[str]:
 def learning_curve(out: str) -> List[Dict[str, float]]:
     """[{updates, ppl, train_minutes}] of a run's validations; train_minutes sums fairseq's ``train_wall`` of the
     training steps up to that update (validation and checkpointing not counted)."""
-    log = os.path.join(out, "train.log")
-    if not os.path.isfile(log):
-        return []
-    wall: Dict[int, float] = {}
-    points: Dict[int, float] = {}
-    for line in open(log, encoding="utf-8", errors="replace"):
-        if "| train_inner |" in line:
-            n, w = re.search(r"num_updates[ =](\d+)", line), re.search(r"train_wall[ =](\d+)", line)
-            if n and w:
-                wall[int(n.group(1))] = float(w.group(1))
-        elif "valid on 'valid' subset" in line:
-            n, ppl = re.search(r"num_updates (\d+)", line), re.search(r"\| ppl ([\d.]+)", line)
-            if n and ppl:
-                points[int(n.group(1))] = float(ppl.group(1))
+    text = read_log(os.path.join(out, "train.log"))
+    wall = {int(r["num_updates"]): r["train_wall"] for r in fairseq_log.records(text, "train_inner")
+            if "num_updates" in r and "train_wall" in r}
+    points = {int(r["num_updates"]): r["ppl"] for r in fairseq_log.records(text, "valid")
+              if "num_updates" in r and "ppl" in r}
     curve, total, seen = [], 0.0, sorted(wall)
     for u in sorted(points):
         total = sum(wall[k] for k in seen if k <= u)

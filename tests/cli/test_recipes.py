@@ -13,6 +13,8 @@ import make_mirror
 import pytest
 from conftest import BIN, REPO, cli
 
+from fairseq_joint.cli import score as score_translations
+
 RECIPE = REPO / "examples" / "wmt17"
 ENV = {"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHON": sys.executable}
 # a PATH without the environment's bin (a user running .venv/bin/python nmt_study.py without activating it)
@@ -132,7 +134,15 @@ def test_train_and_evaluate_produce_scores_bins_neighbours(trained):
     assert "tokenized BLEU" in report and "tok:none" in report and "chrF" in report
     assert "paired bootstrap (1000 samples): nmt-joint-48" in report and "vs nmt" in report
     scores = json.loads((ev / "scores.json").read_text())
-    assert 0 <= scores["significance"]["p_value"] <= 1 and scores["sentences"] == 40
+    base_scores = json.loads((runs / "nmt" / "eval" / "scores.json").read_text())
+    assert scores["sentences"] == 40
+    # the bootstrap compares this system's translations with the baseline's, against the raw reference
+    sig = scores["significance"]
+    assert sig["delta"] == pytest.approx(scores["bleu"] - base_scores["bleu"])
+    refs = lines(dict(line.split("=", 1) for line in lines(data_bin / "recipe.env"))["RECIPE_REF_RAW"])
+    again = score_translations.paired_bootstrap(lines(runs / "nmt" / "eval" / "hyp.detok"), lines(ev / "hyp.detok"),
+                                                refs, False, n_samples=1000)  # sacreBLEU's resampling is seeded
+    assert sig["p_value"] == again["p_value"] and sig["mark"] == again["mark"]
     bins = (ev / "freq_bins.md").read_text()
     for b in ("| high (", "| medium (", "| low (", "| unseen ("):
         assert b in bins
