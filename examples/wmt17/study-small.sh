@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The small-scale replication of Table 2 reported in README.md: a local de->en corpus, joint BPE 8K,
+# The small-scale replication of Table 2 reported in studies/nmt-joint.md: a local de->en corpus, joint BPE 8K,
 # a 1+1-layer 256-d LSTM, the same seed and the same budget of updates for NMT, NMT-tied and NMT-joint
 # at two dj, then evaluate.sh (vs NMT), the Table-2 layout and the BLEU-vs-dj plot.
 #
