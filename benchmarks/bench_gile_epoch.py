@@ -10,7 +10,7 @@ texts' word ids (``--length`` words) and the descriptions' (``--desc-len`` words
 are synthetic with the corpus's shapes (|Y| training labels, ``--positives`` labels per text). The harness runs one
 step of every case per round in rotating order (``--warmup`` untimed rounds, ``--repeats`` timed) and reports the
 median step with its spread; an epoch is the median step x ceil(documents / batch). fairseq's own loop (batching,
-logging, validation) is not in it: the study's logs give that figure (examples/gile/README.md).
+logging, validation) is not in it: the study's logs give that figure (studies/gile.md).
 
     python benchmarks/bench_gile_epoch.py [--pretrained-encoder DIR] [--json results.json] [--plot results.png]
     python benchmarks/bench_gile_epoch.py --quick

@@ -557,7 +557,7 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
 @register_model_architecture("gile_classifier", "gile_pretrained")
 def gile_pretrained(args) -> None:
     """``--arch gile_pretrained --pretrained-encoder PATH``: GILE (Eq. 14) over a pretrained sentence encoder with what
-    measured best on debtags (docs/gile.md): the encoder frozen, the head started at the cosine of text and
+    measured best on debtags (studies/gile.md): the encoder frozen, the head started at the cosine of text and
     description (``--similarity-init``) and a bias per training label (``--seen-label-bias``). Other options keep
     ``gile_classifier``'s defaults; any of these can still be given."""
     defaults = GileClassifierConfig(encoder="pretrained", head="gile", similarity_init=True, seen_label_bias=True)
