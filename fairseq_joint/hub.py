@@ -22,7 +22,7 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, 
 
 import torch
 
-from fairseq_joint.checks import check_checkpoint_kind, checkpoint_cfg
+from fairseq_joint.checks import ANY, POSITIVE_INT, check_checkpoint_kind, check_number, checkpoint_cfg
 from fairseq_joint.cli.common import load_checkpoint, load_gile_checkpoint
 from fairseq_joint.criterions.multilabel_classification import probabilities
 from fairseq_joint.data.gile_files import read_label_file
@@ -181,10 +181,12 @@ class LabelPredictor:
         """``(text, its topk labels best first)`` for each text in order, scored ``batch_size`` texts at a time
         (``topk`` None: every label). ``seen_score_offset``: γ subtracted from the training labels' scores (default:
         the checkpoint's ``--seen-score-offset``). ``lang`` must have passed :meth:`check_language`."""
+        check_number("--batch-size", batch_size, POSITIVE_INT)
         model = self.model
         names = label_set.names
         seen = label_set.train_index >= 0
         gamma = self.task.seen_score_offset if seen_score_offset is None else seen_score_offset
+        check_number("--seen-score-offset", gamma, ANY)
         offset = seen.float() * float(gamma)
         k = len(names) if topk is None else min(topk, len(names))
         dictionary = self.task.corpus.dictionary_of(lang if model.languages else "")

@@ -150,6 +150,10 @@ def test_refusals_are_the_commands(wan_checkpoint, translation_checkpoint, tmp_p
                             ({}, "holds no labels")):
         with pytest.raises(errors.InputError, match=message):
             predictor.predict(TEXTS, labels=labels)
+    for options, message in ((dict(seen_score_offset=float("nan")), "--seen-score-offset must be a finite number"),
+                             (dict(batch_size=0), "--batch-size must be positive")):
+        with pytest.raises(errors.OptionError, match=message):
+            predictor.predict(TEXTS, labels=SAMPLE / "labels.tsv", **options)
     with pytest.raises(errors.MissingFileError, match="label file .* does not exist"):
         predictor.predict(TEXTS, labels=tmp_path / "no-labels.tsv")
     with pytest.raises(errors.CheckpointError, match="is a gile_classifier checkpoint; load_translator needs a "
