@@ -18,6 +18,7 @@ from conftest import (
     cli,
     preprocess_gile,
     train_joint,
+    write_zero_shot_data,
 )
 
 from fairseq_joint import errors
@@ -98,6 +99,23 @@ def test_label_sets_are_encoded_once_and_reused(wan_checkpoint, tmp_path, monkey
     predictor.predict(TEXTS, labels=small)
     predictor.predict(TEXTS, labels=dict(small))
     assert len(encoded) == 2 and encoded[1] == list(small) and len(predictor.label_sets) == 2
+
+
+def test_multiclass_probabilities_are_the_softmax_over_the_labels_given(tmp_path):
+    """--classification-mode multiclass: the criterion's softmax over the label set (unseen labels included), from
+    the logits without γ."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    texts = write_zero_shot_data(raw, num_seen=4)
+    preprocess_gile("--train", raw / "train.tsv", "--labels", raw / "labels.tsv", "--destdir", tmp_path / "bin")
+    checkpoint = train_gile(tmp_path / "bin", tmp_path / "ck", "--head", "gile", "--joint-dim", "8",
+                            "--classification-mode", "multiclass", "--max-update", "3", "--disable-validation")
+    predictor = LabelPredictor.from_checkpoint(checkpoint)
+    assert predictor.probability_kind == "distribution_ce"
+    for ranked in predictor.predict(texts[:3], labels=raw / "labels.tsv", topk=None, seen_score_offset=0.5):
+        assert [r.label for r in ranked if not r.seen] == ["L4"] and len(ranked) == 5
+        logits = torch.tensor([r.score + 0.5 * r.seen for r in ranked])
+        assert [r.probability for r in ranked] == pytest.approx(torch.softmax(logits, 0).tolist(), abs=1e-6)
 
 
 @pytest.fixture(scope="module")
