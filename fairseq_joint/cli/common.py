@@ -311,14 +311,12 @@ def load_gile_checkpoint(path: str, data: Optional[str] = None, pretrained_encod
     process's program), refused before any model is built."""
     from fairseq import checkpoint_utils
 
-    from fairseq_joint.fairseq_patches import program
     from fairseq_joint.models.gile_classifier import GileClassifier
 
     overrides = {"data": data} if data else {}
     if pretrained_encoder:
         overrides["pretrained_encoder"] = pretrained_encoder
-    state = load_checkpoint(path, overrides=overrides or None)
-    checks.check_checkpoint_kind(path, checks.checkpoint_cfg(state), True, command or program())
+    state = load_checkpoint(path, labels=True, overrides=overrides or None, command=command)
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides or None,
                                                                       state=state)
     model = models[0].eval()
