@@ -7,7 +7,8 @@ their scores (the head's logit), tab-separated, or JSON lines with ``--json``. T
 score its training labels and says so. With a pretrained sentence encoder (``--encoder pretrained``) the texts and
 descriptions are embedded by it (the descriptions' embeddings cached beside the data); ``--seen-score-offset``
 (default: the model's) lowers the training labels' scores (calibrated stacking). A multilingual model
-(``--languages``) needs the texts' language, ``--lang``: one it was trained on.
+(``--languages``) needs the texts' language, ``--lang``: one it was trained on. The same from Python, with the model
+loaded once: :class:`fairseq_joint.hub.LabelPredictor` (docs/python.md), whose ranking this command prints.
 
 Example::
 
