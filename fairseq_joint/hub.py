@@ -22,7 +22,7 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, 
 
 import torch
 
-from fairseq_joint.checks import ANY, POSITIVE_INT, check_checkpoint_kind, check_number, checkpoint_cfg
+from fairseq_joint.checks import ANY, POSITIVE_INT, check_number
 from fairseq_joint.cli.common import load_checkpoint, load_gile_checkpoint
 from fairseq_joint.criterions.multilabel_classification import probabilities
 from fairseq_joint.data.gile_files import read_label_file
@@ -239,8 +239,7 @@ def load_translator(checkpoint: Union[str, "os.PathLike[str]"], data: Union[str,
     checkpoint, data = os.fspath(checkpoint), os.fspath(data)
     files = {name: os.fspath(overrides[name]) for name in FILE_OPTIONS if overrides.get(name) is not None}
     overrides.update({name: os.path.abspath(path) for name, path in files.items()}, data=os.path.abspath(data))
-    state = load_checkpoint(checkpoint, overrides=overrides)
-    check_checkpoint_kind(checkpoint, checkpoint_cfg(state), False, "load_translator")
+    state = load_checkpoint(checkpoint, labels=False, overrides=overrides, command="load_translator")
     if not os.path.isdir(data):
         raise MissingFileError(f"data directory {data} does not exist: give the binarized directory of the training "
                                "data (fairseq-preprocess --destdir)")
