@@ -25,7 +25,7 @@ import torch
 from fairseq_joint.checks import ANY, POSITIVE_INT, check_number
 from fairseq_joint.cli.common import load_checkpoint, load_gile_checkpoint
 from fairseq_joint.criterions.multilabel_classification import probabilities
-from fairseq_joint.data.gile_files import read_label_file
+from fairseq_joint.data.gile_files import check_label, read_label_file
 from fairseq_joint.data.gile_text import tokenize
 from fairseq_joint.data.label_set import LabelSet
 from fairseq_joint.errors import CheckpointError, InputError, MissingFileError, OptionError
@@ -163,14 +163,9 @@ class LabelPredictor:
         """``({label: description}, what to call them in a refusal)`` of a label file or a dict, checked as a label
         file's lines are (:func:`~fairseq_joint.data.gile_files.read_label_file`)."""
         if isinstance(labels, dict):
-            for label, desc in labels.items():
-                if not isinstance(label, str) or not label.strip() or any(c.isspace() for c in label):
-                    raise InputError(f"labels: label {label!r} is empty, not a string or contains whitespace")
-                if not isinstance(desc, str) or not desc.strip():
-                    raise InputError(f"labels: label {label!r} has an empty description: describe it")
             if not labels:
                 raise InputError("labels holds no labels: give {label: description, ...} or a label file")
-            return {label: desc.strip() for label, desc in labels.items()}, "the labels given"
+            return {label: check_label(label, desc, "labels") for label, desc in labels.items()}, "the labels given"
         path = os.fspath(labels)
         return read_label_file(path), path
 

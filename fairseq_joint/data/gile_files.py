@@ -39,6 +39,17 @@ ELSEWHERE = (", or give the directory it wrote (fairseq-train's DATA; --data of 
              "a checkpoint, which records the directory it was trained on)")
 
 
+def check_label(label, description, where: str) -> str:
+    """One ``label -> description`` entry of a label set (a label file's line, or a dict given to the Python API): the
+    label a string without whitespace, the description a non-empty string; returns the description stripped.
+    ``where`` prefixes the refusal (``FILE:LINE``, or ``labels``)."""
+    if not isinstance(label, str) or not label or any(c.isspace() for c in label):
+        raise InputError(f"{where}: label {label!r} is empty, not a string or contains whitespace")
+    if not isinstance(description, str) or not description.strip():
+        raise InputError(f"{where}: label {label!r} has an empty description: describe it")
+    return description.strip()
+
+
 def read_label_file(path: str) -> Dict[str, str]:
     """``label<TAB>description`` lines -> {label: description}, in file order; bad lines fail by line."""
     if not os.path.isfile(path):
@@ -51,13 +62,10 @@ def read_label_file(path: str) -> Dict[str, str]:
             raise InputError(f"{path}:{lineno}: expected 'label<TAB>description', found no tab")
         label, desc = line.split("\t", 1)
         label = label.strip()
-        if not label or any(c.isspace() for c in label):
-            raise InputError(f"{path}:{lineno}: label {label!r} is empty or contains whitespace")
-        if not desc.strip():
-            raise InputError(f"{path}:{lineno}: label {label!r} has an empty description: describe it")
+        desc = check_label(label, desc, f"{path}:{lineno}")
         if label in labels:
             raise InputError(f"{path}:{lineno}: duplicate label {label!r}: each label must appear once")
-        labels[label] = desc.strip()
+        labels[label] = desc
     if not labels:
         raise InputError(f"label file {path} holds no labels")
     return labels
