@@ -1,6 +1,6 @@
 """Shared helpers and fixtures of the two test suites.
 
-* ``tests/unit``: the math, in process, without the command-line tools (``make test-fast``, under 2 minutes);
+* ``tests/unit``: the math, in process, without the command-line tools (``make test-fast``, under a minute);
 * ``tests/cli``: fairseq's CLIs, our commands, recipes and benchmarks end to end on tiny real data (marked ``slow``).
 
 Test modules import helpers from here only, never from each other.
@@ -24,12 +24,21 @@ SAMPLE = REPO / "data" / "debtags-sample"
 BIN = Path(sys.executable).parent
 
 
+#: the modules whose tests take longest (minutes on 2 cores), longest first: they are collected first, so that `make
+#: test`'s two pytest-xdist workers start them first and neither is left alone with a long test at the end
+LONGEST_FIRST = ("test_recipes.py", "test_resume.py", "test_gile_multilingual.py", "test_benchmarks.py",
+                 "test_gile_commands.py", "test_distill_encoder.py", "test_gile_pretrained.py", "test_fairseq_clis.py",
+                 "test_label_embedding_training.py", "test_checkpoint_safety.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Everything under tests/cli runs real commands: mark it ``slow``."""
+    """Everything under tests/cli runs real commands: mark it ``slow``; the longest modules first."""
     cli_dir = Path(__file__).parent / "cli"
     for item in items:
         if cli_dir in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.slow)
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(Path(str(item.fspath)).name, len(rank)))  # stable: file order kept
 
 
 # ---------------------------------------------------------------------------------------------- running commands

@@ -21,8 +21,9 @@ ENV = {"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHON": sys.e
 BARE_ENV = {"PATH": os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep)
                                     if d and Path(d).resolve() != BIN.resolve())}
 TINY = ["--bpe-ops", "200", "--workers", "1", "--offline"]
-# one pytest-xdist worker takes the whole module, so the module fixtures (mirror, prepared data, trained systems) are
-# built once, not once per worker (`make test` runs with --dist loadgroup)
+# one pytest-xdist worker takes the module's recipe tests, so the module fixtures (mirror, prepared data, trained
+# systems) are built once, not once per worker (`make test` runs with --dist loadgroup); each NMT study test, the two
+# longest, is a group of its own (beside "recipes": the marks' names join), with only the en-de data prepared for it
 pytestmark = pytest.mark.xdist_group("recipes")
 
 
@@ -35,6 +36,18 @@ def mirror(tmp_path_factory):
     return make_mirror.build(tmp_path_factory.mktemp("mirror"))
 
 
+def prepare(mirror, work, name, script, *args):
+    """Run a prepare script on the mirror into ``work/name``; its data-bin."""
+    proc = recipe(script, *args, "--raw", mirror, "--work", work / name, *TINY)
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def en_de(mirror, tmp_path_factory):
+    """The data-bin of prepare-wmt17-en-de.sh on the mirror (what the NMT study tests need)."""
+    return prepare(mirror, tmp_path_factory.mktemp("en_de"), "wmt17-en-de", "prepare-wmt17-en-de.sh")
+
+
 @pytest.fixture(scope="module")
 def prepared(mirror, tmp_path_factory):
     """Data-bin of every prepare script run on the mirror (en-de, fi-en, iwslt14 de-en, iwslt15 en-vi)."""
@@ -45,11 +58,7 @@ def prepared(mirror, tmp_path_factory):
         "iwslt14": ("prepare-iwslt.sh", "--corpus", "iwslt14-de-en"),
         "iwslt15": ("prepare-iwslt.sh", "--corpus", "iwslt15-en-vi"),
     }
-    out = {}
-    for name, (script, *args) in runs.items():
-        proc = recipe(script, *args, "--raw", mirror, "--work", work / name, *TINY)
-        out[name] = Path(proc.stdout.strip().splitlines()[-1])
-    return work, out
+    return work, {name: prepare(mirror, work, name, *run) for name, run in runs.items()}
 
 
 def lines(path):
@@ -227,14 +236,14 @@ def test_train_sh_rejects_unknown_system_and_uses_sampling_for_large_joint(train
     assert re.search(r"'sample_rate': 0\.25", proc.stdout + proc.stderr)
 
 
-def test_nmt_study_trains_scores_reuses_and_extends_its_budget(prepared, tmp_path):
+@pytest.mark.xdist_group("nmt-study-budget")
+def test_nmt_study_trains_scores_reuses_and_extends_its_budget(en_de, tmp_path):
     """examples/wmt17/nmt_study.py: Table 2 layout with Δ vs NMT and vs NMT-tied, the Fig. 3 bins, learning curves
     (a point per validation), the Fig. 2 plot; a re-run reuses every finished run; a larger budget continues the runs
     from their last checkpoint; other flags under the same model name are refused. Run by the environment's python
     with its bin off PATH: the study finds fairseq-train / fairseq-generate next to the interpreter."""
-    _, bins = prepared
     work = tmp_path / "runs"
-    base = [REPO / "examples" / "wmt17" / "nmt_study.py", "--data-bin", bins["wmt17-en-de"], "--workdir", work,
+    base = [REPO / "examples" / "wmt17" / "nmt_study.py", "--data-bin", en_de, "--workdir", work,
             "--model", "tiny", "--model-flags", "--arch joint_lstm_tiny", "--systems", "nmt,nmt-tied,nmt-joint-48",
             "--validate-every", "2", "--beam", "2", "--threads", "1", "--train-flags", "--max-tokens 2000"]
     first = cli(sys.executable, *base, "--max-update", "4", env=BARE_ENV)
@@ -265,13 +274,13 @@ def test_nmt_study_trains_scores_reuses_and_extends_its_budget(prepared, tmp_pat
     assert clash.returncode == 2 and "--model tiny was trained in" in clash.stderr.strip().splitlines()[-1]
 
 
-def test_nmt_study_adds_the_runs_of_an_earlier_study_json(prepared, tmp_path):
+@pytest.mark.xdist_group("nmt-study-add-results")
+def test_nmt_study_adds_the_runs_of_an_earlier_study_json(en_de, tmp_path):
     """--add-results: a study continued on another machine reports the runs of its --model committed from the first
     (their study.json) beside its own: the seeds column, the bins table and the learning curves count both; a run trained
     here replaces the same run of the file; a file of another budget or other prepared data, or not a study.json,
     is refused in one line, as is one of other model flags. --jobs 2 trains two runs at once."""
-    _, bins = prepared
-    base = [REPO / "examples" / "wmt17" / "nmt_study.py", "--data-bin", bins["wmt17-en-de"], "--model", "tiny",
+    base = [REPO / "examples" / "wmt17" / "nmt_study.py", "--data-bin", en_de, "--model", "tiny",
             "--model-flags", "--arch joint_lstm_tiny", "--validate-every", "2", "--beam", "2", "--threads", "1",
             "--train-flags", "--max-tokens 2000", "--max-update", "4"]
     first = cli(sys.executable, *base, "--workdir", tmp_path / "a", "--systems", "nmt-tied,nmt-joint-48",
