@@ -26,6 +26,10 @@ log() { echo "[demo $(date +%H:%M:%S)] $*"; }
 for f in train valid test; do for l in $SRC $TGT; do
   [ -s "$DATA/$f.$l" ] || { echo "demo: missing $DATA/$f.$l (the bundled corpus); restore it with git checkout data/" >&2; exit 1; }
 done; done
+# both sides of each split have the same number of lines (line i translates line i), before anything is trained
+# (the recipes' check, in a subshell: lib.sh sets the recipes' own variables)
+( source "$REPO/examples/wmt17/lib.sh"
+  for f in train valid test; do check_pair "$DATA/$f.en" "$DATA/$f.de" "the bundled $f corpus"; done )
 
 # 1. joint BPE (sentencepiece, 4000 pieces) learned on the training data only
 if [ ! -s "$WORK/spm.model" ]; then
