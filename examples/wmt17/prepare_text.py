@@ -274,8 +274,6 @@ def main(argv=None) -> int:
     s.add_argument("input"), s.add_argument("output")
     s = sub.add_parser("sha256", help="print a file's sha256 (for the recipe manifest)")
     s.add_argument("input")
-    s = sub.add_parser("check-parallel", help="fail unless two files have the same number of lines")
-    s.add_argument("src"), s.add_argument("tgt")
     args = p.parse_args(argv)
 
     if args.cmd == "extract-sgm":
@@ -328,10 +326,6 @@ def main(argv=None) -> int:
         write_lines(args.output, generated_hypotheses(args.input, args.expect))
     elif args.cmd == "sha256":
         print(sha256(args.input))
-    elif args.cmd == "check-parallel":
-        ns, nt = len(read_lines(args.src)), len(read_lines(args.tgt))
-        if ns != nt:
-            raise RecipeError(f"{args.src} has {ns:,d} lines but {args.tgt} has {nt:,d}; the corpus is misaligned")
     return 0
 
 
