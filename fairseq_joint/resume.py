@@ -18,6 +18,7 @@ overwrite the finished run's ``checkpoint_last.pt``/``checkpoint_best.pt``.
 """
 
 import argparse
+import dataclasses
 import inspect
 import logging
 from typing import Dict
@@ -32,6 +33,17 @@ logger = logging.getLogger(__name__)
 NAMED_BY = {"model": "arch"}
 
 
+def rebuilds_batches(cfg) -> bool:
+    """Whether a task's configuration asks fairseq to build new batches every epoch: the optional ``rebuild_batches``
+    field, which only some of fairseq's own tasks declare (audio pretraining and fine-tuning); fairseq's
+    ``get_batch_iterator`` reads it the same way, as absent for every other task."""
+    if isinstance(cfg, argparse.Namespace):
+        cfg = vars(cfg)
+    elif dataclasses.is_dataclass(cfg):
+        cfg = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+    return bool(cfg.get("rebuild_batches", False))  # a dict or fairseq's DictConfig
+
+
 def get_batch_iterator(original, task, dataset, *args, **kwargs):
     """``original`` (fairseq's ``FairseqTask.get_batch_iterator``) with the batches of epoch 1 for a reusable iterator
     created in a later epoch; any other iterator (not reusable, or already cached, or epoch 1) as fairseq builds it."""
@@ -40,7 +52,7 @@ def get_batch_iterator(original, task, dataset, *args, **kwargs):
     a = bound.arguments
     epoch = max(int(a["epoch"] or 1), 1)
     reusable = (not a["disable_iterator_cache"] and not a["update_epoch_batch_itr"]
-                and task.can_reuse_epoch_itr(dataset) and not getattr(task.cfg, "rebuild_batches", False))
+                and task.can_reuse_epoch_itr(dataset) and not rebuilds_batches(task.cfg))
     if epoch == 1 or not reusable or dataset in task.dataset_to_epoch_iter:
         return original(*bound.args, **bound.kwargs)
     a["epoch"] = 1  # the batches the iterator of an uninterrupted run holds
