@@ -62,6 +62,27 @@ def build(layer_name: str, vocab: int, dim: int):
     return layer, E
 
 
+def exact_loss(impl: str, layer: OutputLayer, h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The summed exact cross-entropy of ``layer(h)`` against ``targets`` by implementation ``impl`` (see above)."""
+    if impl == "plain":
+        return F.cross_entropy(layer(h), targets, reduction="sum")
+    if impl.startswith("chunked-"):
+        return chunked_cross_entropy(layer, h, targets, int(impl.split("-")[1]))[0]
+    classes, bias = layer.class_side()
+    if impl == "cce":
+        from cut_cross_entropy import linear_cross_entropy
+
+        ones = h.new_ones(h.size(0), 1)
+        return linear_cross_entropy(torch.cat([h, ones], 1), torch.cat([classes, bias.unsqueeze(1)], 1), targets,
+                                    reduction="sum", impl="torch_compile")
+    options = None
+    if impl == "torch-chunked":
+        options = torch.nn.LinearCrossEntropyOptions()
+    elif impl.startswith("torch-chunked-"):
+        options = torch.nn.LinearCrossEntropyOptions(batch_chunk_size=int(impl.split("-")[2]), chunking_method=None)
+    return F.linear_cross_entropy(h, classes, targets, linear_bias=bias, reduction="sum", options=options)
+
+
 def child(cfg, case) -> Dict[str, object]:
     """One case in this fresh process: peak memory and time of the first timed step, then more timed steps."""
     layer_name, vocab, impl = case
@@ -73,29 +94,10 @@ def child(cfg, case) -> Dict[str, object]:
     params = list(layer.parameters()) + ([] if layer.output_layer == "softmax" else [E.weight]) + [h]
     _ = [p.sum().item() for p in params]  # touch every page before the baseline
 
-    def loss_of() -> torch.Tensor:
-        if impl == "plain":
-            return F.cross_entropy(layer(h), targets, reduction="sum")
-        if impl.startswith("chunked-"):
-            return chunked_cross_entropy(layer, h, targets, int(impl.split("-")[1]))[0]
-        classes, bias = layer.class_side()
-        if impl == "cce":
-            from cut_cross_entropy import linear_cross_entropy
-
-            ones = torch.ones(h.size(0), 1)
-            return linear_cross_entropy(torch.cat([h, ones], 1), torch.cat([classes, bias.unsqueeze(1)], 1), targets,
-                                        reduction="sum", impl="torch_compile")
-        options = None
-        if impl == "torch-chunked":
-            options = torch.nn.LinearCrossEntropyOptions()
-        elif impl.startswith("torch-chunked-"):
-            options = torch.nn.LinearCrossEntropyOptions(batch_chunk_size=int(impl.split("-")[2]), chunking_method=None)
-        return F.linear_cross_entropy(h, classes, targets, linear_bias=bias, reduction="sum", options=options)
-
     def step() -> float:
         for p in params:
             p.grad = None
-        loss = loss_of()
+        loss = exact_loss(impl, layer, h, targets)
         loss.backward()
         return float(loss)
 

@@ -19,7 +19,7 @@ needs ≤ 0.25x the plain peak memory at 128K with ≤ 1.3x its time.
     python benchmarks/bench_large_vocab.py --quick
 """
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -61,19 +61,24 @@ def layer_name(kind: str, joint_dim: int) -> str:
     return f"{kind}-{joint_dim}" if kind == "joint" else kind
 
 
-def step_fn(layer: OutputLayer, E: nn.Embedding, tokens: int, rate: float, seed: int = 0):
-    """One training step of output layer + loss at sample ``rate``; layers are shared across rates."""
+def step_fn(layer: OutputLayer, E: nn.Embedding, tokens: int, rate: float, seed: int = 0, device: str = "cpu",
+            chunk: Optional[int] = None):
+    """One training step of output layer + loss at sample ``rate``; layers are shared across rates. Features, targets
+    and candidates are drawn on ``device`` (where layer and E must be); at rate 1 with ``chunk`` the exact softmax
+    runs in chunks of that many vocabulary rows (:func:`chunked_cross_entropy`, ``--vocab-chunk-size``)."""
     vocab, dim = layer.num_classes, layer.input_dim
-    g = torch.Generator().manual_seed(seed)
-    h = torch.randn(tokens, dim, generator=g).requires_grad_()
+    g = torch.Generator(device=device).manual_seed(seed)
+    h = torch.randn(tokens, dim, generator=g, device=device).requires_grad_()
     # Zipf-like targets: a realistic number of distinct positives per batch
-    probs = 1.0 / torch.arange(1, vocab + 1, dtype=torch.float64)
+    probs = 1.0 / torch.arange(1, vocab + 1, dtype=torch.float64, device=device)
     targets = torch.multinomial(probs, tokens, replacement=True, generator=g)
     sampler = CandidateSampler(vocab, "uniform", sample_rate=rate) if rate < 1 else None
     params = list(layer.parameters()) + ([] if layer.output_layer == "softmax" else [E.weight]) + [h]
 
     def step() -> None:
-        if sampler is None:
+        if sampler is None and chunk:
+            loss = chunked_cross_entropy(layer, h, targets, chunk)[0]
+        elif sampler is None:
             loss = F.cross_entropy(layer(h), targets, reduction="sum")
         else:
             c = sampler.sample(targets, generator=g)
