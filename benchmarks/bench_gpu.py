@@ -1,0 +1,534 @@
+#!/usr/bin/env python
+"""The GPU speed tables of docs/gpu.md, in one run that fits one device call: every figure measured side by side.
+
+Three parts (``--parts``), each timed in the harness's round-robin rounds (every case once per round, the order
+rotating; medians and their spread), on ``--device`` under ``torch.autocast`` in ``--dtype`` (bf16 by default, on
+the CPU too; ``fp32``: no autocast), parameters in fp32 as in fairseq's ``--amp``:
+
+a. ``layers``: the training step (forward + backward) of every output layer of Pappas et al. 2018 + its loss:
+   ``softmax`` (Eq. 3), ``tied`` (Eq. 4), ``bilinear`` (Eq. 6), ``label`` (Eq. 7a), ``context`` (Eq. 7b) and ``joint``
+   (Eqs. 14-15) at each dj of ``--joint-dims``, at each |V| of ``--vocabs``, three ways of scoring: the ``full``
+   softmax, ``sampled`` (``--sample-rate`` of |V| scored, uniform negatives, Sec. 3.2) and the ``chunked`` exact
+   softmax (``--vocab-chunk-size --chunk``); target tokens/s and the ratio to ``tied`` at the same |V| and scoring.
+   The steps are benchmarks/bench_large_vocab.py's (fairseq's initialization scales, Zipf-like targets).
+b. ``table4``: the paper's Table 4, target tokens/s of a whole training step (forward, backward, Adam) of the
+   ``joint_lstm_wmt17`` model (2+2 LSTM layers, d = ``--dim``, 512 in the paper; fairseq's build with the plugin's
+   model, :func:`fairseq_joint.cli.common.model_from_flags`) with ``sampled_cross_entropy`` at each rate of
+   ``--table4-rates`` (the paper's 50/25/5%) at the largest |V| of ``--vocabs`` (the paper's |V| ≈ 128K), for NMT
+   (``softmax``), NMT-tied (``tied``) and NMT-joint at each dj; the batch is benchmarks/bench_label_embedding.py's
+   (``--tokens`` // 32 sentences of 32 target and 32 source tokens).
+c. ``exact``: the plugin's chunked exact softmax against ``torch.nn.functional.linear_cross_entropy`` (reference path
+   and its chunked path, ``LinearCrossEntropyOptions()``) and the plain ``cross_entropy(layer(h))``, ``tied`` at each
+   |V| (torch's op takes a plain class matrix): time, peak memory (``torch.cuda.max_memory_allocated`` above the
+   inputs; ``n/a`` on the CPU, where this process's resident set would not isolate one step: see
+   benchmarks/bench_exact_softmax.py for fresh-process figures on the CPU) and the loss, each against torch's chunked
+   op. Without ``linear_cross_entropy`` (torch before 2.13) only ours and the plain path run, and the report says so.
+
+Time budget (``--time-budget-s``, counted from the start of the run): each part runs one warm-up round and one round
+that estimates the round's seconds, then as many timed rounds as fit its share of the budget left (layers 3 : table4
+3 : exact 1), at least 3 and at most ``--repeats``. Estimated from the FLOPs (about 95 TFLOP per round of part a) and
+not yet measured: on one H100 or H200 at the defaults a round takes about 1 s (layers), 1-3 s (table4) and well under
+1 s (exact), so the parts run their 10 rounds in about a minute, and building the models and the imports add about a
+minute: the script fits one device call of under 8 minutes; a slower device gets fewer timed rounds (at least 3).
+
+Targets: ``joint`` at the first dj, full softmax, smallest |V|: ≥ 0.85x ``tied`` (bench_output_layers' target); the
+chunked exact softmax no slower than torch's chunked op, ``tied`` at the smallest |V|, and (on CUDA) at no more peak
+memory (bench_exact_softmax's targets).
+
+    python benchmarks/bench_gpu.py --json gpu.json --markdown gpu-tables.md     # on the GPU: the tables of docs/gpu.md
+    python benchmarks/bench_gpu.py --quick                                       # tiny sizes on the CPU, seconds
+"""
+
+import contextlib
+import gc
+import logging
+import math
+import os
+import platform
+import time
+from typing import Callable, Dict, List, Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+from bench_exact_softmax import TARGET_VS_TORCH, exact_loss
+from bench_exact_softmax import build as build_exact_layer
+from bench_harness import Timing, bars_with_spread, parse_args, parser, round_robin, target, training_step
+from bench_harness import main as run_benchmark
+from bench_label_embedding import SRC_LEN, make_batch
+from bench_large_vocab import embedding, step_fn
+from bench_output_layers import TARGET_JOINT_VS_TIED, layer_names
+
+from fairseq_joint.modules.output_layers import PAPER_EQUATION, OutputLayer, OutputLayerSpec
+
+logger = logging.getLogger("bench_gpu")
+
+MiB = 2 ** 20
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+PARTS = ("layers", "table4", "exact")
+PART_WEIGHTS = {"layers": 3, "table4": 3, "exact": 1}  # shares of the time budget left
+MIN_REPEATS = 3
+MODES = ("full", "sampled", "chunked")
+PAPER_MODEL = {"softmax": "NMT", "tied": "NMT-tied", "joint": "NMT-joint"}
+EXACT_LAYER = "tied"
+TORCH_BASE = "torch-chunked"  # the row the exact part's ratios are taken against
+
+
+# ---------------------------------------------------------------------------------------------- device and budget
+def has_linear_cross_entropy() -> bool:
+    """Whether this torch has ``torch.nn.functional.linear_cross_entropy`` (2.13 has; older ones do not)."""
+    return hasattr(F, "linear_cross_entropy")
+
+
+def device_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU ({platform.machine()})"
+
+
+def precision(args) -> contextlib.AbstractContextManager:
+    """``torch.autocast`` in ``--dtype`` on ``--device`` (fp32: none)."""
+    if args.dtype == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=torch.device(args.device).type, dtype=DTYPES[args.dtype])
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (CUDA runs asynchronously: a step's time ends when its kernels have)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed_case(step: Callable[[], object], args) -> Callable[[], None]:
+    """``step`` under ``--dtype``'s autocast, finished on the device before the harness stops its clock."""
+    device = torch.device(args.device)
+
+    def case() -> None:
+        with precision(args):
+            step()
+        synchronize(device)
+
+    return case
+
+
+def free_device_memory(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+class Budget:
+    """``--time-budget-s`` from the start of the run, shared by the parts still to run (``PART_WEIGHTS``)."""
+
+    def __init__(self, seconds: float, parts: Sequence[str]):
+        self.deadline = time.perf_counter() + seconds
+        self.pending = list(parts)
+
+    def rounds(self, part: str, round_seconds: float, most: int) -> int:
+        """Timed rounds of ``part`` that fit its share of the time left: at least MIN_REPEATS, at most ``most``."""
+        share = PART_WEIGHTS[part] / sum(PART_WEIGHTS[p] for p in self.pending)
+        allowed = max(0.0, self.deadline - time.perf_counter()) * share
+        self.pending.remove(part)
+        fit = int(allowed // max(round_seconds, 1e-9))
+        rounds = max(MIN_REPEATS, min(most, fit))
+        logger.info("%s: one round takes %.2f s; %d timed rounds (%.0f s of the budget left to it)", part,
+                    round_seconds, rounds, allowed)
+        if fit < MIN_REPEATS:
+            logger.warning("%s: %d rounds (%.0f s) run past the time budget; lower --vocabs/--tokens or raise "
+                           "--time-budget-s", part, rounds, rounds * round_seconds)
+        return rounds
+
+
+def budgeted_rounds(cases: Dict[str, Callable[[], None]], part: str, budget: Budget, args) -> Dict[str, Timing]:
+    """A warm-up round, a round that estimates the round's seconds (neither kept), then the timed rounds."""
+    estimate = round_robin(cases, 1, 1, f"{part} (warm-up, estimate)")
+    rounds = budget.rounds(part, sum(t.median for t in estimate.values()), args.repeats)
+    return round_robin(cases, rounds, 0, part)
+
+
+def vs_tied(rows: List[Dict[str, object]], group: Callable[[Dict[str, object]], tuple]) -> None:
+    """``vs_tied`` of every row: tied's median seconds in the same ``group`` over the row's (a speed ratio)."""
+    tied = {group(r): r["seconds_median"] for r in rows if r["output_layer"] == "tied"}
+    for row in rows:
+        row["vs_tied"] = tied[group(row)] / row["seconds_median"]
+
+
+# ---------------------------------------------------------------------------------------------- a. output layers
+def bench_layers(args, budget: Budget) -> Dict[str, object]:
+    device = torch.device(args.device)
+    keys, cases = [], {}
+    for vocab in args.vocabs:
+        E = embedding(vocab, args.dim).to(device)  # one E per vocabulary, shared by every layer but softmax
+        for name, preset, dj in layer_names(args.joint_dims):
+            layer = OutputLayer(OutputLayerSpec(preset, joint_dim=dj or args.dim), vocab, args.dim,
+                                None if preset == "softmax" else E).to(device)
+            for mode in MODES:
+                rate = args.sample_rate if mode == "sampled" else 1.0
+                chunk = args.chunk if mode == "chunked" else None
+                step = step_fn(layer, E, args.tokens, rate, args.seed, device=str(device), chunk=chunk)
+                keys.append((name, preset, dj, vocab, mode))
+                cases[f"{name}|{vocab}|{mode}"] = timed_case(step, args)
+    logger.info("layers: %d cases (%d layers x %d |V| x %s), %d tokens, d = dh = %d", len(cases),
+                len(layer_names(args.joint_dims)), len(args.vocabs), "/".join(MODES), args.tokens, args.dim)
+    times = budgeted_rounds(cases, "layers", budget, args)
+    del cases
+    free_device_memory(device)
+    rows = []
+    for name, preset, dj, vocab, mode in keys:
+        t = times[f"{name}|{vocab}|{mode}"]
+        rows.append({"layer": name, "output_layer": preset, "equation": PAPER_EQUATION[preset],
+                     "joint_dim": dj or None, "vocab": vocab, "mode": mode, **t.fields(),
+                     "tokens_per_s": args.tokens / t.median})
+    vs_tied(rows, lambda r: (r["vocab"], r["mode"]))
+    return {"tokens": args.tokens, "dim": args.dim, "sample_rate": args.sample_rate, "chunk": args.chunk,
+            "rounds": len(rows[0]["seconds_all"]), "rows": rows}
+
+
+# ---------------------------------------------------------------------------------------------- b. Table 4
+def table4_models(joint_dims: Sequence[int]) -> List[tuple]:
+    """(name, output layer, dj) of the models of the paper's Table 4: NMT, NMT-tied, NMT-joint at each dj."""
+    return [("softmax", "softmax", 0), ("tied", "tied", 0)] + [(f"joint-{dj}", "joint", dj) for dj in joint_dims]
+
+
+def table4_model(kind: str, joint_dim: int, vocab: int, args):
+    """A random ``joint_lstm_wmt17`` (2+2 LSTM layers, embeddings, states and decoder output of size ``--dim``) with
+    output layer ``kind``, |V| source and target symbols, in training mode on ``--device``."""
+    from fairseq_joint.cli.common import model_from_flags
+
+    d = str(args.dim)
+    flags = ["--arch", "joint_lstm_wmt17", "--output-layer", kind, "--joint-dim", str(joint_dim or args.dim),
+             "--encoder-embed-dim", d, "--decoder-embed-dim", d, "--encoder-hidden-size", d,
+             "--decoder-hidden-size", d, "--decoder-out-embed-dim", d]
+    torch.manual_seed(args.seed)
+    return model_from_flags(flags, vocab, vocab).to(args.device).train()
+
+
+def bench_table4(args, budget: Budget) -> Dict[str, object]:
+    from fairseq import utils
+
+    from fairseq_joint.cli.common import translation_task
+    from fairseq_joint.criterions.sampled_cross_entropy import SampledCrossEntropyCriterion
+
+    device = torch.device(args.device)
+    vocab = max(args.vocabs)
+    task = translation_task(vocab, vocab)
+    sample = utils.apply_to_sample(lambda t: t.to(device),
+                                   make_batch(task.target_dictionary, args.tokens, SRC_LEN, args.seed))
+    criteria = {rate: SampledCrossEntropyCriterion(task, False, 0.0, sample_rate=rate).train()
+                for rate in args.table4_rates}
+    keys, cases = [], {}
+    for name, kind, dj in table4_models(args.joint_dims):
+        model = table4_model(kind, dj, vocab, args)
+        for rate in args.table4_rates:
+            keys.append((name, kind, dj, rate))
+            cases[f"{name}|{rate:g}"] = timed_case(training_step(model, criteria[rate], sample), args)
+    logger.info("table4: %d cases, joint_lstm_wmt17 d = %d, |V| = %d, %d sentences x %d target tokens", len(cases),
+                args.dim, vocab, sample["nsentences"], sample["target"].size(1))
+    times = budgeted_rounds(cases, "table4", budget, args)
+    del cases
+    free_device_memory(device)
+    rows = []
+    for name, kind, dj, rate in keys:
+        t = times[f"{name}|{rate:g}"]
+        rows.append({"model": name, "paper_model": PAPER_MODEL[kind], "output_layer": kind, "joint_dim": dj or None,
+                     "rate": rate, **t.fields(), "tokens_per_s": sample["ntokens"] / t.median})
+    vs_tied(rows, lambda r: r["rate"])
+    return {"arch": "joint_lstm_wmt17", "vocab": vocab, "dim": args.dim, "tokens": sample["ntokens"],
+            "sentences": sample["nsentences"], "rounds": len(rows[0]["seconds_all"]), "rows": rows}
+
+
+# ---------------------------------------------------------------------------------------------- c. exact softmax
+def exact_impls(chunk: int) -> List[str]:
+    """The implementations of the exact part: plain, ours, and torch's two paths where torch has the op."""
+    return ["plain", f"chunked-{chunk}"] + (["torch", TORCH_BASE] if has_linear_cross_entropy() else [])
+
+
+def peak_mib(step: Callable[[], torch.Tensor], params: Sequence[torch.Tensor], device: torch.device, args) -> tuple:
+    """``(peak MiB above the memory allocated before it, None on the CPU; loss)`` of one ``step`` of ``params``, their
+    gradients freed before it (the step's own gradients count in its peak)."""
+    for p in params:
+        p.grad = None
+    free_device_memory(device)
+    if device.type != "cuda":
+        with precision(args):
+            return None, float(step())
+    synchronize(device)
+    base = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    with precision(args):
+        loss = float(step())
+    synchronize(device)
+    return (torch.cuda.max_memory_allocated(device) - base) / MiB, loss
+
+
+def bench_exact(args, budget: Budget) -> Dict[str, object]:
+    device = torch.device(args.device)
+    impls = exact_impls(args.chunk)
+    steps, cases = {}, {}
+    for vocab in args.vocabs:
+        layer, E = build_exact_layer(EXACT_LAYER, vocab, args.dim)
+        layer, E = layer.to(device), E.to(device)
+        g = torch.Generator(device=device).manual_seed(args.seed)
+        h = torch.randn(args.tokens, args.dim, generator=g, device=device).requires_grad_()
+        probs = 1.0 / torch.arange(1, vocab + 1, dtype=torch.float64, device=device)  # Zipf-like targets
+        targets = torch.multinomial(probs, args.tokens, replacement=True, generator=g)
+        params = [*layer.parameters(), E.weight, h]
+        for impl in impls:
+            def step(impl=impl, layer=layer, h=h, targets=targets, params=params) -> torch.Tensor:
+                for p in params:
+                    p.grad = None
+                loss = exact_loss(impl, layer, h, targets)
+                loss.backward()
+                return loss.detach()
+
+            steps[(vocab, impl)] = step, params
+            cases[f"{vocab}|{impl}"] = timed_case(step, args)
+    logger.info("exact: %d cases (%s at |V| = %s), %d tokens", len(cases), ", ".join(impls),
+                "/".join(map(str, args.vocabs)), args.tokens)
+    times = budgeted_rounds(cases, "exact", budget, args)
+    rows = []
+    for (vocab, impl), (step, params) in steps.items():
+        peak, loss = peak_mib(step, params, device, args)
+        t = times[f"{vocab}|{impl}"]
+        rows.append({"layer": EXACT_LAYER, "vocab": vocab, "impl": impl, **t.fields(),
+                     "tokens_per_s": args.tokens / t.median, "peak_mib": peak, "loss": loss})
+    del steps, cases
+    free_device_memory(device)
+    base = {r["vocab"]: r for r in rows if r["impl"] == TORCH_BASE}
+    plain = {r["vocab"]: r for r in rows if r["impl"] == "plain"}
+    for row in rows:
+        ref = base.get(row["vocab"])
+        row["time_vs_torch"] = row["seconds_median"] / ref["seconds_median"] if ref else None
+        row["memory_vs_torch"] = (row["peak_mib"] / max(ref["peak_mib"], 1e-9)
+                                  if ref and row["peak_mib"] is not None else None)
+        row["loss_vs_plain"] = row["loss"] / plain[row["vocab"]]["loss"] - 1.0
+    return {"tokens": args.tokens, "dim": args.dim, "chunk": args.chunk, "rounds": len(rows[0]["seconds_all"]),
+            "linear_cross_entropy": has_linear_cross_entropy(), "rows": rows}
+
+
+# ---------------------------------------------------------------------------------------------- run and targets
+def evaluate_targets(result: Dict[str, object], args) -> List[Dict[str, object]]:
+    targets = []
+    small = min(args.vocabs)
+    if "layers" in result:
+        dj = args.joint_dims[0]
+        row = next(r for r in result["layers"]["rows"]
+                   if r["layer"] == f"joint-{dj}" and r["vocab"] == small and r["mode"] == "full")
+        targets.append(target(f"joint-{dj} |V|={small} full softmax step vs tied", row["vs_tied"],
+                              TARGET_JOINT_VS_TIED))
+    if "exact" in result and result["exact"]["linear_cross_entropy"]:
+        ours = next(r for r in result["exact"]["rows"] if r["vocab"] == small and r["impl"] == f"chunked-{args.chunk}")
+        targets.append(target(f"{EXACT_LAYER} |V|={small}: {ours['impl']} / torch chunked time", ours["time_vs_torch"],
+                              TARGET_VS_TORCH, higher_is_better=False))
+        if ours["memory_vs_torch"] is not None:
+            targets.append(target(f"{EXACT_LAYER} |V|={small}: {ours['impl']} / torch chunked peak memory",
+                                  ours["memory_vs_torch"], TARGET_VS_TORCH, higher_is_better=False))
+    return targets
+
+
+BENCHES = {"layers": bench_layers, "table4": bench_table4, "exact": bench_exact}
+
+
+def run(args) -> Dict[str, object]:
+    device = torch.device(args.device)
+    result: Dict[str, object] = {"device_name": device_name(device), "dtype": args.dtype,
+                                 "autocast": args.dtype != "fp32"}
+    budget = Budget(args.time_budget_s, args.parts)
+    for part in args.parts:
+        t0 = time.perf_counter()
+        logger.info("part %s: start (%.0f s of the %.0f s budget left)", part, budget.deadline - time.perf_counter(),
+                    args.time_budget_s)
+        result[part] = BENCHES[part](args, budget)
+        result[part]["wall_seconds"] = time.perf_counter() - t0
+        logger.info("part %s: done in %.1f s", part, result[part]["wall_seconds"])
+    result["targets"] = evaluate_targets(result, args)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------- report
+def vocab_label(vocab: int) -> str:
+    return f"{vocab // 1024}K" if vocab >= 1024 and vocab % 1024 == 0 else str(vocab)
+
+
+def rate_label(rate: float) -> str:
+    return f"{100 * rate:g}%"
+
+
+def per_second(value: float) -> str:
+    """A rate as the paper prints it: 4.3K, 1.25M."""
+    if value >= 1e6:
+        return f"{value / 1e6:.2f}M"
+    if value >= 1e3:
+        return f"{value / 1e3:.{1 if value < 1e4 else 0}f}K"
+    return f"{value:.0f}"
+
+
+def mode_label(mode: str, part: Dict[str, object]) -> str:
+    return {"full": "full softmax", "sampled": f"sampled {rate_label(part['sample_rate'])}",
+            "chunked": f"chunked exact ({part['chunk']})"}[mode]
+
+
+def headline(result: Dict[str, object]) -> str:
+    cfg = result["config"]
+    how = f"{cfg['dtype']} autocast" if result["autocast"] else "fp32"
+    return f"{result['device_name']}, torch {cfg['torch']}, {how}"
+
+
+def report(result: Dict[str, object]) -> None:
+    print(f"\nbench_gpu on {headline(result)}; median (min-max) of the timed rounds")
+    if "layers" in result:
+        part = result["layers"]
+        print(f"\na. Output layer + loss, training step, {part['tokens']} tokens, d = dh = {part['dim']}, "
+              f"{part['rounds']} rounds: tokens/s (min-max), x tied at the same |V| and scoring")
+        print(f"{'layer':<11}{'eq.':<12}{'|V|':>7}  {'scoring':<22}{'tokens/s (min-max)':>30}{'vs tied':>9}")
+        for r in part["rows"]:
+            print(f"{r['layer']:<11}{r['equation']:<12}{vocab_label(r['vocab']):>7}  {mode_label(r['mode'], part):<22}"
+                  f"{Timing.of(r).show_rate(part['tokens'], '.0f'):>30}{r['vs_tied']:>8.2f}x")
+    if "table4" in result:
+        part = result["table4"]
+        print(f"\nb. Table 4: {part['arch']} d = {part['dim']}, |V| = {part['vocab']}, whole training step (Adam), "
+              f"{part['sentences']} sentences, {part['tokens']} target tokens, {part['rounds']} rounds")
+        print(f"{'model':<11}{'paper':<11}{'scored':>8}{'tokens/s (min-max)':>30}{'vs tied':>9}")
+        for r in part["rows"]:
+            print(f"{r['model']:<11}{r['paper_model']:<11}{rate_label(r['rate']):>8}"
+                  f"{Timing.of(r).show_rate(part['tokens'], '.0f'):>30}{r['vs_tied']:>8.2f}x")
+    if "exact" in result:
+        part = result["exact"]
+        print(f"\nc. Exact softmax, {EXACT_LAYER}, {part['tokens']} tokens, d = dh = {part['dim']}, {part['rounds']} "
+              f"rounds; peak: memory allocated above the inputs (CUDA only); ratios to torch's chunked op")
+        if not part["linear_cross_entropy"]:
+            print(f"(torch {result['config']['torch']} has no torch.nn.functional.linear_cross_entropy: "
+                  "plain and chunked only)")
+        print(f"{'|V|':>7}  {'implementation':<16}{'ms/step (min-max)':>26}{'peak MiB':>10}{'time/torch':>11}"
+              f"{'mem/torch':>10}{'loss/plain-1':>13}")
+        for r in part["rows"]:
+            print(f"{vocab_label(r['vocab']):>7}  {r['impl']:<16}{Timing.of(r).show(1000, '.2f'):>26}"
+                  f"{fmt(r['peak_mib'], '.0f'):>10}{fmt(r['time_vs_torch'], '.2f', 'x'):>11}"
+                  f"{fmt(r['memory_vs_torch'], '.2f', 'x'):>10}{r['loss_vs_plain']:>13.1e}")
+
+
+def fmt(value: Optional[float], spec: str, suffix: str = "") -> str:
+    return "n/a" if value is None else f"{value:{spec}}{suffix}"
+
+
+def markdown(result: Dict[str, object]) -> List[str]:
+    """The rows of docs/gpu.md's speed tables, as Markdown: one table per part run."""
+    cfg = result["config"]
+    lines = [f"<!-- benchmarks/bench_gpu.py on {headline(result)}, {cfg['time_budget_s']} s budget, "
+             f"{result['wall_seconds']:.0f} s -->"]
+    if "layers" in result:
+        part = result["layers"]
+        modes = [mode_label(m, part) for m in MODES]
+        lines += ["", f"Output layer + loss, training step, {part['tokens']} target tokens, d = dh = {part['dim']}: "
+                      f"tokens/s (x tied at the same \\|V\\| and scoring), median of {part['rounds']} rounds", "",
+                  "| layer | eq. | \\|V\\| | " + " | ".join(modes) + " |", "|---|---|---|" + "---|" * len(modes)]
+        cells = {(r["layer"], r["vocab"], r["mode"]): r for r in part["rows"]}
+        for vocab in dict.fromkeys(r["vocab"] for r in part["rows"]):
+            for name in dict.fromkeys(r["layer"] for r in part["rows"]):
+                row = cells[(name, vocab, MODES[0])]
+                lines.append(f"| {name} | {row['equation']} | {vocab_label(vocab)} | " + " | ".join(
+                    f"{per_second(cells[(name, vocab, m)]['tokens_per_s'])} "
+                    f"({cells[(name, vocab, m)]['vs_tied']:.2f}x)" for m in MODES) + " |")
+    if "table4" in result:
+        part = result["table4"]
+        rates = list(dict.fromkeys(r["rate"] for r in part["rows"]))
+        lines += ["", f"Table 4: `{part['arch']}` (d = {part['dim']}), \\|V\\| = {part['vocab']}, whole training "
+                      f"step, {part['tokens']} target tokens: tokens/s (x tied at the same rate), median of "
+                      f"{part['rounds']} rounds", "",
+                  "| model | dj | " + " | ".join(rate_label(r) for r in rates) + " |", "|---|---|" + "---|" * len(rates)]
+        cells = {(r["model"], r["rate"]): r for r in part["rows"]}
+        for name in dict.fromkeys(r["model"] for r in part["rows"]):
+            row = cells[(name, rates[0])]
+            lines.append(f"| {row['paper_model']} ({row['output_layer']}) | {row['joint_dim'] or '-'} | " + " | ".join(
+                f"{per_second(cells[(name, r)]['tokens_per_s'])} ({cells[(name, r)]['vs_tied']:.2f}x)"
+                for r in rates) + " |")
+    if "exact" in result:
+        part = result["exact"]
+        lines += ["", f"Exact softmax, `{EXACT_LAYER}`, {part['tokens']} target tokens, d = dh = {part['dim']}: "
+                      f"chunked (ours) vs `torch.nn.functional.linear_cross_entropy`, median of {part['rounds']} rounds",
+                  "", "| \\|V\\| | implementation | ms per step | peak MiB | time x torch chunked | memory x torch chunked |",
+                  "|---|---|---|---|---|---|"]
+        for r in part["rows"]:
+            lines.append(f"| {vocab_label(r['vocab'])} | {r['impl']} | {1000 * r['seconds_median']:.2f} | "
+                         f"{fmt(r['peak_mib'], '.0f')} | {fmt(r['time_vs_torch'], '.2f', 'x')} | "
+                         f"{fmt(r['memory_vs_torch'], '.2f', 'x')} |")
+    return lines
+
+
+def write_markdown(path: str, result: Dict[str, object]) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(markdown(result)) + "\n")
+    logger.info("wrote %s", path)
+
+
+def plot(result: Dict[str, object], path: str) -> None:
+    from fairseq_joint.cli.common import figure
+
+    panels = [p for p in PARTS if p in result]
+    height = max(4.5, 0.18 * max(len(result[p]["rows"]) for p in panels))
+    with figure(path, 1, len(panels), figsize=(6 * len(panels), height), squeeze=False) as (fig, axes):
+        for ax, part in zip(axes[0], panels):
+            rows = result[part]["rows"]
+            if part == "layers":
+                labels = [f"{r['layer']} {vocab_label(r['vocab'])} {r['mode']}" for r in rows]
+            elif part == "table4":
+                labels = [f"{r['model']} {rate_label(r['rate'])}" for r in rows]
+            else:
+                labels = [f"{vocab_label(r['vocab'])} {r['impl']}" for r in rows]
+            tokens = result[part]["tokens"]
+            bars_with_spread(ax, labels, [Timing.of(r) for r in rows], lambda s, n=tokens: n / s)
+            ax.tick_params(axis="y", labelsize=6)
+            ax.set_xlabel("tokens / s (median, min-max)")
+            ax.set_title(part)
+        fig.suptitle(headline(result), fontsize=9)
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+QUICK = dict(device="cpu", vocabs=[256], tokens=64, dim=16, joint_dims=[16, 32], chunk=64, repeats=3,
+             time_budget_s=60)
+
+
+def check(args) -> Optional[str]:
+    if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
+        return f"--device {args.device}: CUDA is not available to this torch ({torch.__version__}); use --device cpu"
+    if not 0 < args.sample_rate < 1:
+        return f"--sample-rate must be in (0, 1), got {args.sample_rate}"
+    if any(not 0 < r <= 1 for r in args.table4_rates):
+        return f"--table4-rates must lie in (0, 1], got {args.table4_rates}"
+    if len(set(args.parts)) < len(args.parts):
+        return f"--parts: name each part once, got {' '.join(args.parts)}"
+    if not math.isfinite(args.time_budget_s):
+        return f"--time-budget-s must be a finite number of seconds, got {args.time_budget_s}"
+    return None
+
+
+def parse(argv=None):
+    p = parser(__doc__)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="torch device")
+    p.add_argument("--dtype", choices=list(DTYPES), default="bf16", help="autocast dtype (fp32: no autocast)")
+    p.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="the parts to run, in this order")
+    p.add_argument("--vocabs", type=int, nargs="+", default=[32768, 131072],
+                   help="|V| of the output-layer and exact parts; Table 4 at the largest")
+    p.add_argument("--tokens", type=int, default=4096, help="target tokens per step")
+    p.add_argument("--dim", type=int, default=512, help="d = dh (and the LSTM's sizes in Table 4)")
+    p.add_argument("--joint-dims", "--joint-dim", type=int, nargs="+", default=[512, 2048, 4096],
+                   help="dj of the joint layers (the first is held to the vs-tied target)")
+    p.add_argument("--sample-rate", type=float, default=0.25, help="|V'| / |V| of the sampled scoring (part a)")
+    p.add_argument("--table4-rates", type=float, nargs="+", default=[0.5, 0.25, 0.05],
+                   help="sample rates of Table 4 (the paper's 50/25/5%%)")
+    p.add_argument("--chunk", type=int, default=4096, help="--vocab-chunk-size of the chunked exact softmax")
+    p.add_argument("--repeats", type=int, default=10, help="timed rounds per part at most (at least 3)")
+    p.add_argument("--time-budget-s", type=float, default=360.0,
+                   help="seconds for the whole run; each part's rounds are bounded by its share of what is left")
+    p.add_argument("--seed", type=int, default=1, help="random seed of weights, features and targets")
+    p.add_argument("--markdown", metavar="FILE", help="write the Markdown rows of docs/gpu.md's speed tables to FILE")
+    args = parse_args(p, argv, QUICK, positive=("vocabs", "tokens", "dim", "joint_dims", "chunk", "repeats",
+                                                 "time_budget_s"), check=check)
+    if args.markdown:
+        args.markdown = os.path.abspath(args.markdown)
+    return args
+
+
+if __name__ == "__main__":
+    arguments = parse()
+    finished = run_benchmark(arguments, run, report, plot)
+    if arguments.markdown:
+        write_markdown(arguments.markdown, finished)

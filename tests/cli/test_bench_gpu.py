@@ -1,0 +1,126 @@
+"""benchmarks/bench_gpu.py (the GPU speed tables of docs/gpu.md) run on the CPU at tiny sizes, as a user runs it.
+
+No speed is asserted: every part and case must be measured with finite positive figures, every ratio is recomputed
+here from the raw per-round seconds in the JSON (``seconds_all``), and the Markdown rows must hold the same figures.
+"""
+
+import json
+import math
+import statistics
+
+import bench_gpu
+import pytest
+import torch
+from conftest import python_script
+
+LAYERS = ["softmax", "tied", "bilinear", "label", "context", "joint-8", "joint-16"]
+VOCABS = [64, 128]
+TOKENS = 16
+TABLE4_RATES = [0.5, 0.25]
+TABLE4_TOKENS = 32  # bench_label_embedding's batch: at least one sentence of 32 target tokens
+REPEATS = 3
+SIZES = ["--device", "cpu", "--vocabs", *map(str, VOCABS), "--tokens", str(TOKENS), "--dim", "8", "--joint-dims", "8",
+         "16", "--chunk", "16", "--table4-rates", *map(str, TABLE4_RATES), "--repeats", str(REPEATS)]
+
+
+def median(row):
+    return statistics.median(row["seconds_all"])
+
+
+def assert_timed(row, amount):
+    """``REPEATS`` finite positive timed rounds, their median, and ``amount`` tokens per median second."""
+    assert len(row["seconds_all"]) == REPEATS and all(math.isfinite(s) and s > 0 for s in row["seconds_all"])
+    assert row["seconds_median"] == pytest.approx(median(row))
+    assert row["tokens_per_s"] == pytest.approx(amount / median(row)) and math.isfinite(row["tokens_per_s"])
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bench_gpu")
+    proc = python_script("benchmarks/bench_gpu.py", *SIZES, "--json", "r.json", "--markdown", "tables/gpu.md",
+                         "--plot", "r.png", cwd=tmp)
+    result = json.loads((tmp / "r.json").read_text())
+    return result, (tmp / "tables" / "gpu.md").read_text().splitlines(), proc.stdout, tmp
+
+
+def test_output_layers_every_layer_vocabulary_and_scoring_against_tied(run):
+    result, _, stdout, _ = run
+    assert result["device_name"].startswith("CPU") and result["dtype"] == "bf16" and result["autocast"] is True
+    rows = {(r["layer"], r["vocab"], r["mode"]): r for r in result["layers"]["rows"]}
+    assert list(rows) == [(name, v, m) for v in VOCABS for name in LAYERS for m in ("full", "sampled", "chunked")]
+    for (_, vocab, mode), row in rows.items():
+        assert_timed(row, TOKENS)
+        tied = rows[("tied", vocab, mode)]
+        assert row["vs_tied"] == pytest.approx(median(tied) / median(row))
+        assert row["vs_tied"] == pytest.approx(row["tokens_per_s"] / tied["tokens_per_s"])
+    assert rows[("joint-16", 64, "full")]["equation"] == "Eqs. 14-15" and rows[("tied", 128, "chunked")]["vs_tied"] == 1
+    assert "a. Output layer + loss" in stdout and "chunked exact (16)" in stdout
+
+
+def test_table4_whole_joint_lstm_step_at_the_largest_vocabulary(run):
+    result, _, _, _ = run
+    part = result["table4"]
+    assert (part["arch"], part["vocab"], part["tokens"]) == ("joint_lstm_wmt17", max(VOCABS), TABLE4_TOKENS)
+    rows = {(r["model"], r["rate"]): r for r in part["rows"]}
+    models = ["softmax", "tied", "joint-8", "joint-16"]
+    assert list(rows) == [(m, rate) for m in models for rate in TABLE4_RATES]
+    assert [rows[(m, 0.5)]["paper_model"] for m in models] == ["NMT", "NMT-tied", "NMT-joint", "NMT-joint"]
+    for (_, rate), row in rows.items():
+        assert_timed(row, TABLE4_TOKENS)
+        assert row["vs_tied"] == pytest.approx(median(rows[("tied", rate)]) / median(row))
+
+
+def test_exact_softmax_ours_against_torch_linear_cross_entropy(run):
+    result, _, stdout, _ = run
+    part = result["exact"]
+    assert part["linear_cross_entropy"] is True  # torch 2.13
+    rows = {(r["vocab"], r["impl"]): r for r in part["rows"]}
+    assert list(rows) == [(v, i) for v in VOCABS for i in ("plain", "chunked-16", "torch", "torch-chunked")]
+    for (vocab, _), row in rows.items():
+        assert_timed(row, TOKENS)
+        assert row["peak_mib"] is None and row["memory_vs_torch"] is None  # no honest per-step peak on the CPU
+        assert math.isfinite(row["loss"]) and row["loss"] > 0
+        assert abs(row["loss_vs_plain"]) < 0.02  # the same loss in bf16
+        assert row["time_vs_torch"] == pytest.approx(median(row) / median(rows[(vocab, "torch-chunked")]))
+    targets = {t["target"]: t for t in result["targets"]}
+    assert set(targets) == {"joint-8 |V|=64 full softmax step vs tied", "tied |V|=64: chunked-16 / torch chunked time"}
+    assert targets["tied |V|=64: chunked-16 / torch chunked time"]["value"] == rows[(64, "chunked-16")]["time_vs_torch"]
+    for t in targets.values():
+        assert f"{'PASS' if t['pass'] else 'FAIL'}  {t['target']}: {t['value']:.3f}" in stdout
+    assert "n/a" in stdout
+
+
+def test_markdown_rows_hold_the_json_figures(run):
+    result, lines, _, tmp = run
+    assert lines[0].startswith("<!-- benchmarks/bench_gpu.py on CPU") and "bf16 autocast" in lines[0]
+    table_rows = [line for line in lines if line.startswith("| ") and not line.startswith(("| layer", "| model", "| \\|V"))]
+    assert len(table_rows) == len(LAYERS) * len(VOCABS) + 4 + 4 * len(VOCABS)
+    layers = {(r["layer"], r["vocab"], r["mode"]): r for r in result["layers"]["rows"]}
+    joint = next(line for line in table_rows if line.startswith("| joint-16 | Eqs. 14-15 | 128 |"))
+    for mode in ("full", "sampled", "chunked"):
+        row = layers[("joint-16", 128, mode)]
+        assert f"{bench_gpu.per_second(row['tokens_per_s'])} ({row['vs_tied']:.2f}x)" in joint
+    assert "| NMT-tied (tied) | - | " in "\n".join(lines) and "| 50% | 25% |" in "\n".join(lines)
+    exact = {(r["vocab"], r["impl"]): r for r in result["exact"]["rows"]}
+    torch_row = next(line for line in table_rows if line.startswith("| 128 | torch-chunked |"))
+    assert torch_row == f"| 128 | torch-chunked | {1000 * exact[(128, 'torch-chunked')]['seconds_median']:.2f} | n/a | 1.00x | n/a |"
+    assert (tmp / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_budget_bounds_the_timed_rounds():
+    budget = bench_gpu.Budget(100.0, ["layers", "table4", "exact"])
+    assert budget.rounds("layers", 1.0, 1000) == 42  # 3/7 of the (just under) 100 s left
+    assert budget.rounds("table4", 1000.0, 10) == bench_gpu.MIN_REPEATS  # too slow: still a median of 3
+    assert budget.rounds("exact", 1e-6, 10) == 10  # fast: at most --repeats
+
+
+def test_per_second_prints_rates_as_the_paper():
+    assert [bench_gpu.per_second(x) for x in (950, 4321, 43_210, 1_234_567)] == ["950", "4.3K", "43K", "1.23M"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available")
+def test_cuda_without_cuda_is_one_line(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        bench_gpu.parse(["--device", "cuda"])
+    assert exit_.value.code == 2
+    assert "--device cuda: CUDA is not available" in capsys.readouterr().err.strip().splitlines()[-1]
