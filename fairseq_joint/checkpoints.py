@@ -141,7 +141,7 @@ def intact_checkpoints(path: str) -> Iterator[str]:
         if _readable(p) is not None:
             continue
         try:
-            state = torch.load(p, map_location="cpu")
+            state = torch.load(p, map_location="cpu", weights_only=True)  # a file the user never named: unpickled safely
         except Exception:  # noqa: BLE001  (whatever keeps torch from loading it: not intact)
             continue
         if damage(state) is None:

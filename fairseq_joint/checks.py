@@ -227,6 +227,12 @@ def check_checkpoint_kind(path: str, cfg, labels: bool, command: str) -> None:
 _training_kind: Dict[str, bool] = {}
 
 
+def training_finished() -> None:
+    """fairseq-train's main returned or raised: later loads in this process (the Python API, a second command run in
+    process) are not the training run's, so no kind is enforced on them."""
+    _training_kind.clear()
+
+
 def check_training_checkpoint(path: str, state: Dict[str, object]) -> None:
     """Under fairseq-train, refuse a checkpoint of the other kind than the run trains (``--finetune-from-model``,
     ``--restore-file``) before fairseq loads its weights into the model; elsewhere nothing."""

@@ -196,7 +196,10 @@ def around(logic: Callable) -> Callable[[Callable], Callable]:
 def _call_main(original, cfg, main, **kwargs):
     """fairseq's ``call_main`` after :func:`fairseq_joint.checks.before_main`."""
     checks.before_main(cfg, main)
-    return original(cfg, main, **kwargs)
+    try:
+        return original(cfg, main, **kwargs)
+    finally:
+        checks.training_finished()
 
 
 def _load_checkpoint(original, path, *args, **kwargs):

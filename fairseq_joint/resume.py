@@ -71,11 +71,9 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
         return extra_state
     updates, budget = trainer.get_num_updates(), trainer.cfg.optimization.max_update
     if trainer.is_data_parallel_master:
-        from fairseq.file_io import PathManager
-
-        # the configuration only: the pickle is read, the tensors' storage is mapped (not read) with mmap
-        saved = torch.load(PathManager.get_local_path(filename), map_location="cpu", mmap=True).get("cfg")
-        changed = changed_options(saved, trainer.cfg) if saved is not None else ["(it records no configuration)"]
+        saved = saved_configuration(filename)
+        changed = changed_options(saved, current_configuration(trainer.cfg)) if saved is not None else [
+            "(not compared: the checkpoint records no configuration torch can read again)"]
         logger.info(f"resuming {filename} at update {updates}; options that differ from the checkpoint's: "
                     + (", ".join(changed) if changed else "none"))
     if budget and updates >= budget:
@@ -85,6 +83,34 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
             f"continue it with a --max-update above {updates}, or start over from its weights with --reset-optimizer "
             "--reset-lr-scheduler --reset-meters --reset-dataloader")
     return extra_state
+
+
+def saved_configuration(filename: str):
+    """The configuration a checkpoint records, or None: read again after fairseq loaded it, its tensors' storage
+    mapped rather than read where torch can (torch >= 2.1, zip files), else read in full."""
+    from fairseq.file_io import PathManager
+
+    local = PathManager.get_local_path(filename)
+    for mapped in ({"mmap": True}, {}):
+        try:
+            state = torch.load(local, map_location="cpu", **mapped)
+        except Exception:  # noqa: BLE001  (mmap unsupported by this torch or file format: read it in full instead)
+            continue
+        return state.get("cfg") if isinstance(state, dict) else None
+    return None
+
+
+def current_configuration(cfg) -> Dict[str, object]:
+    """This run's configuration as a checkpoint of it records it: paths of ``checkpoints.PATH_OPTIONS`` absolute, so
+    that a relative ``DATA`` is not reported as changed from the absolute one saved."""
+    from omegaconf import OmegaConf
+
+    from fairseq_joint.checkpoints import absolute_paths
+
+    container = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True) if OmegaConf.is_config(cfg) else cfg
+    if isinstance(container, dict):
+        absolute_paths(container)
+    return container
 
 
 def options(cfg) -> Dict[str, object]:
