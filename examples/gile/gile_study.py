@@ -2,7 +2,9 @@
 """Seen / unseen label study on a debtags-style corpus (GILE Table 2 pattern): WAN encoder with the
 ``linear``, ``bil_n16`` and ``gile`` heads (or any system: a head with model flags, e.g. over a pretrained sentence
 encoder), trained by fairseq-train, scored on the validation split; with ``--baselines``, TF-IDF + logistic
-regression and the sentence encoder's plain cosine on the same documents and labels.
+regression, the sentence encoder's plain cosine and the two stacked (``two_tools``: LR's probability for the seen
+labels, the cosine for the unseen ones; ``two_tools_mean``: the seen ones by their mean) on the same documents and
+labels.
 
 Besides the seen-only and unseen-only rankings, every system that scores unseen labels is evaluated in the
 generalized zero-shot setting (GZSL: all labels ranked together; the seen and unseen AvgPr and their harmonic mean
@@ -56,7 +58,6 @@ BIN = os.path.dirname(sys.executable)
 COLUMNS = [("seen", "rl"), ("seen", "avgpr"), ("seen", "oneerr"), ("seen", "f1"), ("unseen", "rl"),
            ("unseen", "avgpr"), ("unseen", "oneerr"), ("gzsl", "h"), ("cal_gzsl", "seen_avgpr"),
            ("cal_gzsl", "unseen_avgpr"), ("cal_gzsl", "h")]
-BASELINES = ("tfidf_lr", "cosine")
 
 
 def gzsl_figures(scores, targets, seen):
@@ -92,11 +93,11 @@ def valid_matrix(bin_dir):
     return y, np.array([n in train for n in names]), names
 
 
-def baseline(name, data, bin_dir, encoder_path):
-    """Score matrices of a baseline over all labels of ``bin_dir``: TF-IDF (1-2 grams) + one-vs-rest logistic
-    regression (seen labels only) or the sentence encoder's cosine of text and description (no training)."""
+def baseline_scores(name, data, bin_dir, encoder_path):
+    """The (documents x labels of ``bin_dir``) score matrix of a single-tool baseline: TF-IDF (1-2 grams) +
+    one-vs-rest logistic regression's probability (seen labels only; 0 elsewhere) or the sentence encoder's cosine of
+    text and description (every label, no training)."""
     y, seen, names = valid_matrix(bin_dir)
-    valid = [json.loads(line)["text"] for line in open(os.path.join(data, "valid.jsonl"), encoding="utf-8")]
     if name == "cosine":
         from fairseq_joint.data.gile_files import read_raw_texts
         from fairseq_joint.modules.sentence_encoder import EmbeddingCache, PretrainedSentenceEncoder
@@ -106,24 +107,53 @@ def baseline(name, data, bin_dir, encoder_path):
         texts = cache.get(encoder, "valid", read_raw_texts(bin_dir, "valid", len(y)))
         descriptions = read_label_file(os.path.join(bin_dir, "labels.tsv"))
         labels = cache.get(encoder, "eval-labels", [descriptions[n] for n in names])
-        return matrix_stats((texts @ labels.T).numpy(), y, seen)
+        return (texts @ labels.T).double().numpy()
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
     from sklearn.multiclass import OneVsRestClassifier
 
+    valid = [json.loads(line)["text"] for line in open(os.path.join(data, "valid.jsonl"), encoding="utf-8")]
     train_rows = [json.loads(line) for line in open(os.path.join(data, "train.jsonl"), encoding="utf-8")]
     pos = {n: i for i, n in enumerate(names)}
-    cols = [i for i in np.flatnonzero(seen)]
     ytrain = np.zeros((len(train_rows), len(names)), dtype=bool)
     for i, r in enumerate(train_rows):
         ytrain[i, [pos[n] for n in r["labels"] if n in pos]] = True
-    cols = [c for c in cols if ytrain[:, c].any()]
+    cols = [c for c in np.flatnonzero(seen) if ytrain[:, c].any()]
     vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)
     x = vectorizer.fit_transform(r["text"] for r in train_rows)
     clf = OneVsRestClassifier(LogisticRegression(C=10.0, solver="liblinear"), n_jobs=1).fit(x, ytrain[:, cols])
-    scores = np.full(y.shape, -1e9)
-    scores[:, cols] = clf.decision_function(vectorizer.transform(valid))
-    return matrix_stats(scores, y, seen, zero_shot=False)
+    scores = np.zeros(y.shape)
+    scores[:, cols] = clf.predict_proba(vectorizer.transform(valid))  # σ of the decision function: ranks alike
+    return scores
+
+
+def two_tools(lr_probabilities, cosine, seen, mean: bool = False):
+    """The two tools a practitioner stacks, as one score matrix: ``s_ij = p_LR(j | x_i)`` for a label j seen in
+    training (``mean``: ``(p_LR(j | x_i) + cos(x_i, d_j)) / 2``) and ``cos(x_i, d_j)`` for an unseen one; the one γ
+    between the two groups is calibrated on these scores as for every system (:func:`gzsl_figures`)."""
+    lr, cosine = np.asarray(lr_probabilities, dtype=np.float64), np.asarray(cosine, dtype=np.float64)
+    seen = np.asarray(seen, dtype=bool)
+    if lr.shape != cosine.shape or lr.shape[1:] != seen.shape:
+        raise ValueError(f"the two tools' matrices {lr.shape}, {cosine.shape} and the seen mask {seen.shape} disagree")
+    scores = cosine.copy()
+    scores[:, seen] = (lr[:, seen] + cosine[:, seen]) / 2 if mean else lr[:, seen]
+    return scores
+
+
+#: each baseline -> the single tools' score matrices it is made of (each tool runs once, whichever baselines use it)
+BASELINE_PARTS = {"tfidf_lr": ("tfidf_lr",), "cosine": ("cosine",), "two_tools": ("tfidf_lr", "cosine"),
+                  "two_tools_mean": ("tfidf_lr", "cosine")}
+BASELINES = tuple(BASELINE_PARTS)
+
+
+def baseline_stats(name, matrices, targets, seen):
+    """The figures of baseline ``name`` from the single tools' score matrices ``matrices`` (each computed once)."""
+    if name == "tfidf_lr":
+        return matrix_stats(matrices["tfidf_lr"], targets, seen, zero_shot=False)
+    if name == "cosine":
+        return matrix_stats(matrices["cosine"], targets, seen)
+    return matrix_stats(two_tools(matrices["tfidf_lr"], matrices["cosine"], seen, mean=name == "two_tools_mean"),
+                        targets, seen)
 
 
 def display(system):
@@ -131,7 +161,9 @@ def display(system):
     'gile+encoder=pretrained+pretrained-encoder=/x/model' -> 'pretrained model + gile'."""
     if system in BASELINES:
         return {"tfidf_lr": "TF-IDF + logistic regression (baseline)",
-                "cosine": "sentence encoder cosine, no training (baseline)"}[system]
+                "cosine": "sentence encoder cosine, no training (baseline)",
+                "two_tools": "two tools: LR probability for seen labels, cosine for unseen (baseline)",
+                "two_tools_mean": "two tools: (LR + cosine) / 2 for seen labels, cosine for unseen (baseline)"}[system]
     head, *flags = system.split("+")
     shown, encoder = [head], "WAN"
     for flag in flags:
@@ -202,8 +234,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "paper's model selection; without a separate test split this flatters every system alike)")
     p.add_argument("--baselines", default="",
                    help="comma-separated baselines scored on the same documents and labels: tfidf_lr (TF-IDF 1-2 "
-                   "grams + one-vs-rest logistic regression, seen labels) and cosine (the cosine of the "
-                   "--pretrained-encoder's text and description vectors, no training)")
+                   "grams + one-vs-rest logistic regression, seen labels), cosine (the cosine of the "
+                   "--pretrained-encoder's text and description vectors, no training), two_tools (LR's probability "
+                   "for the seen labels, the cosine for the unseen ones, one γ between them) and two_tools_mean "
+                   "(the seen labels by (LR + cosine) / 2); each tool is run once for all")
     p.add_argument("--pretrained-encoder", default=None, help="sentence-transformers model directory of the cosine "
                    "baseline")
     p.add_argument("--rerun", action="store_true",
@@ -217,8 +251,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for b in baselines:
         if b not in BASELINES:
             raise fail(f"--baselines: unknown baseline {b!r}; choose from {', '.join(BASELINES)}")
-    if "cosine" in baselines and not args.pretrained_encoder:
-        raise fail("--baselines cosine needs --pretrained-encoder PATH (a sentence-transformers model directory)")
+    for b in baselines:
+        if "cosine" in BASELINE_PARTS[b] and not args.pretrained_encoder:
+            raise fail(f"--baselines {b} needs --pretrained-encoder PATH (a sentence-transformers model directory)")
     label_file = args.labels or os.path.join(args.data, "labels.tsv")
     if not os.path.isfile(label_file):
         raise fail(f"label file {label_file} does not exist: give --labels or put labels.tsv in --data")
@@ -236,10 +271,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     "--labels", label_file, "--destdir", bin_dir], os.path.join(args.workdir, "preprocess.log"), env)
     results = {"chance": chance(bin_dir), "heads": {}, "settings": vars(args)}
     targets, seen_mask, _ = valid_matrix(bin_dir)
+    matrices, tool_minutes = {}, {}
     for name in baselines:
-        t0 = time.time()
-        stats = baseline(name, args.data, bin_dir, args.pretrained_encoder)
-        stats["train_minutes"] = (time.time() - t0) / 60
+        for tool in BASELINE_PARTS[name]:
+            if tool not in matrices:
+                t0 = time.time()
+                matrices[tool] = baseline_scores(tool, args.data, bin_dir, args.pretrained_encoder)
+                tool_minutes[tool] = (time.time() - t0) / 60
+        stats = baseline_stats(name, matrices, targets, seen_mask)
+        stats["train_minutes"] = sum(tool_minutes[tool] for tool in BASELINE_PARTS[name])
         results["heads"][name] = stats
         logger.info(f"{name}: " + ", ".join(f"{a}_{b} {stats.get(f'{a}_{b}', float('nan')):.2f}" for a, b in COLUMNS))
     for system in [h for h in args.heads.split(",") if h]:
