@@ -165,15 +165,17 @@ def display(system):
                 "two_tools": "two tools: LR probability for seen labels, cosine for unseen (baseline)",
                 "two_tools_mean": "two tools: (LR + cosine) / 2 for seen labels, cosine for unseen (baseline)"}[system]
     head, *flags = system.split("+")
-    shown, encoder = [head], "WAN"
+    shown, encoder, model = [head], "WAN", ""
     for flag in flags:
         name, _, value = flag.partition("=")
         if name == "encoder":
-            encoder = value.upper() if value != "pretrained" else "pretrained"
+            encoder = value.upper() if value not in ("pretrained", "hybrid") else value
         elif name == "pretrained-encoder":
-            encoder = os.path.basename(os.path.normpath(value))
+            model = os.path.basename(os.path.normpath(value))
         else:
             shown.append(f"--{name}" + (f" {os.path.basename(value)}" if value else ""))
+    if model:
+        encoder = f"{model} + TF-IDF (hybrid)" if encoder == "hybrid" else model
     return " + ".join([encoder] + shown)
 
 
@@ -217,7 +219,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--workdir", required=True, help="where binaries, checkpoints, logs and results go")
     p.add_argument("--heads", default="linear,bil_n16,gile",
                    help="comma-separated systems: a head, optionally with model flags after '+', e.g. "
-                   "gile+similarity-init or gile+joint-activation=tanh (= --joint-activation tanh)")
+                   "gile+similarity-init or gile+joint-activation=tanh (= --joint-activation tanh); "
+                   "+encoder=hybrid+pretrained-encoder=DIR preprocesses with --lexical-features")
     p.add_argument("--max-epoch", type=int, default=4, help="training epochs per model")
     p.add_argument("--batch-size", type=int, default=16, help="documents per batch (the paper: 16)")
     p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
@@ -240,6 +243,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "(the seen labels by (LR + cosine) / 2); each tool is run once for all")
     p.add_argument("--pretrained-encoder", default=None, help="sentence-transformers model directory of the cosine "
                    "baseline")
+    p.add_argument("--lexical-features", type=int, default=2 ** 15,
+                   help="TF-IDF features fitted on the training texts at preprocessing when a system uses "
+                   "encoder=hybrid (fairseq-joint-preprocess-gile --lexical-features)")
     p.add_argument("--rerun", action="store_true",
                    help="train every system again (default: reuse a finished run of the same command in --workdir)")
     args = p.parse_args(argv)
@@ -265,10 +271,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if a.read() != b.read():
                 raise fail(f"{bin_dir} was preprocessed with other label texts than {label_file}: "
                                  "use another --workdir")
-    if not os.path.isfile(os.path.join(bin_dir, "valid.labels")):
+    hybrid = any("+encoder=hybrid" in system for system in args.heads.split(","))
+    if not os.path.isfile(os.path.join(bin_dir, "valid.labels")) or (
+            hybrid and not os.path.isfile(os.path.join(bin_dir, "lexical.json"))):  # an earlier study's, without it
+        lexical = ["--lexical-features", str(args.lexical_features)] if hybrid else []
         run_logged([sys.executable, "-m", "fairseq_joint.cli.preprocess_gile",
                     "--train", os.path.join(args.data, "train.jsonl"), "--valid", os.path.join(args.data, "valid.jsonl"),
-                    "--labels", label_file, "--destdir", bin_dir], os.path.join(args.workdir, "preprocess.log"), env)
+                    "--labels", label_file, "--destdir", bin_dir, *lexical], os.path.join(args.workdir, "preprocess.log"),
+                   env)
     results = {"chance": chance(bin_dir), "heads": {}, "settings": vars(args)}
     targets, seen_mask, _ = valid_matrix(bin_dir)
     matrices, tool_minutes = {}, {}

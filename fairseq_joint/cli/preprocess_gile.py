@@ -10,7 +10,9 @@ every label description: GILE shares E between words and label words), ``{split}
 ``{split}.labels``, ``{split}.text`` (the raw texts, one JSON string per line, for a pretrained sentence encoder),
 ``labels.train.txt`` (the labels training examples carry) and ``labels.tsv``. With ``--lang`` (one language of a
 multilingual model, ``--task gile_classification --languages``), every JSONL record's ``lang`` field must name that
-language, and ``language.txt`` records it for the task to check against the directory it is read from.
+language, and ``language.txt`` records it for the task to check against the directory it is read from. With
+``--lexical-features N``, ``lexical.json``: a TF-IDF model (word uni+bigrams, sublinear tf, at most N terms) fitted on
+the training texts, the lexical channel of ``--encoder hybrid``.
 
 Example::
 
@@ -31,8 +33,16 @@ from fairseq.data import Dictionary
 from fairseq.data.indexed_dataset import make_builder
 
 from fairseq_joint.cli.common import fail, parser, read_examples, run, setup_logging
-from fairseq_joint.data.gile_files import LABEL_FILE, LANGUAGE_FILE, RAW_TEXTS, TRAIN_LABELS, read_label_file
+from fairseq_joint.data.gile_files import (
+    LABEL_FILE,
+    LANGUAGE_FILE,
+    LEXICAL_FILE,
+    RAW_TEXTS,
+    TRAIN_LABELS,
+    read_label_file,
+)
 from fairseq_joint.data.gile_text import tokenize
+from fairseq_joint.modules.lexical_encoder import DEFAULT_MAX_FEATURES, LexicalModel
 from fairseq_joint.text_files import text_lines
 
 PROG = "fairseq-joint-preprocess-gile"
@@ -53,7 +63,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--lang", help="the language of every text (e.g. pl): JSONL records whose 'lang' field names "
                    "another are refused; written to DESTDIR/language.txt for --task gile_classification --languages")
     p.add_argument("--min-count", type=int, default=1, help="keep words seen at least this often (others -> <unk>)")
+    p.add_argument("--lexical-features", type=int, nargs="?", const=DEFAULT_MAX_FEATURES, default=0, metavar="N",
+                   help=f"fit a TF-IDF model (word uni+bigrams, sublinear tf, terms of >= 2 training texts, the N most "
+                   f"frequent; N {DEFAULT_MAX_FEATURES} when not given) on the training texts into DESTDIR/{LEXICAL_FILE}: "
+                   "the lexical channel of --encoder hybrid")
     args = p.parse_args(argv)
+    if args.lexical_features < 0:
+        raise fail(f"--lexical-features must be >= 1 (the number of TF-IDF features), got {args.lexical_features}")
     if args.min_count < 1:
         raise fail(f"--min-count must be >= 1, got {args.min_count}")
 
@@ -116,6 +132,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.lang is not None:
         with open(os.path.join(args.destdir, LANGUAGE_FILE), "w", encoding="utf-8") as f:
             f.write(args.lang + "\n")
+    lexical_path = os.path.join(args.destdir, LEXICAL_FILE)
+    if args.lexical_features:
+        lexical = LexicalModel.fit([text for _, text, _ in splits["train"]], args.lexical_features,
+                                   f"the training texts of {args.train}")
+        lexical.save(lexical_path)
+        logger.info(f"lexical features: {lexical.num_features} TF-IDF terms fitted on {lexical.documents} training "
+                    f"texts; wrote {lexical_path}")
+    elif os.path.isfile(lexical_path):  # fitted on the texts this run replaced
+        os.remove(lexical_path)
+        logger.info(f"removed {lexical_path} (an earlier run's; --lexical-features fits one on these texts)")
     logger.info(f"dictionary: {len(dictionary)} types; {len(train_labels)} training labels; wrote {args.destdir}")
     return 0
 

@@ -8,6 +8,8 @@
 * ``labels.tsv`` (:data:`LABEL_FILE`) — ``label<TAB>description`` for every label (optional for ``--head linear``);
 * ``{split}.text`` (:data:`RAW_TEXTS`) — the raw texts, one JSON string per line, for a pretrained sentence encoder;
 * ``language.txt`` (:data:`LANGUAGE_FILE`) — with ``--lang``, the language of the directory's documents.
+* ``lexical.json`` (:data:`LEXICAL_FILE`) — with ``--lexical-features``, the TF-IDF model fitted on the training texts
+  (:class:`~fairseq_joint.modules.lexical_encoder.LexicalModel`), for ``--encoder hybrid``.
 
 :func:`read_corpus` reads what a task needs of one directory, or of one directory per language (GILE-MHAN,
 Sec. 3.3: ``DATA/LANG``), into a :class:`GileCorpus`.
@@ -32,6 +34,7 @@ logger = logging.getLogger(__name__)
 TRAIN_LABELS = "labels.train.txt"
 LABEL_FILE = "labels.tsv"
 LANGUAGE_FILE = "language.txt"
+LEXICAL_FILE = "lexical.json"
 RAW_TEXTS = "{split}.text"
 #: the end of a refusal of a data directory that is not there: where it is (a checkpoint records the directory it was
 #: trained on, which may have moved)

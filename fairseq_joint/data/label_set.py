@@ -44,7 +44,8 @@ def encode_label_set(names, descriptions: Optional[Dict[str, str]], dictionary: 
             rows = [torch.LongTensor(ids) for ids in sentence_encoder.tokenize(texts)]
             tokens = data_utils.collate_tokens(rows, sentence_encoder.pad_id, left_pad=False)
         else:
-            tokens = EmbeddingCache(cache_dir).get(sentence_encoder, cache_name, texts)
+            vectors = EmbeddingCache(cache_dir).get(sentence_encoder, cache_name, texts)
+            tokens = sentence_encoder.collate(sentence_encoder.inputs(vectors, texts))  # + TF-IDF: hybrid
         return LabelSet(list(names), tokens, train_positions(names, train_labels))
     rows, unknown = [], []
     for name in names:

@@ -17,7 +17,10 @@ gile_input_only   E σ(W h)                        Eq. 6b ablation             c
 
 ``--encoder pretrained`` replaces the encoder and the averaged word vectors by a sentence-transformers model: h and
 the label vectors are its normalized embeddings of the text and of the description (``--similarity-init`` then
-starts ``gile`` and ``bil_n16`` exactly at their cosine); ``--seen-label-bias`` adds b_y per training label. With
+starts ``gile`` and ``bil_n16`` exactly at their cosine); ``--seen-label-bias`` adds b_y per training label.
+``--encoder hybrid`` puts a lexical channel beside the frozen embedding, for texts and descriptions alike: their
+TF-IDF vectors (fitted on the training texts at preprocessing, ``DATA/lexical.json``) projected by a learned map
+(:mod:`fairseq_joint.modules.lexical_encoder`), so h = [e ; Pᵀx] and the start is sentence + lexical cosine. With
 ``--languages`` that one encoder serves every language (a multilingual sentence encoder, e.g. one made by
 ``fairseq-joint-distill-encoder``), the joint space is shared and the classification unit per language (Sec. 3.3).
 
@@ -40,10 +43,11 @@ from fairseq.models import BaseFairseqModel, register_model, register_model_arch
 from omegaconf import OmegaConf, open_dict
 
 from fairseq_joint.checks import DROPOUT, POSITIVE_INT
-from fairseq_joint.data.gile_files import label_counts
+from fairseq_joint.data.gile_files import LEXICAL_FILE, label_counts
 from fairseq_joint.errors import CheckpointError, InputError, MissingFileError, OptionError
 from fairseq_joint.models.output_layer_model import DataFingerprintMixin, UpdateCountMixin
 from fairseq_joint.modules.cooccurrence_init import COOCCURRENCE_INIT_CHOICES, cooccurrence_init_, label_patterns
+from fairseq_joint.modules.lexical_encoder import REFIT, HybridTextEncoder, LexicalModel, check_signature
 from fairseq_joint.modules.output_layers import ACTIVATION_CHOICES, OutputLayer, OutputLayerSpec
 from fairseq_joint.modules.pretrained_embedding import load_word_vectors_
 from fairseq_joint.modules.sentence_encoder import PretrainedSentenceEncoder
@@ -64,7 +68,9 @@ HEADS = {
     "gile_input_only": dict(kind="context", bias="none"),
 }
 NEEDS_JOINT_DIM = ("bil_yh15", "gile")
-ENCODER_CHOICES = TEXT_ENCODER_CHOICES + ("pretrained",)
+ENCODER_CHOICES = TEXT_ENCODER_CHOICES + ("pretrained", "hybrid")
+#: the encoders over a pretrained sentence encoder (--pretrained-encoder)
+SENTENCE_ENCODERS = ("pretrained", "hybrid")
 
 
 #: the head's parameters one joint space shares across the languages of a multilingual model (GILE Sec. 3.3):
@@ -137,13 +143,27 @@ class GileModelInputs:
     label_language: str = ""
     #: GILE-MHAN: the dictionary of every language (and of the label language)
     dictionaries: Dict[str, Dictionary] = field(default_factory=dict)
-    #: ``--encoder pretrained``: the sentence encoder, which also embeds the task's texts and descriptions
+    #: ``--encoder pretrained``/``hybrid``: the sentence encoder, which also embeds the task's texts and descriptions
     sentence_encoder: Optional[PretrainedSentenceEncoder] = None
 
 
-def pretrained_sentence_encoder(cfg) -> Optional[PretrainedSentenceEncoder]:
+def pretrained_sentence_encoder(cfg, data: str = "", multilingual: bool = False
+                                ) -> Optional[PretrainedSentenceEncoder]:
     """The sentence encoder of ``--encoder pretrained`` (``--pretrained-encoder``, trained with
-    ``--finetune-encoder``), else None."""
+    ``--finetune-encoder``), or of ``--encoder hybrid`` (frozen, with the lexical model of ``data``'s
+    ``lexical.json``), else None."""
+    if cfg.encoder == "hybrid":
+        if multilingual:
+            raise OptionError("--encoder hybrid reads one language's TF-IDF features; a multilingual model "
+                              "(--languages) uses --encoder pretrained")
+        if cfg.finetune_encoder:
+            raise OptionError("--finetune-encoder: --encoder hybrid keeps its sentence encoder frozen (the lexical "
+                              "channel trains); use --encoder pretrained --finetune-encoder, or drop it")
+        path = os.path.join(data, LEXICAL_FILE)
+        if not os.path.isfile(path):
+            raise OptionError(f"--encoder hybrid: {path} is missing (no lexical features were fitted on the "
+                              f"training texts): {REFIT} (e.g. 32768)")
+        return HybridTextEncoder(cfg.pretrained_encoder, LexicalModel.load(path), cfg.lexical_dim)
     if cfg.encoder != "pretrained":
         return None
     return PretrainedSentenceEncoder(cfg.pretrained_encoder, finetune=bool(cfg.finetune_encoder))
@@ -159,11 +179,17 @@ class GileClassifierConfig(FairseqDataclass):
     encoder: ChoiceEnum(ENCODER_CHOICES) = field(
         default="wan", metadata={"help": "wan: word attention network; han: word + sentence attention (Sec. 2.1); "
                                  "pretrained: a sentence-transformers model (--pretrained-encoder) encodes the texts "
-                                 "and the label descriptions"}
+                                 "and the label descriptions; hybrid: its frozen embedding beside the texts' and "
+                                 "descriptions' TF-IDF features (DATA/lexical.json: fairseq-joint-preprocess-gile "
+                                 "--lexical-features) projected by a learned map"}
     )
     pretrained_encoder: str = field(
-        default="", metadata={"help": "--encoder pretrained: a local sentence-transformers model directory (never "
-                              "downloaded); its dimension sets d = dh"}
+        default="", metadata={"help": "--encoder pretrained/hybrid: a local sentence-transformers model directory "
+                              "(never downloaded); its dimension sets d = dh (plus --lexical-dim for hybrid)"}
+    )
+    lexical_dim: int = field(
+        default=128, metadata={"help": "--encoder hybrid: d_l, the size of the TF-IDF features' learned projection "
+                               "(h = [sentence embedding ; projection], d + d_l)", "range": POSITIVE_INT}
     )
     finetune_encoder: bool = field(
         default=False, metadata={"help": "--encoder pretrained: train the sentence encoder too (saved in the "
@@ -277,7 +303,7 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         if cfg.cooccurrence_init != "none" and cfg.head != "linear":
             raise OptionError(f"--cooccurrence-init initializes the linear head's hidden->output weight W; "
                               f"--head {cfg.head} has none: use --head linear or --cooccurrence-init none")
-        if cfg.encoder == "pretrained":
+        if cfg.encoder in SENTENCE_ENCODERS:
             if cfg.share_encoder or cfg.share_attention:
                 raise OptionError("--share-encoder/--share-attention share parts of per-language HAN/WAN encoders; "
                                   "--encoder pretrained is one sentence encoder for every language: drop them")
@@ -418,24 +444,28 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         if encoder is None:
             raise RuntimeError("--encoder pretrained: the model inputs carry no sentence encoder (build them with "
                                "the task's model_inputs(cfg))")
-        defaults = GileClassifierConfig()
+        defaults, dim = GileClassifierConfig(), encoder.output_dim
         for name in ("embed_dim", "encoder_dim"):
             value = getattr(cfg, name)
-            if value not in (encoder.dim, getattr(defaults, name)):
+            if value not in (dim, getattr(defaults, name)):
+                lexical = f" with --lexical-dim {encoder.lexical_dim}" if isinstance(encoder, HybridTextEncoder) else ""
                 raise OptionError(f"--{name.replace('_', '-')} {value} disagrees with --pretrained-encoder "
-                                 f"{cfg.pretrained_encoder}, whose vectors have {encoder.dim} dimensions: drop "
-                                 f"--{name.replace('_', '-')} (the encoder sets d = dh = {encoder.dim})")
+                                 f"{cfg.pretrained_encoder}{lexical}, whose vectors have {dim} dimensions: drop "
+                                 f"--{name.replace('_', '-')} (the encoder sets d = dh = {dim})")
         similarity = cfg.similarity_init
         if similarity and cfg.head == "linear":
             raise OptionError("--similarity-init starts the head at the label-text similarity, but --head linear "
                              "has no label vectors: use a joint head (--head gile, bil_n16, ...)")
         with open_dict(cfg) if OmegaConf.is_config(cfg) else contextlib.nullcontext():
-            cfg.embed_dim = cfg.encoder_dim = encoder.dim
+            cfg.embed_dim = cfg.encoder_dim = dim
             if similarity and cfg.head == "gile" and str(cfg.joint_dim) == "auto":
-                cfg.joint_dim = str(4 * encoder.dim)  # the cosine needs four blocks of d (cosine_init_)
+                cfg.joint_dim = str(4 * dim)  # the cosine needs four blocks of d (cosine_init_)
         languages = inputs.languages
         logger.info(f"--pretrained-encoder {cfg.pretrained_encoder}: {encoder.dim}-d sentence vectors, "
                     + ("fine-tuned" if encoder.finetune else "frozen (embeddings cached beside the data)")
+                    + (f", beside {encoder.lexical.num_features} TF-IDF features of {encoder.lexical.path} projected "
+                       f"to {encoder.lexical_dim} dimensions (d = {dim})" if isinstance(encoder, HybridTextEncoder)
+                       else "")
                     + (f", one encoder for {', '.join(languages)}; one joint space, a classification unit per language"
                        if languages else ""))
         head = cls.build_language_heads(cfg, inputs) if languages else cls.build_head(cfg, len(inputs.train_labels))
@@ -469,6 +499,7 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
                              else f"--encoder {self.cfg.encoder}") + " but the model is built with "
                              + (f"--encoder {self.cfg.encoder}" if own is None else "a pretrained one")
                              + ": load it with the configuration it was trained with")
+        self.check_lexical(state_dict.get("encoder.lexical_signature"))
         if saved is not None:
             path = self.sentence_encoder.path
             if int(saved[0]) != int(own[0]):
@@ -478,7 +509,24 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
             if int(saved[1]) != int(own[1]) and not self.sentence_encoder.finetune:
                 raise CheckpointError(f"--pretrained-encoder {path} holds other weights than the frozen encoder the "
                                  "checkpoint was trained with: give that encoder's directory")
+            if int(saved[1]) != int(own[1]):  # its tokenizer and architecture would read the fine-tuned weights
+                raise CheckpointError(f"--pretrained-encoder {path} is not the encoder directory the checkpoint was "
+                                      "fine-tuned from (its files differ; the checkpoint holds the fine-tuned weights, "
+                                      "the directory their tokenizer and architecture): give that directory")
         return super().load_state_dict(self.check_data(state_dict), strict=strict, model_cfg=model_cfg, args=args)
+
+    def check_lexical(self, saved: Optional[torch.Tensor]) -> None:
+        """A checkpoint's lexical channel (``--encoder hybrid``: its ``lexical_signature``) is the data's: the same
+        TF-IDF model (terms, idf, options) and projection size."""
+        encoder = self.sentence_encoder
+        own = encoder.lexical_signature if isinstance(encoder, HybridTextEncoder) else None
+        if (saved is None) != (own is None):
+            raise CheckpointError("the checkpoint was trained " + ("without" if saved is None else "with") + " the "
+                                  "lexical channel of --encoder hybrid, but the model is built "
+                                  + ("with" if saved is None else "without") + " it: load it with the configuration "
+                                  "it was trained with")
+        if saved is not None:
+            check_signature(saved, own, encoder.lexical.path)
 
     @property
     def scores_unseen_labels(self) -> bool:
@@ -511,7 +559,7 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
             return self.encoder[lang](embed(src_tokens), src_tokens.ne(embed.padding_idx), src_tokens)
         if self.sentence_encoder is not None:
             if src_embeddings is not None:
-                return src_embeddings.to(self.head_dtype)
+                return self.sentence_encoder.features(src_embeddings).to(self.head_dtype)
             if not self.sentence_encoder.finetune:
                 raise ValueError("a frozen pretrained encoder reads the texts' embeddings (src_embeddings: "
                                  "model.embed_texts(texts)), not token ids")
@@ -520,8 +568,11 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         return self.encoder(self.embed_tokens(src_tokens), mask, src_tokens)
 
     def embed_texts(self, texts) -> torch.Tensor:
-        """h of raw texts with the pretrained encoder (normalized sentence embeddings, no autograd)."""
-        return self.sentence_encoder.embed(texts).to(self.head_dtype)
+        """h of raw texts with the pretrained encoder (normalized sentence embeddings, no autograd; with the hybrid
+        encoder's lexical features beside them)."""
+        encoder = self.sentence_encoder
+        with torch.no_grad():
+            return encoder.features(encoder.collate(encoder.inputs(encoder.embed(texts), texts))).to(self.head_dtype)
 
     def label_vectors(self, label_tokens: torch.Tensor) -> torch.Tensor:
         """e_j: the mean of the description's word vectors in E (Sec. 2.2), padding masked; with a pretrained encoder,
@@ -529,7 +580,7 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         when it is fine-tuned)."""
         if self.sentence_encoder is not None:
             if label_tokens.is_floating_point():
-                return label_tokens.to(self.head_dtype)
+                return self.sentence_encoder.features(label_tokens).to(self.head_dtype)
             return self.sentence_encoder(label_tokens).to(self.head_dtype)
         embed = self.embed_tokens[self.label_language] if self.languages else self.embed_tokens
         mask = label_tokens.ne(embed.padding_idx).unsqueeze(-1).type_as(embed.weight)

@@ -125,6 +125,25 @@ class PretrainedSentenceEncoder(nn.Module):
     def st(self):
         return self.model if self.finetune else self._frozen
 
+    @property
+    def output_dim(self) -> int:
+        """The dimension of the vectors the model reads from this encoder (h and the label vectors): d."""
+        return self.dim
+
+    def inputs(self, vectors: Tensor, texts: Sequence[str]):
+        """What a frozen model reads of each of ``texts``, given their embeddings ``vectors`` (N, d): the embeddings
+        (:class:`~fairseq_joint.modules.lexical_encoder.HybridTextEncoder` adds the texts' TF-IDF features)."""
+        return vectors
+
+    @staticmethod
+    def collate(rows) -> Tensor:
+        """The batch of the :meth:`inputs` rows (a tensor of them stays as it is)."""
+        return rows if isinstance(rows, Tensor) else torch.stack(list(rows))
+
+    def features(self, inputs: Tensor) -> Tensor:
+        """The vectors (B, :attr:`output_dim`) of a batch of :meth:`collate`: the embeddings themselves."""
+        return inputs
+
     def tokenize(self, texts: Sequence[str]) -> List[List[int]]:
         """Token ids of every text, cut at the encoder's ``max_seq_length`` (as it was trained); the count of cut
         texts is logged."""
