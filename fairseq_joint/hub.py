@@ -3,7 +3,8 @@
 * :class:`LabelPredictor` — a trained ``gile_classifier`` (GILE, Pappas & Henderson 2019):
   ``LabelPredictor.from_checkpoint(path).predict(texts, labels=...)`` ranks the labels of any label set for each
   text, labels never seen in training included (their vectors come from their descriptions, Sec. 2.2), with the
-  head's score (the logit of Eqs. 13-14, minus γ for the training labels: calibrated stacking) and the probability
+  head's score (the logit of Eqs. 13-14, minus γ for the training labels: calibrated stacking, by default the γ the
+  checkpoint holds, calibrated on validation in training: :meth:`LabelPredictor.gamma`) and the probability
   the model's training criterion gives it (σ of the logit for the ``bce`` loss, Eq. 13; the softmax over the label
   set for the softmax losses and ``--classification-mode multiclass``). A label set is encoded once and reused by
   every later call with the same descriptions. ``fairseq-joint-predict-labels`` ranks with this same code.
@@ -38,8 +39,8 @@ class LabelScore(NamedTuple):
     """One label of a text's ranking."""
 
     label: str
-    #: the head's logit (Eqs. 13-14), minus γ (``seen_score_offset``) for a label seen in training: the ranking score,
-    #: what ``fairseq-joint-predict-labels`` prints
+    #: the head's logit (Eqs. 13-14), minus γ (:meth:`LabelPredictor.gamma`) for a label seen in training: the ranking
+    #: score, what ``fairseq-joint-predict-labels`` prints
     score: float
     #: the model's probability of the label, from the logit without γ: σ for the ``bce`` loss (Eq. 13), the softmax
     #: over the scored label set for the softmax losses and multiclass models; None when the checkpoint's criterion
@@ -169,19 +170,29 @@ class LabelPredictor:
         path = os.fspath(labels)
         return read_label_file(path), path
 
+    def gamma(self, seen_score_offset: Optional[float] = None) -> Tuple[float, str]:
+        """``(γ, where it comes from)``: γ of calibrated stacking, subtracted from the training labels' scores, is
+        ``seen_score_offset`` when given (a finite number), else the checkpoint's
+        (:attr:`~fairseq_joint.tasks.gile_classification.GileClassificationTask.seen_score_offset`: the
+        ``--seen-score-offset`` of its training, else the γ calibrated on validation in training, else 0)."""
+        if seen_score_offset is None:
+            seen_score_offset, origin = self.task.seen_score_offset, self.task.seen_score_offset_origin
+        else:
+            origin = "--seen-score-offset"
+        return check_number("--seen-score-offset", seen_score_offset, ANY), origin
+
     # ------------------------------------------------------------------------------------------ scoring
     def rank(self, texts: Sequence[str], label_set: LabelSet, topk: Optional[int], lang: Optional[str] = None,
              seen_score_offset: Optional[float] = None, batch_size: int = 64
              ) -> Iterator[Tuple[str, List[LabelScore]]]:
         """``(text, its topk labels best first)`` for each text in order, scored ``batch_size`` texts at a time
         (``topk`` None: every label). ``seen_score_offset``: γ subtracted from the training labels' scores (default:
-        the checkpoint's ``--seen-score-offset``). ``lang`` must have passed :meth:`check_language`."""
+        the checkpoint's, :meth:`gamma`). ``lang`` must have passed :meth:`check_language`."""
         check_number("--batch-size", batch_size, POSITIVE_INT)
         model = self.model
         names = label_set.names
         seen = label_set.train_index >= 0
-        gamma = self.task.seen_score_offset if seen_score_offset is None else seen_score_offset
-        check_number("--seen-score-offset", gamma, ANY)
+        gamma, _ = self.gamma(seen_score_offset)
         offset = seen.float() * float(gamma)
         k = len(names) if topk is None else min(topk, len(names))
         dictionary = self.task.corpus.dictionary_of(lang if model.languages else "")
@@ -202,7 +213,7 @@ class LabelPredictor:
         ``label<TAB>description`` file or ``{label: description}``; labels unseen in training included), best first,
         as :class:`LabelScore` records (``topk`` None: every label). ``lang``: the texts' language, for a
         multilingual model (one of :attr:`languages`). ``seen_score_offset``: γ of calibrated stacking (default: the
-        checkpoint's). The same rankings as ``fairseq-joint-predict-labels`` (which rounds the scores to 4 digits)."""
+        checkpoint's, :meth:`gamma`). The same rankings as ``fairseq-joint-predict-labels`` (which rounds the scores to 4 digits)."""
         if topk is not None:
             check_topk(topk)
         descriptions, source = self.read_labels(labels)

@@ -135,6 +135,23 @@ def calibrate_seen_offset(scores, targets, seen, steps: int = 41) -> float:
     return float(max(grid, key=lambda g: (gzsl_summary(scores, targets, seen, g)["gzsl_h"], -abs(g))))
 
 
+def macro_average(meters, keys) -> float:
+    """The mean of the logged values of ``keys`` present in ``meters`` (a fairseq MetersDict: a multilingual model's
+    metric of each language); 0 without any."""
+    values = [meters.get_smoothed_value(k) for k in keys if k in meters]
+    return round(float(np.mean(values)), 2) if values else 0.0
+
+
+def pooled_seen_offset(batches) -> float:
+    """:func:`calibrate_seen_offset` over the documents of several batches ``(scores, targets, seen)`` of one label set
+    (a validation's batches, collected by the task when it calibrates γ)."""
+    seen = np.asarray(batches[0][2], dtype=bool)
+    if any(not np.array_equal(np.asarray(b[2], dtype=bool), seen) for b in batches):
+        raise ValueError("the batches to calibrate γ on were scored against different label sets")
+    return calibrate_seen_offset(np.concatenate([b[0] for b in batches]), np.concatenate([b[1] for b in batches]),
+                                 seen)
+
+
 def cross_calibrated_gzsl(scores, targets, seen) -> Dict[str, float]:
     """GZSL with γ chosen without looking at the documents it is scored on: the documents are split in two folds
     (even and odd positions); each fold is scored with the γ calibrated on the other, and the two folds' sums are

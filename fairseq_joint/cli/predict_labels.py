@@ -3,10 +3,12 @@
 Scores every label of ``--labels`` (any ``label<TAB>description`` file, including labels the model never
 saw in training: their vectors are the mean word vectors of their descriptions, GILE Sec. 2.2) for each
 input text (one per line, ``--input`` or stdin) and prints, per text, the ``--topk`` best labels with
-their scores (the head's logit), tab-separated, or JSON lines with ``--json``. The ``linear`` head can only
-score its training labels and says so. With a pretrained sentence encoder (``--encoder pretrained``) the texts and
-descriptions are embedded by it (the descriptions' embeddings cached beside the data); ``--seen-score-offset``
-(default: the model's) lowers the training labels' scores (calibrated stacking). A multilingual model
+their scores (the head's logit, minus γ for the training labels), tab-separated, or JSON lines with ``--json``. The
+``linear`` head can only score its training labels and says so. With a pretrained sentence encoder (``--encoder
+pretrained``) the texts and descriptions are embedded by it (the descriptions' embeddings cached beside the data).
+γ (calibrated stacking: it lowers the training labels' scores so that new labels can compete) is the checkpoint's
+unless ``--seen-score-offset`` gives one: the ``--seen-score-offset`` of training, else the γ calibrated on the
+validation documents in training, else 0; one line on stderr says which. A multilingual model
 (``--languages``) needs the texts' language, ``--lang``: one it was trained on. The same from Python, with the model
 loaded once: :class:`fairseq_joint.hub.LabelPredictor` (docs/python.md), whose ranking this command prints.
 
@@ -39,7 +41,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--json", action="store_true", help="print JSON lines {text, labels: [[label, score], ...]}")
     p.add_argument("--seen-score-offset", type=float, default=None,
                    help="γ subtracted from the scores of the labels seen in training (calibrated stacking); "
-                   "default: the checkpoint's --seen-score-offset")
+                   "default: the checkpoint's (its training's --seen-score-offset, else the γ calibrated on "
+                   "validation in training, else 0)")
     p.add_argument("--lang", help="the texts' language, for a multilingual model (one of its --languages)")
     p.add_argument("--pretrained-encoder", help="the sentence-transformers directory of a model trained with "
                    "--encoder pretrained, when it is no longer where training found it")
@@ -53,7 +56,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     texts = [t for t in lines if t.strip()]
     if len(texts) != len(lines):
         print(f"note: skipped {len(lines) - len(texts)} empty input line(s)", file=sys.stderr)
-    for text, ranked in predictor.rank(texts, label_set, args.topk, lang, args.seen_score_offset, args.batch_size):
+    gamma, origin = predictor.gamma(args.seen_score_offset)
+    print(f"note: γ = {gamma:g} is subtracted from the scores of the labels seen in training ({origin})",
+          file=sys.stderr)
+    for text, ranked in predictor.rank(texts, label_set, args.topk, lang, gamma, args.batch_size):
         pairs = [[r.label, round(r.score, 4)] for r in ranked]
         if args.json:
             print(json.dumps({"text": text, "labels": pairs}))

@@ -95,7 +95,7 @@ class GileLabelEmbeddingCriterion(LabelEmbeddingCrossEntropyCriterion):
         terms, num_candidates, num_rows, features = self.compute_terms(model, sample)
         logging_output = {"nsentences": sample["nsentences"], "ntokens": sample["ntokens"]}
         if not model.training:  # multiclass: softmax probabilities, micro-F1 at the default threshold
-            evaluate_labels(model, features, sample, "distribution_ce", self.task.seen_score_offset,
+            evaluate_labels(model, features, sample, "distribution_ce", self.task.validation_seen_score_offset,
                             MultilabelClassificationConfig.threshold, logging_output)
         return self.finish(terms, num_candidates, num_rows, max(num_rows, 1), logging_output)
 

@@ -19,7 +19,9 @@ unit; the task logs each language's metrics with its prefix (``reduce_metrics(..
 At validation the seen labels (those of training) and the unseen ones are scored separately and the
 metrics of :mod:`fairseq_joint.metrics` are logged as ``seen_*`` / ``unseen_*``; with unseen labels, the
 generalized zero-shot metrics too (all labels ranked together, the seen ones' scores lowered by the task's
-``--seen-score-offset`` γ): ``gzsl_seen_*``, ``gzsl_unseen_*`` and ``gzsl_h``, the harmonic mean of their AvgPr.
+``--seen-score-offset`` γ, 0 when the task calibrates γ): ``gzsl_seen_*``, ``gzsl_unseen_*`` and ``gzsl_h``, the
+harmonic mean of their AvgPr; the batch's scores of every label go back to the task under :data:`GZSL_SCORES` (its
+calibration of γ, :meth:`~fairseq_joint.tasks.gile_classification.GileClassificationTask.valid_step`).
 All are usable with ``--best-checkpoint-metric``, e.g. ``gzsl_h --maximize-best-checkpoint-metric``.
 :func:`evaluate_labels` and :func:`log_classification_metrics` compute and log them, for this criterion and for
 ``gile_label_embedding_cross_entropy``.
@@ -38,6 +40,9 @@ from fairseq_joint.metrics import RANKING_KEYS, gzsl_metric_sums, harmonic_mean,
 from fairseq_joint.modules.sampling import CandidateSampler
 
 LOSS_CHOICES = ("bce", "copy_nll", "distribution_ce")
+#: the key of a validation logging output that holds the batch's ``(scores, gold, seen)`` over every label (numpy; the
+#: task takes it out before fairseq aggregates the logging outputs)
+GZSL_SCORES = "all_label_scores"
 
 
 @dataclass
@@ -105,7 +110,8 @@ def probabilities(logits: torch.Tensor, kind: str) -> torch.Tensor:
 def evaluate_labels(model, features, sample, kind: str, seen_score_offset: float, threshold: float, logging) -> tuple:
     """Validation/test of one batch: the loss ``kind`` over the seen labels, and the ranking metrics of the seen and
     the unseen labels (``seen_*`` / ``unseen_*``) and with unseen labels the GZSL ones at γ = ``seen_score_offset``
-    (``gzsl_*``), added to ``logging``; returns ``(loss, sample_size, logging)``."""
+    (``gzsl_*``), added to ``logging``, and then under :data:`GZSL_SCORES` the batch's ``(scores, gold, seen)`` of
+    every label; returns ``(loss, sample_size, logging)``."""
     target = sample["target"].to(features.dtype)
     tokens, train_index = sample["label_tokens"], sample["label_train_index"]
     seen, lang = train_index >= 0, sample.get("lang")
@@ -132,6 +138,7 @@ def evaluate_labels(model, features, sample, kind: str, seen_score_offset: float
         logging.update({f"unseen_{k}": v for k, v in sums.items()})
         for group, sums in gzsl_metric_sums(scores, gold, ~unseen, seen_score_offset).items():
             logging.update({f"gzsl_{group}_{k}": v for k, v in sums.items()})
+        logging[GZSL_SCORES] = (scores, gold, seen_np)
     return loss, size, logging
 
 
@@ -205,8 +212,8 @@ class MultilabelClassificationCriterion(FairseqCriterion):
             size = loss_normalizer(target, self.loss_kind)
             logging.update(loss=loss.detach(), sample_size=size)
             return loss, size, logging
-        return evaluate_labels(model, features, sample, self.loss_kind, self.task.seen_score_offset, self.threshold,
-                               logging)
+        return evaluate_labels(model, features, sample, self.loss_kind, self.task.validation_seen_score_offset,
+                               self.threshold, logging)
 
     @staticmethod
     def reduce_metrics(logging_outputs, prefix: str = ""):

@@ -4,8 +4,9 @@ batches of several languages (:class:`MultilingualGileDataset`, GILE-MHAN's Eq. 
 A batch holds ``id``, ``nsentences``, ``ntokens``, ``net_input`` (``src_tokens``, ``src_lengths``; with a frozen
 pretrained encoder ``src_embeddings``, its cached text vectors), ``target`` (the multi-hot (B, L) relevance of the
 label set's L labels), ``target_class`` (--classification-mode multiclass: the one label's column) and the label
-set: ``label_tokens`` and ``label_train_index`` (:class:`~fairseq_joint.data.label_set.LabelSet`). The fields are
-fairseq's stock datasets in a :class:`~fairseq.data.NestedDictionaryDataset`.
+set: ``label_tokens`` and ``label_train_index`` (:class:`~fairseq_joint.data.label_set.LabelSet`), and ``split``, the
+split's name (the task calibrates γ on ``valid``'s batches only). The fields are fairseq's stock datasets in a
+:class:`~fairseq.data.NestedDictionaryDataset`.
 """
 
 import logging
@@ -62,12 +63,12 @@ def multi_hot(label_ids: List[List[int]], num_labels: int) -> ListDataset:
 
 
 class GileDataset(NestedDictionaryDataset):
-    """One split's documents (fairseq's nested dictionary of fields) and the :class:`LabelSet` they are scored
-    against; ordered by length, the ties in a new random order each epoch when ``shuffle``."""
+    """The documents of split ``split`` (fairseq's nested dictionary of fields) and the :class:`LabelSet` they are
+    scored against; ordered by length, the ties in a new random order each epoch when ``shuffle``."""
 
-    def __init__(self, defn, lengths: np.ndarray, label_set: LabelSet, shuffle: bool):
+    def __init__(self, defn, lengths: np.ndarray, label_set: LabelSet, shuffle: bool, split: str):
         super().__init__(defn, sizes=lengths)
-        self.lengths, self.label_set, self.shuffle = lengths, label_set, shuffle
+        self.lengths, self.label_set, self.shuffle, self.split = lengths, label_set, shuffle, split
 
     def ordered_indices(self):
         order = np.random.permutation(len(self)) if self.shuffle else np.arange(len(self))
@@ -77,6 +78,7 @@ class GileDataset(NestedDictionaryDataset):
         batch = super().collater(samples)
         if batch:
             batch["label_tokens"], batch["label_train_index"] = self.label_set.tokens, self.label_set.train_index
+            batch["split"] = self.split
         return batch
 
 
@@ -104,7 +106,7 @@ def load_gile_split(corpus: GileCorpus, split: str, label_set: LabelSet, lang: s
             pieces = [torch.LongTensor(ids) for ids in sentence_encoder.tokenize(raw)]
             texts, pad, lengths = ListDataset(pieces, None), sentence_encoder.pad_id, np.array([len(p) for p in pieces])
         else:
-            embeddings = EmbeddingCache(data).get(sentence_encoder, split, raw)
+            embeddings = sentence_encoder.inputs(EmbeddingCache(data).get(sentence_encoder, split, raw), raw)
     position = {n: i for i, n in enumerate(label_set.names)}
     label_ids = []
     for lineno, names in enumerate(rows, 1):
@@ -120,12 +122,12 @@ def load_gile_split(corpus: GileCorpus, split: str, label_set: LabelSet, lang: s
                 f"({int(label_set.seen.sum())} seen, {int((~label_set.seen).sum())} unseen)")
     net_input = {"src_tokens": RightPadDataset(texts, pad), "src_lengths": NumelDataset(texts, reduce=False)}
     if embeddings is not None:
-        net_input["src_embeddings"] = ListDataset(embeddings, torch.stack)
+        net_input["src_embeddings"] = ListDataset(embeddings, sentence_encoder.collate)
     defn = {"id": IdDataset(), "nsentences": NumSamplesDataset(), "ntokens": NumelDataset(texts, reduce=True),
             "net_input": net_input, "target": multi_hot(label_ids, len(label_set.names))}
     if multiclass:
         defn["target_class"] = RawLabelDataset([ids[0] for ids in label_ids])
-    return GileDataset(defn, lengths, label_set, shuffle=split == "train")
+    return GileDataset(defn, lengths, label_set, shuffle=split == "train", split=split)
 
 
 class MultilingualGileDataset(FairseqDataset):

@@ -13,8 +13,8 @@ Training scores the training labels only. Validation/test score every label of `
 *unseen* (zero-shot) labels and are reported separately from the *seen* ones (Table 2's two halves).
 Label descriptions are tokenized with :func:`~fairseq_joint.data.gile_text.tokenize` and binarized with the shared
 dictionary when the task loads them, so any label file can be used at evaluation or prediction time.
-``--seen-score-offset`` (γ of calibrated stacking) is read through :attr:`GileClassificationTask.seen_score_offset`
-by the validation metrics and ``fairseq-joint-predict-labels``.
+γ of calibrated stacking (``--seen-score-offset``, default: calibrated on each validation of ``valid`` with unseen labels,
+:meth:`~GileClassificationTask.post_validate`) is saved in checkpoints: :attr:`~GileClassificationTask.seen_score_offset`.
 
 **Several languages** (GILE-MHAN, Sec. 3.3): ``--languages en,pl`` reads one such directory per language,
 ``DATA/en`` and ``DATA/pl`` (each binarized with ``fairseq-joint-preprocess-gile --lang``: its own dictionary, the
@@ -40,25 +40,32 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-import numpy as np
+import torch
 from fairseq import metrics as fairseq_metrics
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.distributed import utils as distributed_utils
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import MISSING, OmegaConf, open_dict
 
+from fairseq_joint.criterions.multilabel_classification import GZSL_SCORES
 from fairseq_joint.data.gile_datasets import MultilingualGileDataset, load_gile_split
 from fairseq_joint.data.gile_files import TRAIN_LABELS, GileCorpus, parse_language_weights, read_corpus
 from fairseq_joint.data.label_set import LabelSet, encode_label_set
 from fairseq_joint.errors import OptionError
+from fairseq_joint.metrics import macro_average, pooled_seen_offset
 from fairseq_joint.models.gile_classifier import GileModelInputs, pretrained_sentence_encoder
 
 MODE_CHOICES = ("multilabel", "multiclass")
+CALIBRATED_OFFSET = "calibrated_seen_score_offset"  #: the key of γ calibrated on validation in the task's state
 
 
-def macro_average(meters, keys) -> float:
-    """The mean of the logged values of ``keys`` present in ``meters`` (a fairseq MetersDict); 0 without any."""
-    values = [meters.get_smoothed_value(k) for k in keys if k in meters]
-    return round(float(np.mean(values)), 2) if values else 0.0
+def all_processes(items: list) -> list:
+    """``items`` of every process of a distributed run (fairseq's data-parallel group), concatenated."""
+    parts = [items]
+    if distributed_utils.get_data_parallel_world_size() > 1:
+        parts = [None] * distributed_utils.get_data_parallel_world_size()
+        torch.distributed.all_gather_object(parts, items, group=distributed_utils.get_data_parallel_group())
+    return [item for part in parts for item in part]
 
 
 @dataclass
@@ -73,11 +80,12 @@ class GileClassificationConfig(FairseqDataclass):
         metadata={"help": "label file scored at validation/test; may hold more labels than training "
                   "(the unseen, zero-shot ones); default: --label-file"},
     )
-    seen_score_offset: float = field(
-        default=0.0,
-        metadata={"help": "γ of calibrated stacking: subtracted from the seen labels' scores when all labels are "
-                  "ranked together (the gzsl_* validation metrics; fairseq-joint-predict-labels' default), "
-                  "against the bias toward labels seen in training; pick it on validation"},
+    seen_score_offset: Optional[float] = field(
+        default=None,
+        metadata={"help": "γ of calibrated stacking, subtracted from the seen labels' scores when all labels are "
+                  "ranked together; default: calibrated on every validation of split 'valid' with unseen labels (the γ "
+                  "maximizing gzsl_h), logged as gamma, saved in the checkpoint for fairseq-joint-predict-labels, and "
+                  "the gzsl_* validation metrics at γ = 0; a value fixes γ for both (no calibration)"},
     )
     classification_mode: ChoiceEnum(MODE_CHOICES) = field(
         default="multilabel",
@@ -116,6 +124,8 @@ class GileClassificationTask(FairseqTask):
         self.sentence_encoder = None
         #: the label sets already encoded, by split kind and sentence encoder
         self.label_sets: Dict[tuple, LabelSet] = {}
+        #: fairseq-train's validation when γ is calibrated: the ``valid`` batches' (scores, gold, seen), else None
+        self.calibration_batches: Optional[list] = None
 
     @classmethod
     def setup_task(cls, cfg: GileClassificationConfig, **kwargs):
@@ -134,15 +144,30 @@ class GileClassificationTask(FairseqTask):
 
     @property
     def seen_score_offset(self) -> float:
-        """γ of calibrated stacking (--seen-score-offset): what the ``gzsl_*`` metrics subtract from the seen labels'
-        scores, and ``fairseq-joint-predict-labels``' default."""
-        return float(self.cfg.seen_score_offset)
+        """γ of calibrated stacking for predictions (``LabelPredictor``'s default): --seen-score-offset, else γ
+        calibrated at the last validation (a checkpoint's ``task_state``), else 0 (:attr:`seen_score_offset_origin`)."""
+        if self.cfg.seen_score_offset is not None:
+            return float(self.cfg.seen_score_offset)
+        return float(self.state.state_dict.get(CALIBRATED_OFFSET, 0.0))
+
+    @property
+    def seen_score_offset_origin(self) -> str:
+        """Where :attr:`seen_score_offset` comes from, in words."""
+        if self.cfg.seen_score_offset is not None:
+            return "the --seen-score-offset of training"
+        return ("calibrated on the validation documents in training" if CALIBRATED_OFFSET in self.state.state_dict
+                else "no γ calibrated in this checkpoint (no validation with unseen labels)")
+
+    @property
+    def validation_seen_score_offset(self) -> float:
+        """γ of the ``gzsl_*`` validation metrics: --seen-score-offset, 0 when γ is calibrated."""
+        return float(self.cfg.seen_score_offset or 0.0)
 
     def model_inputs(self, cfg) -> GileModelInputs:
         """What the ``gile_classifier`` of model configuration ``cfg`` is built from. With ``--encoder pretrained``
         this loads its sentence encoder, which embeds this task's texts and label descriptions from then on."""
-        self.sentence_encoder = pretrained_sentence_encoder(cfg)
         c = self.corpus
+        self.sentence_encoder = pretrained_sentence_encoder(cfg, c.data_dir(), bool(c.languages))
         return GileModelInputs(c.dictionary, c.train_labels, c.train_label_rows(), c.descriptions is not None,
                                c.languages, c.label_language, c.dictionaries, self.sentence_encoder)
 
@@ -211,10 +236,27 @@ class GileClassificationTask(FairseqTask):
         return loss_sum, size_sum, logging_output
 
     def valid_step(self, sample, model, criterion):
+        """fairseq's; the batch's scores of every label (out of the logging output) kept while γ is calibrated."""
         loss, size, logging_output = super().valid_step(sample, model, criterion)
+        scores = logging_output.pop(GZSL_SCORES, None)
+        if scores is not None and self.calibration_batches is not None and sample.get("split") == "valid":
+            self.calibration_batches.append(scores)
         if "lang" in sample:
             logging_output["lang"] = sample["lang"]
         return loss, size, logging_output
+
+    def begin_valid_epoch(self, epoch, model):
+        """fairseq-train starts a validation: γ is calibrated on it unless --seen-score-offset fixes it."""
+        self.calibration_batches = [] if self.cfg.seen_score_offset is None else None
+
+    def post_validate(self, model, stats, agg):
+        """fairseq-train, after each validation subset: γ = :func:`~fairseq_joint.metrics.calibrate_seen_offset` over
+        the ``valid`` documents collected (every process's), logged (``gamma``) and kept in the task's state."""
+        batches = all_processes(self.calibration_batches or [])  # None (γ given) on every process alike
+        self.calibration_batches = None if self.calibration_batches is None else []
+        if batches:
+            self.state.merge_state_dict({CALIBRATED_OFFSET: pooled_seen_offset(batches)})
+            stats["gamma"] = round(self.seen_score_offset, 4)
 
     def reduce_metrics(self, logging_outputs, criterion):
         """With --languages: the total loss, each language's metrics with its prefix (``pl_seen_avgpr``), and

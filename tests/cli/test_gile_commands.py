@@ -47,6 +47,7 @@ def test_train_validate_and_checkpoint_round_trip(gile_bin, tmp_path, head, extr
     for key in ("seen_rl", "seen_avgpr", "seen_oneerr", "seen_f1", "seen_1best", "seen_r5", "seen_fullacc"):
         assert key in stats
     assert ("unseen_avgpr" in stats) == (head != "linear")  # only the joint heads score unseen labels
+    assert ("gamma" in stats) == (head != "linear")  # and γ is calibrated on them (no --seen-score-offset)
     chance = seen_chance(gile_bin)
     assert chance["avgpr"] < stats["seen_avgpr"] <= 100, (stats["seen_avgpr"], chance["avgpr"])  # it learned
     assert stats["docs"] == 45  # every validation document was scored (no partial batch dropped, fairseq #5036)

@@ -1,8 +1,9 @@
 """The Python API (fairseq_joint.hub) against the commands: GILE predictions from Python equal
 fairseq-joint-predict-labels' (a WAN model, a frozen pretrained-encoder model, a multilingual model), unseen labels
-included, with the criterion's probabilities; a label set is encoded once and reused; the refusals are the commands'
-(same type of error, same message); translations from Python equal fairseq-interactive's for a joint_transformer with
-sentencepiece and a joint_lstm with Moses + subword-nmt."""
+included, with the criterion's probabilities and the checkpoint's γ (calibrated on validation, or given to training);
+a label set is encoded once and reused; the refusals are the commands' (same type of error, same message);
+translations from Python equal fairseq-interactive's for a joint_transformer with sentencepiece and a joint_lstm with
+Moses + subword-nmt."""
 
 import json
 import math
@@ -18,11 +19,15 @@ from conftest import (
     cli,
     preprocess_gile,
     train_joint,
+    valid_line,
     write_zero_shot_data,
 )
 
 from fairseq_joint import errors
+from fairseq_joint.cli import predict_labels
+from fairseq_joint.cli.common import run
 from fairseq_joint.hub import LabelPredictor, LabelScore, load_translator
+from fairseq_joint.tasks.gile_classification import CALIBRATED_OFFSET
 
 ML_SAMPLE = REPO / "data" / "debtags-multilingual-sample"
 TEXTS = ["a text editor for programmers", "network audio streaming server", "python library for images",
@@ -30,8 +35,10 @@ TEXTS = ["a text editor for programmers", "network audio streaming server", "pyt
 
 
 def train_gile(data, save, *extra):
+    """checkpoint_last.pt of one epoch of fairseq-train (its log in ``save``/train.log)."""
+    save.mkdir(parents=True, exist_ok=True)
     cli("fairseq-train", data, *GILE_TRAIN, "--criterion", "multilabel_classification",
-        "--max-epoch", "1", "--save-dir", save, *GILE_FAST, *extra)
+        "--max-epoch", "1", "--save-dir", save, "--log-file", save / "train.log", *GILE_FAST, *extra)
     return save / "checkpoint_last.pt"
 
 
@@ -59,7 +66,10 @@ def assert_same_rankings(rows, out):
 
 def test_wan_predictions_equal_the_command_with_unseen_labels_and_probabilities(wan_checkpoint, gile_bin, tmp_path):
     predictor = LabelPredictor.from_checkpoint(wan_checkpoint)
-    assert predictor.probability_kind == "bce" and predictor.task.seen_score_offset == 0.25
+    assert predictor.probability_kind == "bce" and predictor.gamma() == (0.25, "the --seen-score-offset of training")
+    # γ given to training is kept: nothing calibrated, logged or saved besides the option
+    assert "gamma" not in valid_line((wan_checkpoint.parent / "train.log").read_text())
+    assert torch.load(wan_checkpoint, weights_only=True)["task_state"] == {}
     seen = set((gile_bin / "labels.train.txt").read_text().split())
     rows = predictor.predict(TEXTS, labels=SAMPLE / "labels.tsv", topk=None)
     assert_same_rankings(rows, predict_command(wan_checkpoint, tmp_path, TEXTS, "--labels", SAMPLE / "labels.tsv",
@@ -186,16 +196,41 @@ def test_refusals_are_the_commands(wan_checkpoint, translation_checkpoint, tmp_p
         LabelPredictor.from_checkpoint(translation_checkpoint)
 
 
-def test_pretrained_encoder_predictions_equal_the_command(gile_bin, tmp_path, sentence_encoder):
+def test_pretrained_encoder_predictions_with_the_calibrated_gamma_equal_the_command(gile_bin, tmp_path, capsys,
+                                                                                     sentence_encoder):
+    """γ calibrated on validation (no --seen-score-offset): logged, saved in the checkpoint (and kept by a resumed run
+    that saves before validating again), the default of the command (which says so) and of LabelPredictor."""
     data = tmp_path / "bin"
     shutil.copytree(gile_bin, data)
-    checkpoint = train_gile(data, tmp_path / "ck", "--encoder", "pretrained", "--pretrained-encoder", sentence_encoder,
-                            "--head", "gile", "--similarity-init")
+    flags = ["--encoder", "pretrained", "--pretrained-encoder", sentence_encoder, "--head", "gile", "--similarity-init"]
+    checkpoint = train_gile(data, tmp_path / "ck", *flags)
+    gamma = torch.load(checkpoint, weights_only=True)["task_state"][CALIBRATED_OFFSET]
+    assert gamma != 0 and valid_line((tmp_path / "ck" / "train.log").read_text())["gamma"] == round(gamma, 4)
     predictor = LabelPredictor.from_checkpoint(checkpoint)
+    assert predictor.gamma() == (gamma, "calibrated on the validation documents in training")
+    labels = ["--labels", SAMPLE / "labels.tsv", "--topk", "20"]
+    default = predict_command(checkpoint, tmp_path, TEXTS, *labels)
+    assert f"note: γ = {gamma:g} is subtracted" in default.stderr and "(calibrated on the validation" in default.stderr
+    assert_same_rankings(predictor.predict(TEXTS, labels=SAMPLE / "labels.tsv", topk=20), default)
+
+    def in_process(*args):  # the command's main, without starting another Python
+        capsys.readouterr()
+        assert run(predict_labels.main, ["--checkpoint", str(checkpoint), "--input", str(tmp_path / "texts.txt"),
+                                         "--json", *map(str, args)]) == 0
+        return capsys.readouterr()
+
+    assert in_process(*labels, "--seen-score-offset", repr(gamma)).out == default.stdout
+    zero = in_process(*labels, "--seen-score-offset", "0")
+    assert zero.out != default.stdout and "(--seen-score-offset)" in zero.err
     rows = predictor.predict(TEXTS, labels=SAMPLE / "labels.tsv", topk=20, seen_score_offset=0.5)
-    assert_same_rankings(rows, predict_command(checkpoint, tmp_path, TEXTS, "--labels", SAMPLE / "labels.tsv",
-                                               "--topk", "20", "--seen-score-offset", "0.5"))
-    assert any(not r.seen for ranked in rows for r in ranked)
+    assert any(not r.seen for ranked in rows for r in ranked)  # lowered by 0.5, unseen labels rank among the best
+    # resumed for an epoch saved without a validation (--validate-interval 5): the checkpoint keeps the γ it resumed
+    epoch = torch.load(checkpoint, weights_only=True)["extra_state"]["train_iterator"]["epoch"]
+    cli("fairseq-train", data, *GILE_TRAIN, "--criterion", "multilabel_classification", "--max-epoch", "2",
+        "--validate-interval", "5", "--save-dir", tmp_path / "ck", *GILE_FAST, *flags)
+    resumed = torch.load(checkpoint, weights_only=True)
+    assert resumed["extra_state"]["train_iterator"]["epoch"] == epoch + 1
+    assert resumed["task_state"] == {CALIBRATED_OFFSET: gamma}
 
 
 def test_multilingual_predictions_by_language_equal_the_command(tmp_path):

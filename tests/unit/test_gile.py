@@ -147,7 +147,7 @@ def fake_sample(target, train_index):
 
 
 def criterion(rate=1.0, loss="bce", mode="multilabel", threshold=0.5):
-    task = SimpleNamespace(cfg=SimpleNamespace(classification_mode=mode), seen_score_offset=0.0)
+    task = SimpleNamespace(cfg=SimpleNamespace(classification_mode=mode), validation_seen_score_offset=0.0)
     return MultilabelClassificationCriterion(task, loss, rate, threshold)
 
 
@@ -494,3 +494,89 @@ def test_a_split_is_batched_by_fairseqs_datasets(tmp_path):
     (tmp_path / "valid.labels").write_text("a\nb c\nc\n")
     with pytest.raises(ValueError, match=r"valid.labels:2: 2 labels in --classification-mode multiclass"):
         load_gile_split(corpus, "valid", label_set, multiclass=True, label_source="labels.tsv")
+
+
+# ---------------------------------------------------------------------------------------------- γ calibrated on validation
+GAMMA_LABELS = {"A": "apple fruit", "B": "car engine", "C": "river water", "D": "music song", "E": "bread baker",
+                "F": "train rail"}  # E and F never seen in training
+
+
+def validate_in_process(data, split, *flags):
+    """(task, the logging outputs, the stats fairseq-train prints) of one validation of ``split`` by an untrained
+    gile model, through the hooks fairseq-train calls: begin_valid_epoch, valid_step per batch, post_validate."""
+    from conftest import training_args
+    from fairseq import tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    cfg = convert_namespace_to_omegaconf(training_args(
+        data, "gile_classifier", "--task", "gile_classification", "--head", "gile", "--joint-dim", 4, "--embed-dim", 8,
+        "--encoder-dim", 8, "--attention-dim", 8, "--criterion", "multilabel_classification", *flags))
+    task = tasks.setup_task(cfg.task)
+    torch.manual_seed(0)
+    model, criterion = task.build_model(cfg.model).eval(), task.build_criterion(cfg.criterion)
+    task.load_dataset(split)
+    task.begin_valid_epoch(1, model)
+    with torch.no_grad():
+        logs = [task.valid_step(sample, model, criterion)[2] for sample in
+                task.get_batch_iterator(task.dataset(split), max_sentences=4).next_epoch_itr(shuffle=False)]
+    stats = {}
+    task.post_validate(model, stats, None)
+    return task, model, logs, stats
+
+
+def test_the_task_calibrates_gamma_on_valid_and_keeps_it_in_its_state(tmp_path):
+    """Without --seen-score-offset, a validation of ``valid`` sets γ = calibrate_seen_offset over every document's
+    scores of every label (computed again here by split_scores), logs it (gamma) and keeps it in the task's state
+    (what fairseq saves as a checkpoint's task_state, and a task loading it reads), while the gzsl_* metrics stay at
+    γ = 0; another split calibrates nothing; a given --seen-score-offset is kept, and the metrics use it."""
+    from fairseq import tasks
+
+    from fairseq_joint.cli import preprocess_gile
+    from fairseq_joint.cli.common import split_scores
+    from fairseq_joint.criterions.multilabel_classification import GZSL_SCORES
+    from fairseq_joint.metrics import calibrate_seen_offset, gzsl_metric_sums
+    from fairseq_joint.tasks.gile_classification import CALIBRATED_OFFSET
+
+    rng = np.random.default_rng(0)
+    (tmp_path / "labels.tsv").write_text("".join(f"{k}\t{v}\n" for k, v in GAMMA_LABELS.items()))
+
+    def documents(labels, n):
+        rows = []
+        for _ in range(n):
+            names = sorted(set(rng.choice(labels, size=rng.integers(1, 3))))
+            words = [w for name in names for w in GAMMA_LABELS[name].split()]
+            rows.append(" ".join(rng.choice(words, size=4)) + "\t" + " ".join(names) + "\n")
+        return "".join(rows)
+
+    (tmp_path / "train.tsv").write_text(documents(list("ABCD"), 16))
+    (tmp_path / "valid.tsv").write_text(documents(list("ABCDEF"), 14))
+    data = tmp_path / "bin"
+    preprocess_gile.main(["--train", str(tmp_path / "train.tsv"), "--valid", str(tmp_path / "valid.tsv"), "--test",
+                          str(tmp_path / "valid.tsv"), "--labels", str(tmp_path / "labels.tsv"), "--destdir", str(data)])
+
+    task, model, logs, stats = validate_in_process(data, "valid")
+    scores, targets, label_set = split_scores(model, task, "valid", batch_size=4)
+    seen = label_set.train_index.numpy() >= 0
+    assert seen.sum() == 4 and targets[:, ~seen].any() and targets[:, seen].any()
+    gamma = calibrate_seen_offset(scores, targets, seen)
+    assert gamma != 0.0  # a real calibration, not the default
+    assert task.state_dict() == {CALIBRATED_OFFSET: gamma} and isinstance(gamma, float)  # a float: weights_only loads
+    assert task.seen_score_offset == gamma and stats == {"gamma": round(gamma, 4)}
+    assert "calibrated" in task.seen_score_offset_origin
+    assert not any(GZSL_SCORES in log for log in logs)  # fairseq aggregates numbers only
+    at_zero = gzsl_metric_sums(scores, targets, seen, 0.0)
+    for group in ("seen", "unseen"):
+        assert sum(log[f"gzsl_{group}_avgpr"] for log in logs) == pytest.approx(at_zero[group]["avgpr"])
+    loaded = tasks.setup_task(task.cfg)  # as load_model_ensemble_and_task restores a checkpoint's task_state
+    assert loaded.seen_score_offset == 0.0 and "no γ calibrated" in loaded.seen_score_offset_origin
+    loaded.load_state_dict(task.state_dict())
+    assert loaded.seen_score_offset == gamma
+
+    task, _, _, stats = validate_in_process(data, "test")  # the same documents under another split's name
+    assert stats == {} and task.state_dict() == {} and task.seen_score_offset == 0.0
+
+    task, _, logs, stats = validate_in_process(data, "valid", "--seen-score-offset", 1.5)
+    assert stats == {} and task.state_dict() == {} and task.seen_score_offset == 1.5
+    assert "--seen-score-offset of training" in task.seen_score_offset_origin
+    at_given = gzsl_metric_sums(scores, targets, seen, 1.5)
+    assert sum(log["gzsl_unseen_avgpr"] for log in logs) == pytest.approx(at_given["unseen"]["avgpr"])
