@@ -143,6 +143,19 @@ def test_finetune_encoder_trains_and_saves_it(data, tmp_path, sentence_encoder):
     for key in METRICS:
         assert again[key] == pytest.approx(stats[key], abs=0.011), key
     assert not (data / "embeddings").exists()  # fine-tuning reads token ids, not cached vectors
+    # another encoder directory (here: the same model with other files) would read the fine-tuned weights with its own
+    # tokenizer and architecture: refused in one line
+    other = tmp_path / "other_encoder"
+    shutil.copytree(sentence_encoder, other)
+    (other / "README.md").write_text("another model\n")
+    texts = tmp_path / "texts.txt"
+    texts.write_text("a text editor\n")
+    out = cli("fairseq-joint-predict-labels", "--checkpoint", tmp_path / "ck" / "checkpoint_last.pt", "--labels",
+              data / "labels.tsv", "--input", texts, "--pretrained-encoder", other, check=False)
+    assert out.returncode != 0 and out.stderr.strip().splitlines() == [
+        f"error: --pretrained-encoder {other} is not the encoder directory the checkpoint was fine-tuned from (its "
+        "files differ; the checkpoint holds the fine-tuned weights, the directory their tokenizer and architecture): "
+        "give that directory"]
 
 
 def test_bad_encoder_input(data, tmp_path, sentence_encoder):
