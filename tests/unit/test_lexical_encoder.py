@@ -119,3 +119,17 @@ def test_a_checkpoint_of_another_lexical_model_is_refused():
         check_signature(signature(model, 8), signature(other, 8), "DATA/lexical.json")
     with pytest.raises(CheckpointError, match="has 8 dimensions, not --lexical-dim 16"):
         check_signature(signature(model, 8), signature(model, 16), "DATA/lexical.json")
+
+
+def test_hybrid_encoder_refusals_before_any_model_is_loaded(tmp_path):
+    from fairseq_joint.models.gile_classifier import GileClassifierConfig, pretrained_sentence_encoder
+
+    cfg = GileClassifierConfig(encoder="hybrid", pretrained_encoder=str(tmp_path / "none"))
+    with pytest.raises(OptionError, match=rf"^--encoder hybrid: {tmp_path}/lexical.json is missing .*re-run "
+                       "fairseq-joint-preprocess-gile with --lexical-features"):
+        pretrained_sentence_encoder(cfg, str(tmp_path))
+    with pytest.raises(OptionError, match="multilingual model"):
+        pretrained_sentence_encoder(cfg, str(tmp_path), multilingual=True)
+    cfg.finetune_encoder = True
+    with pytest.raises(OptionError, match="--finetune-encoder: --encoder hybrid keeps its sentence encoder frozen"):
+        pretrained_sentence_encoder(cfg, str(tmp_path))
