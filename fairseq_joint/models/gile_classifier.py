@@ -188,7 +188,7 @@ class GileClassifierConfig(FairseqDataclass):
                               "(never downloaded); its dimension sets d = dh (plus --lexical-dim for hybrid)"}
     )
     lexical_dim: int = field(
-        default=128, metadata={"help": "--encoder hybrid: d_l, the size of the TF-IDF features' learned projection "
+        default=64, metadata={"help": "--encoder hybrid: d_l, the size of the TF-IDF features' learned projection "
                                "(h = [sentence embedding ; projection], d + d_l)", "range": POSITIVE_INT}
     )
     finetune_encoder: bool = field(
