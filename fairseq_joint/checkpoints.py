@@ -115,10 +115,12 @@ def damage(state: Dict[str, object]) -> Optional[str]:
     if not isinstance(saved, dict):
         return None
     for part, sums in saved.items():
+        if part not in state:
+            return f"its {part} entry is missing from the file"
         found = dict(leaves(state.get(part)))
         for name, crc in sums.items():
             if name not in found:
-                return f"the {part} entry {name} is missing from the file"
+                return f"the {part} entry {name} is missing from the file (or no longer has the structure saved)"
             leaf = found[name]
             if crc != (tensor_checksum(leaf) if torch.is_tensor(leaf) else value_checksum(leaf)):
                 kind = "tensor" if torch.is_tensor(leaf) else "value"
@@ -218,15 +220,50 @@ def save(original, obj, filename, *args, **kwargs):
 
 def load(original, path, *args, **kwargs):
     """fairseq's ``load_checkpoint_to_cpu`` (``original``), :func:`verify`-ed; a file torch cannot read is refused
-    as :func:`damaged`."""
-    from fairseq.file_io import PathManager
-
+    as :func:`damaged`, one that is no fairseq checkpoint as such (:func:`_unreadable`); a file torch's
+    ``weights_only`` unpickler refuses keeps that error (``errors.unsafe_checkpoint`` names it)."""
     try:
         state = original(path, *args, **kwargs)
+    except pickle.UnpicklingError as err:  # torch's weights_only unpickler refused it (a legacy pickle too)
+        if "Weights only load failed" in str(err) and _pickled(path):
+            raise
+        raise _unreadable(path, err) from err
     except Exception as err:
-        local = PathManager.get_local_path(path)
-        if os.path.isfile(local) and _readable(local) is not None:
-            raise damaged(path, err) from err
-        raise
+        raise _unreadable(path, err) from err
     verify(state, path)
     return state
+
+
+def _pickled(path: str) -> bool:
+    """Whether ``path`` is a zip archive or starts as a pickle does (its PROTO opcode, as torch's legacy format does):
+    a file that is neither (a text file) is no checkpoint, whatever torch's unpickler says of its first byte."""
+    from fairseq.file_io import PathManager
+
+    local = PathManager.get_local_path(path)
+    if not os.path.isfile(local) or _readable(local) is None:
+        return True
+    with open(local, "rb") as f:
+        return f.read(1) == pickle.PROTO
+
+
+def _unreadable(path: str, err: BaseException) -> BaseException:
+    """What fairseq's failure ``err`` to load ``path`` means: a file torch cannot read is :func:`damaged`; one torch
+    reads that is no fairseq checkpoint (a plain ``state_dict``, which fairseq's upgrade of old checkpoints fails on
+    with ``KeyError: 'best_loss'``) is refused as such; else ``err`` itself."""
+    from fairseq.file_io import PathManager
+
+    local = PathManager.get_local_path(path)
+    if not os.path.isfile(local):
+        return err
+    if _readable(local) is not None:
+        return damaged(path, err)
+    try:
+        state = torch.load(local, map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001  (torch cannot read it either: fairseq's error says why)
+        return err
+    if not isinstance(state, dict) or not isinstance(state.get("model"), dict) or not (
+            state.get("cfg") is not None or state.get("args") is not None):
+        what = f"a dict with the keys {', '.join(map(repr, list(state)[:4]))}" if isinstance(state, dict) else type(state).__name__
+        return CheckpointError(f"{path} is not a fairseq checkpoint (torch reads {what}, without a model's weights and "
+                               "configuration): give a checkpoint written by fairseq-train (checkpoint_*.pt)")
+    return err

@@ -15,7 +15,8 @@ declared next to the option (a dataclass field's ``metadata={"range": Range(...)
 import argparse
 import dataclasses
 import math
-from typing import Dict, Iterator, List, Optional, Tuple
+import os
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from fairseq_joint import errors
 from fairseq_joint.precision import check_precision
@@ -138,6 +139,49 @@ def check_numbers(cfg) -> None:
                 check_number("--" + name.replace("_", "-"), value, allowed)
 
 
+#: fairseq's own numeric options the plugin checks the range of (every other float fairseq parses: finite), by
+#: argument name; the plugin's own options are checked with their declared ranges (:func:`numeric_fields`; one
+#: named as one of these, ``dropout``, declares the same range)
+FAIRSEQ_RANGES: Dict[str, Range] = {
+    **{name: POSITIVE for name in ("lr", "adam_eps")},
+    **{name: NON_NEGATIVE for name in ("clip_norm", "weight_decay", "stop_time_hours", "max_len_a")},
+    **{name: DROPOUT for name in ("dropout", "attention_dropout", "activation_dropout", "relu_dropout",
+                                  "encoder_dropout_in", "encoder_dropout_out", "decoder_dropout_in",
+                                  "decoder_dropout_out", "label_smoothing", "encoder_layerdrop", "decoder_layerdrop")},
+    **{name: POSITIVE_INT for name in ("update_freq", "beam", "nbest", "max_tokens", "batch_size", "max_tokens_valid",
+                                       "batch_size_valid", "required_batch_size_multiple", "log_interval")},
+    **{name: NON_NEGATIVE_INT for name in ("max_update", "max_epoch", "warmup_updates", "save_interval_updates",
+                                           "validate_interval_updates", "num_workers", "max_len_b",
+                                           "min_len", "no_repeat_ngram_size")},
+    "seed": SEED,
+}
+
+
+def fairseq_option_problems(args: argparse.Namespace) -> Iterator[Tuple[str, object, Range]]:
+    """``(--option, value, range)`` of every numeric value fairseq parsed into ``args`` (each of a list: ``--lr``,
+    ``--update-freq``) that :func:`number_problem` refuses: not finite, or outside :data:`FAIRSEQ_RANGES`. The
+    plugin's own options are left to :func:`check_numbers`, which knows their ranges."""
+    plugin = {f.name for cls in plugin_dataclasses() for f in own_fields(cls)}
+    for name, value in sorted(vars(args).items()):
+        allowed = FAIRSEQ_RANGES.get(name)
+        if name in plugin and allowed is None:
+            continue
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, bool) or not isinstance(item, (int, float)):
+                continue
+            rule = allowed or (ANY if isinstance(item, float) else None)
+            if rule is not None and number_problem(item, rule) is not None:
+                yield "--" + name.replace("_", "-"), item, rule
+
+
+def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = ()) -> None:
+    """Refuse the first of :func:`fairseq_option_problems` (fairseq's commands, as they parse their arguments): one
+    of the command line ``given`` first (an architecture copies ``--dropout`` into ``--decoder-dropout-in``)."""
+    typed = {arg.split("=", 1)[0] for arg in given}
+    for option, value, allowed in sorted(fairseq_option_problems(args), key=lambda p: p[0] not in typed):
+        check_number(option, value, allowed)
+
+
 def check_configuration(cfg, training: bool = True) -> None:
     """Everything the plugin can check from fairseq's configuration alone; ``training``: for fairseq-train (whose
     trainer needs the hardware of a precision flag; validate/interactive/generate run a half model on the CPU)."""
@@ -148,6 +192,48 @@ def check_configuration(cfg, training: bool = True) -> None:
     criterion = getattr(cfg, "criterion", None)
     if criterion is not None and training:
         check_criterion_options(criterion)
+    if training and getattr(cfg, "task", None) is not None and getattr(cfg, "model", None) is not None:
+        check_task_model_criterion(cfg)
+    if getattr(getattr(cfg, "task", None), "language_weights", None):
+        check_language_weights(cfg.task)
+
+
+def check_language_weights(task) -> None:
+    """The λ of ``--language-weights`` (as ``data.gile_files.parse_language_weights`` reads them, which refuses an
+    unknown language or a negative weight) finite: ``pl=nan`` trained into NaN gradients."""
+    from fairseq_joint.data.gile_files import parse_language_weights, parse_languages
+
+    for lang, weight in parse_language_weights(task.language_weights, parse_languages(task.languages)).items():
+        if number_problem(weight, NON_NEGATIVE) is not None:
+            raise errors.OptionError(f"--language-weights {lang}={weight}: the weight must be {NON_NEGATIVE}: give "
+                                     "LANG=W with a finite W")
+
+
+#: the criteria that train a gile_classifier (on the gile_classification task), and only one
+GILE_CRITERIA = ("multilabel_classification", "gile_label_embedding_cross_entropy")
+
+
+def check_task_model_criterion(cfg) -> None:
+    """fairseq-train's ``--task``, ``--arch`` and ``--criterion`` belong together: the ``gile_classification`` task
+    trains a ``gile_classifier`` model (any of its presets) with one of :data:`GILE_CRITERIA`, and these train nothing
+    else (fairseq otherwise fails mid-run: a shape error of cross_entropy, a translation model's missing
+    ``prev_output_tokens``, a configuration key the task lacks)."""
+    task, criterion = cfg.task._name, getattr(cfg.criterion, "_name", None)
+    model = checkpoint_model(cfg)
+    arch = cfg.model.arch if isinstance(cfg.model, argparse.Namespace) else cfg.model._name
+    if task == GILE_TASK and model != GILE_MODEL:
+        raise errors.OptionError(f"--task {GILE_TASK} trains a {GILE_MODEL} model, not --arch {arch} ({model}): use "
+                                 f"--arch {GILE_MODEL} (or one of its presets, e.g. gile_pretrained)")
+    if task != GILE_TASK and model == GILE_MODEL:
+        raise errors.OptionError(f"--arch {arch} is a {GILE_MODEL}, which only --task {GILE_TASK} trains (not --task "
+                                 f"{task}): add --task {GILE_TASK}")
+    if task == GILE_TASK and criterion not in GILE_CRITERIA:
+        raise errors.OptionError(f"--task {GILE_TASK} trains with --criterion {' or '.join(GILE_CRITERIA)}, not "
+                                 f"{criterion} (fairseq's default is cross_entropy): add --criterion {GILE_CRITERIA[0]}")
+    if task != GILE_TASK and criterion in GILE_CRITERIA:
+        raise errors.OptionError(f"--criterion {criterion} trains a {GILE_MODEL} on --task {GILE_TASK}, not --task "
+                                 f"{task}: use another criterion (cross_entropy, label_smoothed_cross_entropy, "
+                                 "sampled_cross_entropy, label_embedding_cross_entropy) or --task " + GILE_TASK)
 
 
 def check_criterion_options(c) -> None:
@@ -182,6 +268,31 @@ def before_main(cfg, main) -> None:
         _training_kind["labels"] = cfg.task._name == GILE_TASK
         checkpoint = getattr(cfg, "checkpoint", None)
         errors.training_started(None if checkpoint is None or checkpoint.no_save else checkpoint.save_dir)
+
+
+# ---------------------------------------------------------------------------------------------- parallel text
+def check_parallel_text(args: argparse.Namespace) -> None:
+    """fairseq-preprocess's text (``--trainpref``, ``--validpref``, ``--testpref``, each ``PREFIX.LANG``): every file
+    there, none empty, and with ``--target-lang`` the two sides of a prefix of the same number of lines; fairseq
+    binarizes misaligned sides without a word (training then fails) and an empty side into an empty ``.bin``."""
+    langs = [lang for lang in (args.source_lang, None if args.only_source else args.target_lang) if lang]
+    for option in ("trainpref", "validpref", "testpref"):
+        for prefix in filter(None, (getattr(args, option, None) or "").split(",")):
+            flag = "--" + option
+            counts = {}
+            for lang in langs or [None]:
+                path = f"{prefix}.{lang}" if lang else prefix
+                if not os.path.isfile(path):
+                    raise errors.MissingFileError(f"{flag} {prefix}: {path} does not exist (fairseq-preprocess reads "
+                                                  "PREFIX.LANG for --source-lang and --target-lang)")
+                with open(path, "rb") as f:
+                    counts[path] = sum(1 for _ in f)
+                if counts[path] == 0:
+                    raise errors.InputError(f"{flag} {prefix}: {path} is empty: give a text with one sentence a line")
+            if len(set(counts.values())) > 1:
+                (a, na), (b, nb) = counts.items()
+                raise errors.InputError(f"{flag} {prefix} is misaligned: {a} has {na} lines but {b} has {nb}; give "
+                                        "files whose line i translate each other")
 
 
 # ---------------------------------------------------------------------------------------------- checkpoint kinds
@@ -255,4 +366,35 @@ def checkpoint_checks(path: str, state: Dict[str, object], task, arg_overrides: 
         labels = arg_overrides["task"] == GILE_TASK
     if labels is not None:
         check_checkpoint_kind(path, cfg, labels, command)
+    if task is None:  # the checkpoint's own task is set up: it reads the files it records
+        check_recorded_files(path, cfg, arg_overrides, command)
     check_numbers(cfg)
+
+
+#: the files a checkpoint's task records besides its data directory (whose refusal, naming --data, is the data's
+#: own: ``data.gile_files``), as ``(option, the loaders' keyword)``
+RECORDED_FILES = (("label_file", "label_file"), ("eval_label_file", "eval_label_file"))
+
+
+def check_recorded_files(path: str, cfg, overrides: Optional[dict], command: str) -> None:
+    """The label files the configuration ``cfg`` of checkpoint ``path`` records (``--label-file``,
+    ``--eval-label-file``; ``overrides`` applied) exist; else a ``MissingFileError`` naming the option that gives
+    where the file is now: the option itself under fairseq's commands (fairseq-validate reads it from its command
+    line), the loader's keyword for the plugin's commands and Python API (``command``)."""
+    section = getattr(cfg, "task", None)
+    for option, keyword in RECORDED_FILES:
+        given = (overrides or {}).get(option)
+        recorded = getattr(section, option, None) if section is not None else None
+        value = given if given else recorded
+        if not isinstance(value, str) or not value or os.path.isfile(value):
+            continue
+        flag = "--" + option.replace("_", "-")
+        if given:
+            raise errors.MissingFileError(f"{flag} {value}: no such file: give the label<TAB>description file")
+        if command.startswith("fairseq-") and not command.startswith("fairseq-joint-"):
+            fix = f"give {command} {flag} where it is now"
+        else:
+            fix = (f"put it back, or give where it is now to the Python API ({keyword}= of "
+                   "fairseq_joint.cli.common.load_gile_model, or fairseq-validate " + flag + ")")
+        raise errors.MissingFileError(f"{flag} {value}, which {path} was trained with (a checkpoint records its "
+                                      f"label files), does not exist: {fix}")

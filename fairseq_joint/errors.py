@@ -15,6 +15,7 @@ A training run stopped by SIGINT (Ctrl-C) or SIGTERM ends with one line: the run
 and from which checkpoint (resumes are exact: fairseq_joint/resume.py).
 """
 
+import difflib
 import os
 import pickle
 import re
@@ -112,20 +113,29 @@ def translate(err: BaseException) -> Optional[Refusal]:
 
     * torch's ``weights_only`` unpickler refused a file (:func:`unsafe_checkpoint`; the file from ``torch.load``'s
       frame);
-    * a file named on the command line does not exist (fairseq-interactive ``--input``) or exists where a new one is
-      written;
-    * fairseq read a binarized corpus whose ``.bin`` file is empty (fairseq-preprocess of an empty text);
+    * a file named on the command line does not exist (fairseq-interactive ``--input``), exists where a new one is
+      written, is a directory (``--path``), is under a file, or may not be read;
+    * fairseq read a binarized corpus whose ``.bin`` file is empty (fairseq-preprocess of an empty text), or whose
+      source and target sides hold different numbers of sentences;
     * fairseq-validate was not told the task (``KeyError: None`` of fairseq's task registry) or the batch size (an
       ``AssertionError``)."""
     if isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in str(err):
         path = _frame_value(err.__traceback__, "load", ("f",))
         return unsafe_checkpoint(path if isinstance(path, (str, os.PathLike)) else "the checkpoint", err)
-    if isinstance(err, (FileNotFoundError, FileExistsError)) and err.filename is not None:
+    if isinstance(err, (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
+                        PermissionError)) and err.filename is not None:
         name = os.fsdecode(err.filename)
         if name not in sys.argv[1:] and not any(a.endswith("=" + name) for a in sys.argv[1:]):
             return None
         if isinstance(err, FileExistsError):
             return InputError(f"{option_of(name)} exists: give a new name, or delete it first")
+        if isinstance(err, IsADirectoryError):
+            return InputError(f"{option_of(name)} is a directory: give a file")
+        if isinstance(err, NotADirectoryError):
+            return InputError(f"{option_of(name)}: a part of the path is a file, not a directory: give a directory")
+        if isinstance(err, PermissionError):
+            return InputError(f"{option_of(name)}: permission denied: give a path this user may read (and write, "
+                              "for an output)")
         return MissingFileError(f"{option_of(name)}: no such file or directory (give an existing path; a relative one "
                                 f"is read from {os.getcwd()})")
     if (isinstance(err, ValueError) and str(err) == "cannot mmap an empty file"
@@ -139,6 +149,14 @@ def translate(err: BaseException) -> Optional[Refusal]:
                                                                            ("parser",)) is not None:
         return OptionError("no task was given: add --task (translation, or gile_classification for a "
                            "gile_classifier checkpoint)")
+    if isinstance(err, AssertionError) and str(err) == "Source and target must contain the same number of examples":
+        prefix = _frame_value(err.__traceback__, "load_langpair_dataset", ("prefix",))
+        src = _frame_value(err.__traceback__, "load_langpair_dataset", ("src",))
+        tgt = _frame_value(err.__traceback__, "load_langpair_dataset", ("tgt",))
+        where = f"{prefix}{src} and {prefix}{tgt}" if prefix and src and tgt else "the source and target sides"
+        return InputError(f"{where} hold different numbers of sentences (fairseq-preprocess was given texts whose "
+                          "lines do not pair up): line i of the source text must translate line i of the target "
+                          "text; fix them (wc -l) and run fairseq-preprocess again")
     if isinstance(err, AssertionError) and str(err) == "Must specify batch size either with --max-tokens or --batch-size":
         return OptionError("no batch size was given: add --max-tokens or --batch-size")
     return None
@@ -146,6 +164,47 @@ def translate(err: BaseException) -> Optional[Refusal]:
 
 def one_line(err: BaseException) -> str:
     return " ".join(str(err).split())
+
+
+#: an argparse error's list of choices longer than this is replaced by the choices close to what was given
+MAX_CHOICES = 12
+#: how close (difflib's ratio) a name must be to what was given to be suggested
+CLOSE = 0.8
+
+
+def usage_problem(parser, message: str) -> str:
+    """The one line of an argparse ``parser``'s error ``message``, with the fix: a misspelled option's close names,
+    a long list of choices cut to those close to what was given, and where the options are listed (``--help``; for
+    fairseq's commands, with the ``--user-dir``, ``--task`` and ``--arch`` whose options it should list)."""
+    choice = re.fullmatch(r"(argument .*?: invalid choice: '(.*?)') \(choose from (.*)\)", message, re.S)
+    if choice:
+        choices = re.findall(r"'((?:[^'\\]|\\.)*)'", choice.group(3))
+        if len(choices) > MAX_CHOICES:
+            close = [c for c in choices if c.startswith(choice.group(2))][:3] or difflib.get_close_matches(
+                choice.group(2), choices, n=3, cutoff=CLOSE)
+            message = choice.group(1) + (f" (did you mean {' or '.join(map(repr, close))}?)" if close
+                                         else f" (one of {len(choices)} choices)")
+    unknown = re.fullmatch(r"unrecognized arguments: (.*)", message, re.S)
+    if unknown:
+        names = [o for o in getattr(parser, "_option_string_actions", {}) if o.startswith("--")]
+        for arg in unknown.group(1).split():
+            close = difflib.get_close_matches(arg.split("=")[0], names, n=1, cutoff=CLOSE) if arg.startswith("--") else []
+            if close:
+                message += f"; {arg.split('=')[0]}: did you mean {close[0]}?"
+    message = message.replace("invalid <lambda> value", "invalid value")  # fairseq's types are lambdas
+    prog = parser.prog
+    where = f"see {prog} --help"
+    if prog.startswith("fairseq-") and not prog.startswith("fairseq-joint-"):
+        where += "; given --user-dir, --task and --arch it lists their options too"
+    return f"{one_line(message)} ({where})"
+
+
+def argparse_error(original, parser, message: str) -> None:
+    """``ArgumentParser.error`` under ``fairseq-*`` programs (``original``: argparse's, kept with
+    :data:`DEBUG_ENV`): :func:`usage_problem` as one ``error:`` line instead of the usage block, exit status 2."""
+    if os.environ.get(DEBUG_ENV):
+        return original(parser, message)
+    parser.exit(2, f"error: {usage_problem(parser, message)}\n")
 
 
 def interruption_note(save_dir: Optional[str], signal_name: str) -> str:

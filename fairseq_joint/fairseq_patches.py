@@ -14,6 +14,11 @@ one_line_errors    ``sys.excepthook``                            under ``fairseq
                                                                  ``errors.translate``) is one ``error:`` line, an
                                                                  interrupted training run ends with the resume note
                                                                  (``errors.uncaught``)
+one_line_usage     ``argparse:ArgumentParser.error``             under ``fairseq-*`` programs only: an argument
+                                                                 fairseq's parsers refuse (unknown, misspelled, an
+                                                                 invalid choice, a missing DATA) is one ``error:``
+                                                                 line with the fix, not the usage block
+                                                                 (``errors.argparse_error``)
 quiet_notices      ``warnings`` filters                          under ``fairseq-*`` programs only: hydra's and torch's
                                                                  deprecation notices of fairseq 0.12 are not printed
 fairseq_logging    the root logger                               under ``fairseq-*`` programs only, when an import of
@@ -22,10 +27,20 @@ fairseq_logging    the root logger                               under ``fairseq
 quiet_import       the root logger while fairseq is imported     when the plugin imports fairseq first (our commands,
                                                                  ``import fairseq_joint``): no DEBUG root handler and no
                                                                  tensorboardX INFO line
+option_numbers     ``options.parse_args_and_arch``               every fairseq command parsing its arguments: a
+                                                                 non-finite number, or one of fairseq's options out of
+                                                                 range (``--dropout 1.5``, ``--update-freq 0``,
+                                                                 ``--beam 0``), is refused in one line
+                                                                 (``checks.check_fairseq_options``)
 checks             ``distributed.utils.call_main``               fairseq-train/-validate/-interactive: the plugin's
                                                                  option checks before any data is loaded
                                                                  (``checks.before_main``); SIGTERM stops fairseq-train
                                                                  as Ctrl-C does
+parallel_text      ``fairseq_cli.preprocess:main``               fairseq-preprocess: a text file of --trainpref,
+                                                                 --validpref or --testpref that is missing or empty,
+                                                                 or two sides of other line counts, is refused in one
+                                                                 line before anything is binarized
+                                                                 (``checks.check_parallel_text``)
 atomic_copy        ``file_io.PathManager.copy``                  local files only: copied through ``<name>.tmp`` and a
                                                                  rename (``checkpoints.copy``)
 checksums          ``checkpoint_utils.torch_persistent_save``    checkpoint dicts only: a CRC-32 of every tensor and
@@ -54,6 +69,7 @@ resume_changes     ``trainer.Trainer.load_checkpoint``           fairseq-train r
 Why each, and the upstream issue it works around, is :data:`PATCHES` (and docs/fairseq-patches.md, for users).
 """
 
+import argparse
 import contextlib
 import functools
 import inspect
@@ -88,6 +104,13 @@ PATCHES: Tuple[Patch, ...] = (
           "fairseq prints a refusal after a ~30-line traceback, or hides it in the chain of its own exception "
           "('Cannot load model parameters from checkpoint ...'); its own errors for a user's mistake name neither the "
           "file nor the fix (OSError, AttributeError: _bin_buffer_mmap, KeyError: None)", "none filed"),
+    Patch("one_line_usage", "argparse:ArgumentParser.error",
+          "under fairseq-* programs: an argument fairseq's parsers refuse (unknown or misspelled, an invalid choice, a "
+          "missing DATA, a value of the wrong type) is one 'error:' line, exit status 2, with the fix: the close names "
+          "of a misspelled option or choice, and that --help lists the options (those of a task and model when given "
+          "--user-dir, --task and --arch); FAIRSEQ_JOINT_DEBUG=1 shows argparse's usage block",
+          "argparse prints fairseq-train's whole usage (~200 lines) before the error, and an invalid --arch's error "
+          "lists every registered architecture", "none filed"),
     Patch("quiet_notices", "warnings:filters",
           "under fairseq-* programs: the hydra/torch deprecation notices fairseq 0.12 causes on every run are not "
           "printed", "nothing a user can act on; they would stand above the one-line refusal", "none filed"),
@@ -100,11 +123,26 @@ PATCHES: Tuple[Patch, ...] = (
           "while the plugin imports fairseq (our commands, import fairseq_joint): the root handler fairseq's import "
           "adds and its tensorboardX INFO line are dropped",
           "a command's own logging setup applies and its stderr holds its own messages", "none filed"),
+    Patch("option_numbers", "fairseq.options:parse_args_and_arch",
+          "every fairseq command (train, generate, interactive, validate, the plugin's count-params): the numbers it "
+          "parsed are checked before any work: finite, and fairseq's own options in their range (--lr > 0, the "
+          "dropouts and --label-smoothing in [0, 1), --update-freq, --beam, --batch-size >= 1, --max-update, "
+          "--warmup-updates >= 0, ...; the plugin's options by check_numbers)",
+          "fairseq takes any number: --dropout nan, --clip-norm nan and --lenpen nan ran without a word (NaN "
+          "losses or scores), --dropout 1.5, --update-freq 0 and --beam 0 failed in a traceback mid-run",
+          "none filed"),
     Patch("checks", "fairseq.distributed.utils:call_main",
           "fairseq-train, -validate, -interactive: the plugin's option checks run before any data is loaded or model "
           "built; fairseq-train: SIGTERM stops it as Ctrl-C does",
           "fairseq builds a criterion only after loading the data and building the model: a bad option was refused "
           "minutes in; SIGTERM killed a run without a word", "none filed"),
+    Patch("parallel_text", "fairseq_cli.preprocess:main",
+          "fairseq-preprocess (with --user-dir, or in a process that imported the plugin): each text file of "
+          "--trainpref, --validpref, --testpref must exist and hold lines, and a prefix's source and target sides "
+          "the same number of lines, before anything is binarized",
+          "fairseq binarizes a source and target side of other line counts without a word (fairseq-train then "
+          "fails in 'Source and target must contain the same number of examples', or trains on shifted pairs "
+          "where one side lost a line and gained another) and an empty text into an empty .bin", "none filed"),
     Patch("atomic_copy", "fairseq.file_io:PathManager.copy",
           "local copies (checkpoint_last.pt, checkpoint_best.pt) go through <name>.tmp and a rename",
           "fairseq writes a checkpoint's first file atomically but copies it to the other names with a plain copy: a "
@@ -193,6 +231,19 @@ def around(logic: Callable) -> Callable[[Callable], Callable]:
     return make_wrapper
 
 
+def _parse_args_and_arch(original, parser, input_args=None, parse_known=False, *args, **kwargs):
+    """fairseq's ``parse_args_and_arch``, its numbers checked (:func:`fairseq_joint.checks.check_fairseq_options`)."""
+    parsed = original(parser, input_args, parse_known, *args, **kwargs)
+    checks.check_fairseq_options(parsed[0] if parse_known else parsed, sys.argv[1:] if input_args is None else input_args)
+    return parsed
+
+
+def _preprocess(original, args):
+    """fairseq-preprocess's ``main`` after :func:`fairseq_joint.checks.check_parallel_text`."""
+    checks.check_parallel_text(args)
+    return original(args)
+
+
 def _call_main(original, cfg, main, **kwargs):
     """fairseq's ``call_main`` after :func:`fairseq_joint.checks.before_main`."""
     checks.before_main(cfg, main)
@@ -245,22 +296,27 @@ def apply() -> List[str]:
     the names of those it installed now."""
     if not enabled():
         return []
-    from fairseq import checkpoint_utils
+    from fairseq import checkpoint_utils, options
     from fairseq.distributed import utils as distributed_utils
     from fairseq.file_io import PathManager
     from fairseq.tasks import FairseqTask
     from fairseq.trainer import Trainer
+    from fairseq_cli import preprocess
 
     done = []
     if under_fairseq_program():
         if wrap(sys, "excepthook", around(errors.uncaught), "one_line_errors"):
             done.append("one_line_errors")
+        if wrap(argparse.ArgumentParser, "error", around(errors.argparse_error), "one_line_usage"):
+            done.append("one_line_usage")
         quiet_notices()
         done.append("quiet_notices")
         if fairseq_logging():
             done.append("fairseq_logging")
     for owner, attribute, logic, patch in (
+        (options, "parse_args_and_arch", _parse_args_and_arch, "option_numbers"),
         (distributed_utils, "call_main", _call_main, "checks"),
+        (preprocess, "main", _preprocess, "parallel_text"),
         (PathManager, "copy", checkpoints.copy, "atomic_copy"),
         (checkpoint_utils, "torch_persistent_save", checkpoints.save, "checksums"),
         (checkpoint_utils, "load_checkpoint_to_cpu", _load_checkpoint, "verified_load"),

@@ -14,18 +14,20 @@ A resume also keeps what the command line changes: fairseq takes the options of 
 ``--lr``, ``--seed`` or ``--max-update`` continues the run with them), without a word. :func:`load_checkpoint`
 (in front of fairseq's ``Trainer.load_checkpoint``) says in one log line which options differ from the checkpoint's,
 and refuses to train on from a checkpoint already at or past ``--max-update``: fairseq would train one update more and
-overwrite the finished run's ``checkpoint_last.pt``/``checkpoint_best.pt``.
+overwrite the finished run's ``checkpoint_last.pt``/``checkpoint_best.pt``. It also restores the task's state
+(``task_state``: GILE's γ calibrated on validation), which fairseq restores with a model but not on a resume.
 """
 
 import argparse
 import dataclasses
 import inspect
 import logging
-from typing import Dict
+from typing import Dict, Optional, Sequence
 
 import torch
 
-from fairseq_joint.errors import OptionError
+from fairseq_joint import errors
+from fairseq_joint.errors import CheckpointError, OptionError
 
 logger = logging.getLogger(__name__)
 
@@ -63,15 +65,23 @@ def get_batch_iterator(original, task, dataset, *args, **kwargs):
 
 
 def load_checkpoint(original, trainer, filename, *args, **kwargs):
-    """``original`` (fairseq's ``Trainer.load_checkpoint``), then, when it resumed a checkpoint: one log line with
-    the options that differ from the checkpoint's (:func:`changed_options`), and a refusal when the run is already at
-    or past ``--max-update`` (before any update, so that no checkpoint of it is overwritten)."""
-    extra_state = original(trainer, filename, *args, **kwargs)
+    """``original`` (fairseq's ``Trainer.load_checkpoint``), then, when it resumed a checkpoint: the task's state
+    restored in the process that saves the checkpoints (so one saved before the next validation keeps it), one log
+    line with the options that differ from the checkpoint's (:func:`changed_options`), and a refusal when the run is
+    already at or past ``--max-update`` (before any update, so that no checkpoint of it is overwritten)."""
+    try:
+        extra_state = original(trainer, filename, *args, **kwargs)
+    except Exception as err:  # noqa: BLE001  (fairseq's own, or what it wraps: only its model-mismatch is translated)
+        if errors.refusal(err) is not None or not str(err).startswith("Cannot load model parameters"):
+            raise
+        raise model_mismatch(filename, trainer.cfg, err) from err
     if extra_state is None:  # no checkpoint there: a new run
         return extra_state
     updates, budget = trainer.get_num_updates(), trainer.cfg.optimization.max_update
     if trainer.is_data_parallel_master:
-        saved = saved_configuration(filename)
+        state = saved_checkpoint(filename) or {}
+        trainer.task.load_state_dict(state.get("task_state") or {})
+        saved = state.get("cfg")
         changed = changed_options(saved, current_configuration(trainer.cfg)) if saved is not None else [
             "(not compared: the checkpoint records no configuration torch can read again)"]
         logger.info(f"resuming {filename} at update {updates}; options that differ from the checkpoint's: "
@@ -85,9 +95,27 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
     return extra_state
 
 
-def saved_configuration(filename: str):
-    """The configuration a checkpoint records, or None: read again after fairseq loaded it, its tensors' storage
-    mapped rather than read where torch can (torch >= 2.1, zip files), else read in full."""
+#: the configuration groups that decide a model's parameters (what a resume must not change)
+MODEL_GROUPS = ("model", "criterion")
+
+
+def model_mismatch(filename: str, cfg, err: BaseException) -> CheckpointError:
+    """The refusal of a resume whose model cannot take the checkpoint's parameters (fairseq's "Cannot load model
+    parameters ... please ensure that the architectures match", ``err``): the model and criterion options that differ
+    from the checkpoint's, or else what torch said, and the fix."""
+    state = saved_checkpoint(filename) or {}
+    saved = state.get("cfg")
+    changed = changed_options(saved, current_configuration(cfg), MODEL_GROUPS) if saved is not None else []
+    cause = err.__cause__ or err.__context__
+    what = ", ".join(changed) if changed else " ".join(str(cause or err).split())[:300]
+    return CheckpointError(f"{filename} holds another model than this run builds ({what}): resume it with the "
+                           "checkpoint's options, or train this one into another --save-dir (or start from its "
+                           "weights only where they fit: --finetune-from-model)")
+
+
+def saved_checkpoint(filename: str):
+    """The checkpoint dict (its configuration, its task's state), or None: read again after fairseq loaded it, its
+    tensors' storage mapped rather than read where torch can (torch >= 2.1, zip files), else read in full."""
     from fairseq.file_io import PathManager
 
     local = PathManager.get_local_path(filename)
@@ -96,7 +124,7 @@ def saved_configuration(filename: str):
             state = torch.load(local, map_location="cpu", **mapped)
         except Exception:  # noqa: BLE001  (mmap unsupported by this torch or file format: read it in full instead)
             continue
-        return state.get("cfg") if isinstance(state, dict) else None
+        return state if isinstance(state, dict) else None
     return None
 
 
@@ -113,17 +141,22 @@ def current_configuration(cfg) -> Dict[str, object]:
     return container
 
 
-def options(cfg) -> Dict[str, object]:
+def options(cfg, groups: Optional[Sequence[str]] = None) -> Dict[str, object]:
     """fairseq's configuration (a ``DictConfig``, or the dict a checkpoint holds) as ``{option: value}``: each
     group's fields by their command-line names (``lr``), the first group's where several have one (``optimization``'s
     ``lr`` before ``optimizer``'s), a group's ``_name`` as the option that chooses it (``arch``, ``criterion``)."""
     from omegaconf import OmegaConf
 
     container = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True) if OmegaConf.is_config(cfg) else cfg
-    out = {}
+    out, others = {}, set()
     for group, fields in (container or {}).items():
+        if groups is not None and group not in groups and isinstance(fields, dict):
+            others.update(fields)  # a legacy model's Namespace repeats every option: these are not the model's
+    for group, fields in (container or {}).items():
+        if groups is not None and group not in groups:
+            continue
         if isinstance(fields, argparse.Namespace):
-            fields = vars(fields)
+            fields = {k: v for k, v in vars(fields).items() if k not in others}
         if not isinstance(fields, dict):
             continue
         for name, value in fields.items():
@@ -131,10 +164,10 @@ def options(cfg) -> Dict[str, object]:
     return out
 
 
-def changed_options(saved, cfg) -> list:
+def changed_options(saved, cfg, groups: Optional[Sequence[str]] = None) -> list:
     """``--option value (checkpoint: value)`` for each option whose value in ``cfg`` differs from ``saved`` (the
-    checkpoint's configuration)."""
-    before, now = options(saved), options(cfg)
+    checkpoint's configuration); ``groups``: of these configuration groups only (default all)."""
+    before, now = options(saved, groups), options(cfg, groups)
     return [f"--{name.replace('_', '-')} {_shown(now[name])} (checkpoint: {_shown(before[name])})"
             for name in now if name in before and now[name] != before[name]]
 

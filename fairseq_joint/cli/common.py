@@ -46,10 +46,11 @@ def run(main: Callable[[Optional[Sequence[str]]], Optional[int]], argv: Optional
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse with the commands' error style: ``error: <message> (see --help)`` on one line, exit status 2."""
+    """argparse with the commands' error style: ``error: <message> (see --help)`` on one line, exit status 2
+    (:func:`fairseq_joint.errors.usage_problem`: a misspelled option's close names too)."""
 
     def error(self, message):
-        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"error: {errors.usage_problem(self, message)}\n")
 
 
 def parser(doc: str, **kwargs) -> ArgumentParser:
@@ -296,27 +297,35 @@ def load_translation_model(path: str):
     return model
 
 
-def load_gile_model(path: str, data: Optional[str] = None, pretrained_encoder: Optional[str] = None):
+def load_gile_model(path: str, data: Optional[str] = None, pretrained_encoder: Optional[str] = None, *,
+                    label_file: Optional[str] = None, eval_label_file: Optional[str] = None):
     """``(model, task)`` of a ``gile_classifier`` checkpoint; ``data``: the preprocessed directory (default: the one
-    recorded in the checkpoint); ``pretrained_encoder``: where its sentence encoder is now (default: where it was)."""
-    model, task, _ = load_gile_checkpoint(path, data, pretrained_encoder)
+    recorded in the checkpoint); ``pretrained_encoder``: where its sentence encoder is now (default: where it was);
+    ``label_file``, ``eval_label_file``: where its --label-file / --eval-label-file are now (default: where they
+    were)."""
+    model, task, _ = load_gile_checkpoint(path, data, pretrained_encoder, label_file=label_file,
+                                          eval_label_file=eval_label_file)
     return model, task
 
 
 def load_gile_checkpoint(path: str, data: Optional[str] = None, pretrained_encoder: Optional[str] = None,
-                         command: Optional[str] = None):
+                         command: Optional[str] = None, *, label_file: Optional[str] = None,
+                         eval_label_file: Optional[str] = None):
     """``(model, task, cfg)`` of a ``gile_classifier`` checkpoint (:func:`load_gile_model` and the checkpoint's
     configuration, whose ``criterion`` says how its logits become probabilities). A missing file is a
-    ``MissingFileError``, a checkpoint of another kind a ``CheckpointError`` naming ``command`` (default: this
-    process's program), refused before any model is built."""
+    ``MissingFileError`` (a label file the checkpoint records too: :func:`fairseq_joint.checks.check_recorded_files`),
+    a checkpoint of another kind a ``CheckpointError`` naming ``command`` (default: this process's program), refused
+    before any model is built."""
     from fairseq import checkpoint_utils
 
+    from fairseq_joint.fairseq_patches import program
     from fairseq_joint.models.gile_classifier import GileClassifier
 
-    overrides = {"data": data} if data else {}
-    if pretrained_encoder:
-        overrides["pretrained_encoder"] = pretrained_encoder
+    given = {"data": data, "pretrained_encoder": pretrained_encoder, "label_file": label_file,
+             "eval_label_file": eval_label_file}
+    overrides = {key: value for key, value in given.items() if value}
     state = load_checkpoint(path, labels=True, overrides=overrides or None, command=command)
+    checks.check_recorded_files(path, checks.checkpoint_cfg(state), overrides, command or program())
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides or None,
                                                                       state=state)
     model = models[0].eval()

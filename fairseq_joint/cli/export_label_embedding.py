@@ -60,7 +60,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise fail(f"checkpoint {a.checkpoint}: file not found; give the checkpoint_*.pt of a run trained with "
                    "--criterion label_embedding_cross_entropy")
     state = load_checkpoint(a.checkpoint, labels=False)  # a translation model's, safe to unpickle
-    emb = load_label_embedding(a.checkpoint)
+    emb = load_label_embedding(a.checkpoint, option="checkpoint")
     if a.dict:
         dict_path = a.dict
         if not os.path.isfile(dict_path):

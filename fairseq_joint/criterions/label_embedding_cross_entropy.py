@@ -121,29 +121,29 @@ class LabelEmbeddingCrossEntropyConfig(CandidateSamplingConfig):
 
 
 def load_label_embedding(path: str, num_labels: Optional[int] = None,
-                         labels: Optional[Sequence[str]] = None) -> LabelEmbedding:
+                         labels: Optional[Sequence[str]] = None, option: str = "--label-embedding-from") -> LabelEmbedding:
     """The label embedding saved in the criterion state of checkpoint ``path`` (fairseq format); ``num_labels`` /
     ``labels``: the labels it must be for (compared with the checkpoint's model's record of its labels: the target
-    dictionary, or GILE's training labels)."""
+    dictionary, or GILE's training labels); ``option``: what gave ``path``, named in a refusal."""
     if not os.path.isfile(path):
-        raise MissingFileError(f"--label-embedding-from {path}: no such checkpoint file; give the checkpoint_*.pt "
+        raise MissingFileError(f"{option} {path}: no such checkpoint file; give the checkpoint_*.pt "
                                 "of a run trained with --criterion label_embedding_cross_entropy")
     state = checkpoint_utils.load_checkpoint_to_cpu(path)
     crit = state.get("criterion") or {}
     weights = {k[len("label_embedding."):]: v for k, v in crit.items() if k.startswith("label_embedding.")}
     if not weights:
-        raise CheckpointError(f"--label-embedding-from {path}: the checkpoint holds no label embedding (no criterion "
+        raise CheckpointError(f"{option} {path}: the checkpoint holds no label embedding (no criterion "
                          "state label_embedding.*); train one with --criterion label_embedding_cross_entropy first")
     if "weight" in weights:
         emb = LabelEmbedding(weights["weight"].size(0), None)
     else:
         emb = LabelEmbedding(weights["A"].size(0), weights["A"].size(1))
     if num_labels is not None and emb.num_labels != num_labels:
-        raise CheckpointError(f"--label-embedding-from {path}: its embedding has {emb.num_labels} labels but the target "
+        raise CheckpointError(f"{option} {path}: its embedding has {emb.num_labels} labels but the target "
                          f"dictionary has {num_labels}; use a checkpoint trained on the same binarized data")
     recorded = (state.get("model") or {}).get("data_fingerprints")
     if labels is not None and recorded is not None and int(recorded[-1]) != dictionary_fingerprint(labels):
-        raise CheckpointError(f"--label-embedding-from {path}: its embedding is for other labels than this data's (the same "
+        raise CheckpointError(f"{option} {path}: its embedding is for other labels than this data's (the same "
                          f"number, {emb.num_labels}, with other entries); use a checkpoint trained on the same binarized "
                          "data")
     emb.load_state_dict(weights)

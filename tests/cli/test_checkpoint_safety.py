@@ -216,3 +216,15 @@ def test_a_stopped_run_says_how_to_resume_and_resumes_exactly(tiny_bin, tmp_path
     cli("fairseq-train", *args)  # the same command again
     assert_same_tensors(state(tmp_path / "full" / "checkpoint_last.pt")["model"],
                         state(tmp_path / "stopped" / "checkpoint_last.pt")["model"])
+
+
+def test_a_resume_into_another_model_names_what_differs(tiny_bin, trained, tmp_path):
+    """fairseq's "Cannot load model parameters ... please ensure that the architectures match" traceback: one line
+    naming the options of the model that differ from the checkpoint's, and the fix."""
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    flags = [a if a != "joint_lstm_tiny" else "joint_transformer_tiny" for a in TRAIN]
+    line = one_line_error(cli("fairseq-train", tiny_bin, *flags, "--save-dir", run, check=False))
+    assert line.startswith(f"error: {run}/checkpoint_last.pt holds another model than this run builds (--arch "
+                           "joint_transformer_tiny (checkpoint: joint_lstm_tiny)"), line
+    assert "--max-update" not in line and "another --save-dir" in line, line  # the model's options only

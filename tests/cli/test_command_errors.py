@@ -2,8 +2,12 @@
 stderr naming the bad file or option, exit status 2; argparse mistakes too; a traceback only with
 FAIRSEQ_JOINT_DEBUG=1."""
 
+import shutil
+
 import pytest
-from conftest import SAMPLE, cli, python_script
+from conftest import GILE_FAST, GILE_TRAIN, SAMPLE, USER_DIR, cli, python_script
+
+from fairseq_joint.errors import MissingFileError
 
 
 def bad_inputs(tmp):
@@ -73,3 +77,27 @@ def test_debug_shows_the_traceback(tmp_path):
                check=False, env={"FAIRSEQ_JOINT_DEBUG": "1"})
     assert proc.returncode == 2 and "Traceback (most recent call last)" in proc.stderr
     assert proc.stderr.splitlines()[-1].startswith("error: label file ") and "none.tsv" in proc.stderr.splitlines()[-1]
+
+
+def test_a_label_file_the_checkpoint_records_that_moved_names_the_option(gile_bin, tmp_path):
+    """A checkpoint records its --label-file / --eval-label-file absolute; when one has moved, fairseq-validate's
+    refusal names the option that says where it is now, and the plugin's loader takes it as a keyword."""
+    from fairseq_joint.cli.common import load_gile_model
+
+    labels = tmp_path / "eval_labels.tsv"
+    shutil.copyfile(gile_bin / "labels.tsv", labels)
+    cli("fairseq-train", gile_bin, *GILE_TRAIN, "--criterion", "multilabel_classification", "--eval-label-file", labels,
+        "--max-update", "1", "--save-dir", tmp_path / "ck", "--disable-validation", *GILE_FAST)
+    moved = tmp_path / "moved.tsv"
+    labels.rename(moved)
+    checkpoint = tmp_path / "ck" / "checkpoint_last.pt"
+    proc = cli("fairseq-validate", gile_bin, "--user-dir", USER_DIR, "--task", "gile_classification", "--path",
+               checkpoint, "--batch-size", "32", check=False)
+    line = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert proc.returncode == 1 and len(line) == 1, proc.stderr[-3000:]
+    assert line[0] == (f"error: --eval-label-file {labels}, which {checkpoint} was trained with (a checkpoint records "
+                       "its label files), does not exist: give fairseq-validate --eval-label-file where it is now")
+    with pytest.raises(MissingFileError, match="eval_label_file= of fairseq_joint.cli.common.load_gile_model"):
+        load_gile_model(str(checkpoint))
+    _, task = load_gile_model(str(checkpoint), eval_label_file=str(moved))  # what the refusal says to do
+    assert task.cfg.eval_label_file == str(moved)

@@ -15,10 +15,10 @@ OFF = {"FAIRSEQ_JOINT_PATCHES": "0"}
 #: run in a child process as ``fairseq-train`` would import the plugin: fairseq's modules first, then fairseq_joint;
 #: prints which (owner, attribute) pairs the import rebound, and what fairseq_patches says it wrapped
 CHANGES = r"""
-import importlib, inspect, json, logging, sys, warnings
+import argparse, importlib, inspect, json, logging, sys, warnings
 sys.argv = ["fairseq-train"]
-import fairseq, fairseq.checkpoint_utils, fairseq.distributed.utils, fairseq.file_io, fairseq.tasks, fairseq.trainer
-import fairseq_cli.train
+import fairseq, fairseq.options, fairseq.checkpoint_utils, fairseq.distributed.utils, fairseq.file_io, fairseq.tasks, fairseq.trainer
+import fairseq_cli.train, fairseq_cli.preprocess
 
 def snapshot():
     out = {}
@@ -32,6 +32,7 @@ def snapshot():
                 for key, member in list(vars(value).items()):
                     out[(name, attr + "." + key)] = member
     out[("sys", "excepthook")] = sys.excepthook
+    out[("argparse", "ArgumentParser.error")] = argparse.ArgumentParser.__dict__["error"]
     return out
 
 before = snapshot()
@@ -60,6 +61,9 @@ WRAPPED_AT = {
     "resume": "fairseq.tasks.fairseq_task:FairseqTask.get_batch_iterator",
     "resume_changes": "fairseq.trainer:Trainer.load_checkpoint",
     "one_line_errors": "sys:excepthook",
+    "one_line_usage": "argparse:ArgumentParser.error",
+    "option_numbers": "fairseq.options:parse_args_and_arch",
+    "parallel_text": "fairseq_cli.preprocess:main",
 }
 
 

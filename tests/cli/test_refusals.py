@@ -31,6 +31,10 @@ def refusal(proc) -> str:
     (["--criterion", "multilabel_classification", "--threshold", "-1"], "--threshold is a probability"),
     (["--init-seed", str(2 ** 70)], "--init-seed must be an integer in [-9223372036854775808, 18446744073709551615], "
                                     f"got {2 ** 70}"),
+    (["--dropout", "nan"], "--dropout must be a finite number in [0, 1), got nan"),  # fairseq's own options too
+    (["--criterion", "multilabel_classification"], "--criterion multilabel_classification trains a gile_classifier "
+                                                   "on --task gile_classification, not --task translation"),
+    (["--lable-smoothing", "0.1"], "unrecognized arguments: --lable-smoothing 0.1 (see fairseq-train --help"),
     pytest.param(["--fp16"], "--fp16 needs a CUDA GPU", marks=pytest.mark.skipif(torch.cuda.is_available(), reason="CPU")),
     pytest.param(["--amp"], "--amp needs a CUDA GPU", marks=pytest.mark.skipif(torch.cuda.is_available(), reason="CPU")),
 ])

@@ -8,6 +8,7 @@ import dataclasses
 import math
 import os
 import pickle
+import re
 import sys
 import types
 
@@ -289,3 +290,178 @@ def test_fairseq_train_refuses_a_checkpoint_of_the_other_kind(tmp_path, monkeypa
     with pytest.raises(errors.CheckpointError, match=f"^{translation} is a joint_lstm checkpoint \\(task translation\\); "
                        "fairseq-train needs a gile_classifier model"):
         checkpoint_utils.load_checkpoint_to_cpu(translation)
+
+
+# ---------------------------------------------------------------------------------------------- argparse, in one line
+def test_an_argparse_error_is_one_line_with_the_fix(capsys):
+    choices = [f"arch_{i}" for i in range(40)] + ["joint_transformer_tiny"]
+    p = argparse.ArgumentParser(prog="fairseq-train")
+    p.add_argument("--label-file")
+    p.add_argument("--arch", choices=choices)
+    fix = "(see fairseq-train --help; given --user-dir, --task and --arch it lists their options too)"
+    assert errors.usage_problem(p, "unrecognized arguments: --lable-file x") == (
+        f"unrecognized arguments: --lable-file x; --lable-file: did you mean --label-file? {fix}")
+    assert errors.usage_problem(p, "unrecognized arguments: --foo") == f"unrecognized arguments: --foo {fix}"
+    # a long list of choices: only the close ones (a prefix first), not all 41
+    said = errors.usage_problem(p, f"argument --arch: invalid choice: 'joint_transformer_tin' (choose from "
+                                   f"{', '.join(map(repr, choices))})")
+    assert said == f"argument --arch: invalid choice: 'joint_transformer_tin' (did you mean 'joint_transformer_tiny'?) {fix}"
+    assert "(one of 41 choices)" in errors.usage_problem(p, "argument --arch: invalid choice: 'zzz' (choose from "
+                                                            f"{', '.join(map(repr, choices))})")
+    assert errors.usage_problem(p, "argument --lr: invalid <lambda> value: 'x'").startswith(
+        "argument --lr: invalid value: 'x' (see fairseq-train --help")  # fairseq's types are lambdas
+    # the patch: argparse's error under fairseq-* programs, exit status 2, no usage block
+    with pytest.raises(SystemExit) as exit_:
+        errors.argparse_error(lambda *a: pytest.fail("argparse's usage"), p, "the following arguments are required: data")
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == f"error: the following arguments are required: data {fix}\n"
+
+
+# ---------------------------------------------------------------------------------------------- fairseq's own numbers
+def parsed(*flags):
+    from fairseq import options
+
+    return options.parse_args_and_arch(options.get_training_parser(), ["data", "--arch", "joint_transformer_tiny",
+                                                                       "--user-dir", os.path.dirname(checks.__file__),
+                                                                       *flags])
+
+
+def test_fairseq_options_are_checked_finite_and_in_range():
+    from fairseq import options
+
+    args = parsed("--lr", "0.001", "--dropout", "0.3", "--update-freq", "2", "--clip-norm", "0")
+    assert list(checks.fairseq_option_problems(args)) == []  # fairseq's defaults and good values pass
+    for name, value, allowed in (("dropout", 1.5, DROPOUT), ("dropout", NAN, DROPOUT), ("clip_norm", NAN, checks.NON_NEGATIVE),
+                                 ("update_freq", [0], POSITIVE_INT), ("lr", [0.0], POSITIVE), ("beam", 0, POSITIVE_INT),
+                                 ("lenpen", NAN, ANY), ("max_update", -1, checks.NON_NEGATIVE_INT)):
+        bad = argparse.Namespace(**{**vars(args), name: value})
+        problems = list(checks.fairseq_option_problems(bad))
+        assert [(p[0], p[2]) for p in problems] == [("--" + name.replace("_", "-"), allowed)], (name, problems)
+        with pytest.raises(errors.OptionError, match=f"^--{name.replace('_', '-')} must be "):
+            checks.check_fairseq_options(bad)
+    # as fairseq's commands parse them (the option_numbers patch)
+    with pytest.raises(errors.OptionError, match=r"^--dropout must be a finite number in \[0, 1\), got 1.5"):
+        parsed("--dropout", "1.5")
+    with pytest.raises(errors.OptionError, match=r"^--dropout must be .*, got nan"):  # not the --decoder-dropout-in
+        options.parse_args_and_arch(options.get_training_parser(), ["data", "--arch", "joint_lstm_tiny", "--dropout",
+                                                                    "nan"])  # the LSTM architecture copies it into
+    with pytest.raises(errors.OptionError, match="^--beam must be positive"):
+        options.parse_args_and_arch(options.get_generation_parser(), ["data", "--beam", "0"])
+    # a plugin option named as one of fairseq's declares the same range
+    for cls in checks.plugin_dataclasses():
+        for f in checks.own_fields(cls):
+            if f.name in checks.FAIRSEQ_RANGES and "range" in f.metadata:
+                assert f.metadata["range"] == checks.FAIRSEQ_RANGES[f.name], (cls, f.name)
+
+
+def test_task_model_and_criterion_belong_together():
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    def cfg(*flags):
+        return convert_namespace_to_omegaconf(parsed(*flags))
+
+    checks.check_task_model_criterion(cfg())  # a translation model with cross_entropy
+    for flags, said in (
+        (["--task", "gile_classification", "--criterion", "multilabel_classification"],
+         "--task gile_classification trains a gile_classifier model, not --arch joint_transformer_tiny"),
+        (["--criterion", "multilabel_classification"],
+         "--criterion multilabel_classification trains a gile_classifier on --task gile_classification, not --task "
+         "translation"),
+    ):
+        with pytest.raises(errors.OptionError, match="^" + re.escape(said)):
+            checks.check_task_model_criterion(cfg(*flags))
+    gile = OmegaConf.create({"task": {"_name": "gile_classification"}, "model": {"_name": "gile_pretrained"},
+                             "criterion": {"_name": "cross_entropy"}})
+    with pytest.raises(errors.OptionError, match="^--task gile_classification trains with --criterion "
+                       "multilabel_classification or gile_label_embedding_cross_entropy, not cross_entropy"):
+        checks.check_task_model_criterion(gile)
+    gile.task._name = "translation"
+    with pytest.raises(errors.OptionError, match="^--arch gile_pretrained is a gile_classifier, which only --task "
+                       "gile_classification trains"):
+        checks.check_task_model_criterion(gile)
+
+
+def test_a_compound_option_takes_finite_numbers_only():
+    task = OmegaConf.create({"_name": "gile_classification", "languages": "en,pl", "language_weights": "pl=0.5"})
+    checks.check_configuration(OmegaConf.create({"task": task}), training=False)
+    for value in ("pl=nan", "en=inf"):
+        task.language_weights = value
+        with pytest.raises(errors.OptionError, match=f"^--language-weights {value}: the weight must be a finite"):
+            checks.check_configuration(OmegaConf.create({"task": task}), training=False)
+    task.language_weights = "xx=1"
+    with pytest.raises(errors.OptionError, match="^--language-weights 'xx=1': give LANG=W with LANG one of"):
+        checks.check_configuration(OmegaConf.create({"task": task}), training=False)
+
+
+# ---------------------------------------------------------------------------------------------- recorded paths
+def test_a_recorded_label_file_that_moved_names_the_option_that_fixes_it(tmp_path):
+    labels = tmp_path / "labels.tsv"
+    labels.write_text("A\tan a\n", encoding="utf-8")
+    cfg = OmegaConf.create({"task": {"_name": "gile_classification", "data": "x", "label_file": str(labels),
+                                     "eval_label_file": str(tmp_path / "gone.tsv")}})
+    with pytest.raises(errors.MissingFileError, match=f"^--eval-label-file {tmp_path}/gone.tsv, which ck.pt was trained "
+                       "with \\(a checkpoint records its label files\\), does not exist: give fairseq-validate "
+                       "--eval-label-file where it is now"):
+        checks.check_recorded_files("ck.pt", cfg, {}, "fairseq-validate")
+    with pytest.raises(errors.MissingFileError, match="put it back, or give where it is now to the Python API "
+                       "\\(eval_label_file= of fairseq_joint.cli.common.load_gile_model"):
+        checks.check_recorded_files("ck.pt", cfg, None, "fairseq-joint-predict-labels")
+    checks.check_recorded_files("ck.pt", cfg, {"eval_label_file": str(labels)}, "fairseq-validate")  # where it is now
+    with pytest.raises(errors.MissingFileError, match=f"^--label-file {tmp_path}/none.tsv: no such file"):
+        checks.check_recorded_files("ck.pt", cfg, {"label_file": str(tmp_path / "none.tsv")}, "fairseq-validate")
+
+
+# ---------------------------------------------------------------------------------------------- files that are not checkpoints
+def test_a_file_that_is_no_fairseq_checkpoint_is_named_as_such(tmp_path, monkeypatch):
+    from fairseq import checkpoint_utils
+
+    plain = str(tmp_path / "plain.pt")
+    torch.save({"weight": torch.zeros(2)}, plain)  # a state_dict: fairseq's upgrade failed with KeyError 'best_loss'
+    with pytest.raises(errors.CheckpointError, match=f"^{plain} is not a fairseq checkpoint \\(torch reads a dict "
+                       "with the keys 'weight'"):
+        checkpoint_utils.load_checkpoint_to_cpu(plain)
+    legacy = str(tmp_path / "legacy.pt")
+    with open(legacy, "wb") as f:  # torch's legacy (non-zip) format: unsafe, not "truncated"
+        pickle.dump({"model": Evil()}, f, protocol=2)
+    with pytest.raises(errors.CheckpointError, match=f"^{legacy} is not a checkpoint torch can load safely"):
+        checkpoint_utils.load_checkpoint_to_cpu(legacy)
+    text = tmp_path / "text.pt"
+    text.write_text("not a checkpoint\n")  # torch's unpickler: "Unsupported operand 110", which is no pickle's
+    with pytest.raises(errors.CheckpointError, match=f"^{text} is truncated or not a checkpoint"):
+        checkpoint_utils.load_checkpoint_to_cpu(str(text))
+    monkeypatch.setattr(sys, "argv", ["fairseq-generate", "--path", str(tmp_path)])
+    found = errors.refusal(raised(open, str(tmp_path)))
+    assert isinstance(found, errors.InputError) and str(found) == f"--path {tmp_path} is a directory: give a file"
+
+
+# ---------------------------------------------------------------------------------------------- resume
+def test_a_resume_into_another_model_names_the_options_that_differ():
+    from fairseq_joint import resume
+
+    saved = {"optimization": {"lr": [0.1], "max_update": 3}, "criterion": {"_name": "cross_entropy"},
+             "model": argparse.Namespace(arch="joint_transformer_tiny", joint_dim=24, lr=[0.1], max_update=3)}
+    now = {"optimization": {"lr": [0.2], "max_update": 9}, "criterion": {"_name": "cross_entropy"},
+           "model": argparse.Namespace(arch="joint_lstm_tiny", joint_dim=24, lr=[0.2], max_update=9)}
+    # the model's options only: a legacy model's Namespace repeats --lr and --max-update, which are not the model's
+    assert resume.changed_options(saved, now, resume.MODEL_GROUPS) == [
+        "--arch joint_lstm_tiny (checkpoint: joint_transformer_tiny)"]
+    assert len(resume.changed_options(saved, now)) == 3
+
+
+def test_fairseq_preprocess_text_must_pair_up(tmp_path):
+    for name, lines in (("train.en", 3), ("train.de", 3), ("valid.en", 2), ("valid.de", 1), ("test.en", 0),
+                        ("test.de", 0)):
+        (tmp_path / name).write_text("a b\n" * lines, encoding="utf-8")
+    args = argparse.Namespace(source_lang="en", target_lang="de", only_source=False, trainpref=str(tmp_path / "train"),
+                              validpref=None, testpref=None)
+    checks.check_parallel_text(args)
+    args.validpref = f"{tmp_path}/train,{tmp_path}/valid"
+    with pytest.raises(errors.InputError, match=f"^--validpref {tmp_path}/valid is misaligned: {tmp_path}/valid.en has "
+                       f"2 lines but {tmp_path}/valid.de has 1"):
+        checks.check_parallel_text(args)
+    args.validpref, args.testpref = None, str(tmp_path / "test")
+    with pytest.raises(errors.InputError, match=f"^--testpref {tmp_path}/test: {tmp_path}/test.en is empty"):
+        checks.check_parallel_text(args)
+    args.testpref = str(tmp_path / "none")
+    with pytest.raises(errors.MissingFileError, match=f"^--testpref {tmp_path}/none: {tmp_path}/none.en does not exist"):
+        checks.check_parallel_text(args)
