@@ -31,10 +31,10 @@ demo: install
 	PATH=$(abspath $(VENV))/bin:$$PATH bash scripts/demo.sh
 
 # lint, then every test: tests/unit (the math, in process) and tests/cli (the commands end to end); the longest
-# modules are collected first (tests/conftest.py), a module that shares a trained fixture stays on one worker
-# (xdist_group), and the 15 slowest tests are listed at the end
+# modules are collected first (tests/conftest.py), each module runs on one worker (--dist loadfile: its module-scoped
+# fixtures, e.g. the recipes' prepared data, are built once), and the 15 slowest tests are listed at the end
 test: install lint
-	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadgroup -q --durations=15 tests
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadfile -q --durations=15 tests
 
 # the unit tests alone (under a minute)
 test-fast: install lint

@@ -16,19 +16,22 @@ from pathlib import Path
 
 import pytest
 import torch
+from warm_commands import WarmServers
 
 REPO = Path(__file__).resolve().parents[1]
 USER_DIR = str(REPO / "fairseq_joint")
 DEMO = REPO / "data" / "demo-en-de"
 SAMPLE = REPO / "data" / "debtags-sample"
 BIN = Path(sys.executable).parent
+#: the warm-start servers of this pytest process (tests/warm_commands.py)
+WARM = WarmServers()
 
 
 #: the modules whose tests take longest (minutes on 2 cores), longest first: they are collected first, so that `make
 #: test`'s two pytest-xdist workers start them first and neither is left alone with a long test at the end
-LONGEST_FIRST = ("test_recipes.py", "test_resume.py", "test_gile_multilingual.py", "test_benchmarks.py",
-                 "test_gile_commands.py", "test_distill_encoder.py", "test_gile_pretrained.py", "test_fairseq_clis.py",
-                 "test_label_embedding_training.py", "test_checkpoint_safety.py")
+LONGEST_FIRST = ("test_recipes.py", "test_nmt_study.py", "test_resume.py", "test_gile_multilingual.py",
+                 "test_benchmarks.py", "test_gile_commands.py", "test_distill_encoder.py", "test_gile_pretrained.py",
+                 "test_fairseq_clis.py", "test_label_embedding_training.py", "test_checkpoint_safety.py")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -52,12 +55,14 @@ def log_records(text: str, kind: str, subset: str = "valid") -> list:
 
 def cli(tool: str, *args, check: bool = True, env=None, timeout: int = 600, cwd=None) -> subprocess.CompletedProcess:
     """Run a console script of the environment (``fairseq-train``, ``fairseq-joint-...``) or any program; fail with
-    its output. Runs in the repository root unless ``cwd`` says otherwise."""
+    its output. Runs in the repository root unless ``cwd`` says otherwise. A console script starts warm (fairseq
+    already imported: tests/warm_commands.py) unless ``FAIRSEQ_JOINT_TESTS_COLD=1``."""
     exe = str(BIN / tool) if (BIN / tool).exists() else tool
     cmd = [exe, *map(str, args)]
     run_env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     run_env.update(env or {})
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=run_env, timeout=timeout, cwd=str(cwd or REPO))
+    proc = subprocess.run(WARM.command(cmd, env or {}), capture_output=True, text=True, env=run_env, timeout=timeout,
+                          cwd=str(cwd or REPO))
     if check and proc.returncode != 0:
         raise AssertionError(
             f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}"
@@ -75,6 +80,33 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------------------------------------- examples/wmt17
+RECIPE = REPO / "examples" / "wmt17"
+#: the recipes' environment: this environment's bin first on PATH, its interpreter as $PYTHON
+RECIPE_ENV = {"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHON": sys.executable}
+#: the prepare scripts' options for the tiny mirror: 200 BPE merges, one worker, nothing downloaded
+TINY_BPE = ["--bpe-ops", "200", "--workers", "1", "--offline"]
+
+
+def recipe(script, *args, check=True):
+    """Run a script of examples/wmt17 with bash in :data:`RECIPE_ENV`."""
+    return cli("bash", RECIPE / script, *args, check=check, env=RECIPE_ENV)
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory):
+    """A tiny local mirror of the raw archives the prepare scripts read (tests/make_mirror.py)."""
+    import make_mirror
+
+    return make_mirror.build(tmp_path_factory.mktemp("mirror"))
+
+
+def prepare_recipe(mirror, work, script, *args) -> Path:
+    """Run a prepare script on the mirror into ``work``; its data-bin."""
+    proc = recipe(script, *args, "--raw", mirror, "--work", work, *TINY_BPE)
+    return Path(proc.stdout.strip().splitlines()[-1])
 
 
 # ---------------------------------------------------------------------------------------------- translation data

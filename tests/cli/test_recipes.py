@@ -1,51 +1,17 @@
-"""examples/wmt17 (issue #6): every prepare script on a tiny local mirror of the real archives, train.sh for a
-few updates, evaluate.sh, the results table and the plot; the bad-input errors; the scoring helpers' math."""
+"""examples/wmt17: every prepare script on a tiny local mirror of the real archives, train.sh for a few updates,
+evaluate.sh, the results table and the plot; the bad-input errors; the scoring helpers' math. (nmt_study.py:
+test_nmt_study.py.)"""
 
 import json
 import math
-import os
 import re
-import shutil
 import sys
 from pathlib import Path
 
-import make_mirror
 import pytest
-from conftest import BIN, REPO, cli
+from conftest import RECIPE, RECIPE_ENV, TINY_BPE, cli, prepare_recipe, recipe
 
 from fairseq_joint.cli import score as score_translations
-
-RECIPE = REPO / "examples" / "wmt17"
-ENV = {"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHON": sys.executable}
-# a PATH without the environment's bin (a user running .venv/bin/python nmt_study.py without activating it)
-BARE_ENV = {"PATH": os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep)
-                                    if d and Path(d).resolve() != BIN.resolve())}
-TINY = ["--bpe-ops", "200", "--workers", "1", "--offline"]
-# one pytest-xdist worker takes the module's recipe tests, so the module fixtures (mirror, prepared data, trained
-# systems) are built once, not once per worker (`make test` runs with --dist loadgroup); each NMT study test, the two
-# longest, is a group of its own (beside "recipes": the marks' names join), with only the en-de data prepared for it
-pytestmark = pytest.mark.xdist_group("recipes")
-
-
-def recipe(script, *args, check=True):
-    return cli("bash", RECIPE / script, *args, check=check, env=ENV)
-
-
-@pytest.fixture(scope="module")
-def mirror(tmp_path_factory):
-    return make_mirror.build(tmp_path_factory.mktemp("mirror"))
-
-
-def prepare(mirror, work, name, script, *args):
-    """Run a prepare script on the mirror into ``work/name``; its data-bin."""
-    proc = recipe(script, *args, "--raw", mirror, "--work", work / name, *TINY)
-    return Path(proc.stdout.strip().splitlines()[-1])
-
-
-@pytest.fixture(scope="module")
-def en_de(mirror, tmp_path_factory):
-    """The data-bin of prepare-wmt17-en-de.sh on the mirror (what the NMT study tests need)."""
-    return prepare(mirror, tmp_path_factory.mktemp("en_de"), "wmt17-en-de", "prepare-wmt17-en-de.sh")
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +24,7 @@ def prepared(mirror, tmp_path_factory):
         "iwslt14": ("prepare-iwslt.sh", "--corpus", "iwslt14-de-en"),
         "iwslt15": ("prepare-iwslt.sh", "--corpus", "iwslt15-en-vi"),
     }
-    return work, {name: prepare(mirror, work, name, *run) for name, run in runs.items()}
+    return work, {name: prepare_recipe(mirror, work / name, *run) for name, run in runs.items()}
 
 
 def lines(path):
@@ -94,14 +60,14 @@ def test_prepare_is_idempotent(prepared, mirror):
     work, bins = prepared
     d = work / "wmt17-en-de"
     before = {p: p.stat().st_mtime_ns for p in d.rglob("*") if p.is_file()}
-    proc = recipe("prepare-wmt17-en-de.sh", "--raw", mirror, "--work", d, *TINY)
+    proc = recipe("prepare-wmt17-en-de.sh", "--raw", mirror, "--work", d, *TINY_BPE)
     after = {p: p.stat().st_mtime_ns for p in d.rglob("*") if p.is_file()}
     assert before == after
     assert "exists, skipped" in proc.stderr and proc.stdout.strip().endswith(str(bins["wmt17-en-de"]))
 
 
 def test_missing_raw_file_says_which_where_and_how_to_get_it(tmp_path):
-    proc = recipe("prepare-wmt17-en-de.sh", "--raw", tmp_path / "empty", "--work", tmp_path / "w", *TINY, check=False)
+    proc = recipe("prepare-wmt17-en-de.sh", "--raw", tmp_path / "empty", "--work", tmp_path / "w", *TINY_BPE, check=False)
     assert proc.returncode == 2
     err = proc.stderr.strip().splitlines()[-1]
     assert "training-parallel-europarl-v7.tgz" in err and str(tmp_path / "empty") in err
@@ -112,7 +78,7 @@ def test_bpe_model_that_does_not_match_the_data_is_refused(prepared, mirror, tmp
     work, _ = prepared
     codes = tmp_path / "cyrillic.codes"
     codes.write_text("#version: 0.2\nп р\nпр и</w>\n", encoding="utf-8")
-    proc = recipe("prepare-wmt17-en-de.sh", "--raw", mirror, "--work", work / "wmt17-en-de", *TINY,
+    proc = recipe("prepare-wmt17-en-de.sh", "--raw", mirror, "--work", work / "wmt17-en-de", *TINY_BPE,
                   "--bpe-codes", codes, check=False)
     assert proc.returncode == 2
     assert "does not match" in proc.stderr and "cyrillic.codes" in proc.stderr
@@ -126,7 +92,7 @@ def trained(prepared, tmp_path_factory):
     tiny = ["--max-update", "3", "--max-tokens", "2000", "--num-workers", "0", "--log-interval", "1"]
     for system in ("nmt", "nmt-joint-48"):
         cli("bash", RECIPE / "train.sh", data_bin, system, runs / system, *tiny,
-            env=dict(ENV, ARCH="joint_lstm_tiny"))
+            env=dict(RECIPE_ENV, ARCH="joint_lstm_tiny"))
     recipe("evaluate.sh", data_bin, runs / "nmt", "--beam", "2")
     recipe("evaluate.sh", data_bin, runs / "nmt-joint-48", "--beam", "2", "--baseline", runs / "nmt")
     return data_bin, runs
@@ -226,102 +192,11 @@ def test_evaluate_refuses_a_differently_preprocessed_test_set(trained, prepared,
 
 def test_train_sh_rejects_unknown_system_and_uses_sampling_for_large_joint(trained, tmp_path):
     data_bin, _ = trained
-    proc = cli("bash", RECIPE / "train.sh", data_bin, "nmt-jiont", tmp_path / "x", check=False, env=ENV)
+    proc = cli("bash", RECIPE / "train.sh", data_bin, "nmt-jiont", tmp_path / "x", check=False, env=RECIPE_ENV)
     assert proc.returncode == 2 and "unknown SYSTEM 'nmt-jiont'" in proc.stderr
     proc = cli("bash", RECIPE / "train.sh", data_bin, "nmt-joint-2048", tmp_path / "s", "--max-update", "1",
-               "--max-tokens", "2000", "--num-workers", "0", env=dict(ENV, ARCH="joint_lstm_tiny"))
+               "--max-tokens", "2000", "--num-workers", "0", env=dict(RECIPE_ENV, ARCH="joint_lstm_tiny"))
     # the paper's 25% sampling for dj >= 2048 (Sec. 4.2)
     assert "TRAIN_SAMPLING=on" in (tmp_path / "s" / "train-data.env").read_text()
     assert "criterion: SampledCrossEntropyCriterion" in proc.stdout + proc.stderr
     assert re.search(r"'sample_rate': 0\.25", proc.stdout + proc.stderr)
-
-
-@pytest.mark.xdist_group("nmt-study-budget")
-def test_nmt_study_trains_scores_reuses_and_extends_its_budget(en_de, tmp_path):
-    """examples/wmt17/nmt_study.py: Table 2 layout with Δ vs NMT and vs NMT-tied, the Fig. 3 bins, learning curves
-    (a point per validation), the Fig. 2 plot; a re-run reuses every finished run; a larger budget continues the runs
-    from their last checkpoint; other flags under the same model name are refused. Run by the environment's python
-    with its bin off PATH: the study finds fairseq-train / fairseq-generate next to the interpreter."""
-    work = tmp_path / "runs"
-    base = [REPO / "examples" / "wmt17" / "nmt_study.py", "--data-bin", en_de, "--workdir", work,
-            "--model", "tiny", "--model-flags", "--arch joint_lstm_tiny", "--systems", "nmt,nmt-tied,nmt-joint-48",
-            "--validate-every", "2", "--beam", "2", "--threads", "1", "--train-flags", "--max-tokens 2000"]
-    first = cli(sys.executable, *base, "--max-update", "4", env=BARE_ENV)
-    table = (work / "study.md").read_text(encoding="utf-8")
-    rows = {}
-    for line in table.splitlines():  # the Table 2 rows: the first row of each system (the bins table follows)
-        if line.startswith("| nmt"):
-            rows.setdefault(line.split(" | ")[0].lstrip("| "), line)
-    assert list(rows) == ["nmt", "nmt-tied", "nmt-joint-48"]
-    assert "| – | – |" in rows["nmt"]  # NMT has no Δ (neither vs itself nor vs NMT-tied)
-    assert re.search(r"\| [+-]\d+\.\d\d[*†‡]? \| [+-]\d+\.\d\d[*†‡]? \|", rows["nmt-joint-48"])  # Δ vs NMT, vs tied
-    assert "| high | medium | low | unseen |" in table
-    study = json.loads((work / "study.json").read_text())
-    assert {r["system"]: [p["updates"] for p in r["curve"]] for r in study["runs"]} == \
-        {s: [2, 4] for s in ("nmt", "nmt-tied", "nmt-joint-48")}
-    assert (work / "learning_curves.png").stat().st_size > 10000 and (work / "bleu_vs_dj.png").is_file()
-    assert first.stdout.count("training from scratch") == 3
-    again = cli(sys.executable, *base, "--max-update", "4", env=ENV)
-    assert again.stdout.count("(reused)") == 3 and "training from" not in again.stdout
-    longer = cli(sys.executable, *[a if a != "nmt,nmt-tied,nmt-joint-48" else "nmt-joint-48" for a in base],
-                 "--max-update", "6", env=ENV)  # one system is enough to see a run continue
-    assert longer.stdout.count("training from update 4 to 6") == 1
-    study = json.loads((work / "study.json").read_text())
-    assert study["max_update"] == 6 and [[p["updates"] for p in r["curve"]] for r in study["runs"]] == [[2, 4, 6]]
-    assert all((work / "tiny" / f"{s}-seed1" / "eval-u4" / "scores.json").is_file() for s in ("nmt", "nmt-tied"))
-    clash = cli(sys.executable, *base[:7], "--model-flags", "--arch joint_lstm", *base[9:], "--max-update", "4",
-                check=False, env=ENV)
-    assert clash.returncode == 2 and "--model tiny was trained in" in clash.stderr.strip().splitlines()[-1]
-
-
-@pytest.mark.xdist_group("nmt-study-add-results")
-def test_nmt_study_adds_the_runs_of_an_earlier_study_json(en_de, tmp_path):
-    """--add-results: a study continued on another machine reports the runs of its --model committed from the first
-    (their study.json) beside its own: the seeds column, the bins table and the learning curves count both; a run trained
-    here replaces the same run of the file; a file of another budget or other prepared data, or not a study.json,
-    is refused in one line, as is one of other model flags. --jobs 2 trains two runs at once."""
-    base = [REPO / "examples" / "wmt17" / "nmt_study.py", "--data-bin", en_de, "--model", "tiny",
-            "--model-flags", "--arch joint_lstm_tiny", "--validate-every", "2", "--beam", "2", "--threads", "1",
-            "--train-flags", "--max-tokens 2000", "--max-update", "4"]
-    first = cli(sys.executable, *base, "--workdir", tmp_path / "a", "--systems", "nmt-tied,nmt-joint-48",
-                "--seeds", "1", "--jobs", "2", env=ENV)
-    assert first.stdout.count("training from scratch") == 2
-    earlier = tmp_path / "earlier.json"  # as committed: the run directories stay behind on the first machine
-    committed = json.loads((tmp_path / "a" / "study.json").read_text())
-    committed["runs"].append({**committed["runs"][0], "model": "another"})  # another --model's run: not added
-    earlier.write_text(json.dumps(committed))
-    shutil.rmtree(tmp_path / "a")
-    second = cli(sys.executable, *base, "--workdir", tmp_path / "b", "--systems", "nmt-tied", "--seeds", "2",
-                 "--add-results", earlier, env=ENV)
-    study = json.loads((tmp_path / "b" / "study.json").read_text())
-    assert sorted((r["system"], r["seed"], "added_from" in r) for r in study["runs"]) == \
-        [("nmt-joint-48", 1, True), ("nmt-tied", 1, True), ("nmt-tied", 2, False)]
-    table = (tmp_path / "b" / "study.md").read_text(encoding="utf-8")
-    tied = [line for line in table.splitlines() if line.startswith("| nmt-tied |")]
-    assert len(tied) == 2 and tied[0].split(" | ")[3] == "1,2" and tied[1].split(" | ")[1] == "1,2"  # Table 2, bins
-    assert f"Added from `{earlier}`" in table and "nmt-tied/seed 1" in table and "seed 2" not in table.split("Added")[1]
-    assert all(r["word_f1"] and len(r["curve"]) == 2 for r in study["runs"])
-    assert second.stdout.count("training from scratch") == 1
-    # the same run trained here replaces the file's
-    again = cli(sys.executable, *base, "--workdir", tmp_path / "b", "--systems", "nmt-tied", "--seeds", "1",
-                "--add-results", earlier, env=ENV)
-    assert "tiny/nmt-tied/seed 1: left out of" in again.stdout
-    study = json.loads((tmp_path / "b" / "study.json").read_text())
-    assert sorted((r["system"], r["seed"], "added_from" in r) for r in study["runs"]) == \
-        [("nmt-joint-48", 1, True), ("nmt-tied", 1, False), ("nmt-tied", 2, False)]
-    # refusals: another budget, other prepared data, not a study.json
-    good = json.loads(earlier.read_text())
-    for name, change, message in [
-        ("budget.json", {"max_update": 6}, "scored at 6 updates, not --max-update 4"),
-        ("data.json", {"recipe": {**good["recipe"], "RECIPE_TEST_SHA": "0" * 64}}, "its RECIPE_TEST_SHA is '000"),
-        ("flags.json", {"settings": {"tiny": {"model_flags": ["--arch", "joint_lstm"]}}},
-         "its tiny runs were made with model_flags ['--arch', 'joint_lstm'], this call's is ['--arch', 'joint_lstm_tiny']"),
-    ]:
-        (tmp_path / name).write_text(json.dumps({**good, **change}))
-        bad = cli(sys.executable, *base, "--workdir", tmp_path / "b", "--no-train", "--add-results", tmp_path / name,
-                  check=False, env=ENV)
-        assert bad.returncode == 2 and message in bad.stderr.strip().splitlines()[-1], bad.stderr
-    (tmp_path / "table.json").write_text("[1, 2]")
-    bad = cli(sys.executable, *base, "--workdir", tmp_path / "b", "--no-train", "--add-results", tmp_path / "table.json",
-              check=False, env=ENV)
-    assert bad.returncode == 2 and "not a study.json written by nmt_study.py" in bad.stderr.strip().splitlines()[-1]
