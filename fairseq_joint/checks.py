@@ -153,8 +153,11 @@ FAIRSEQ_RANGES: Dict[str, Range] = {
     **{name: NON_NEGATIVE_INT for name in ("max_update", "max_epoch", "warmup_updates", "save_interval_updates",
                                            "validate_interval_updates", "num_workers", "max_len_b",
                                            "min_len", "no_repeat_ngram_size")},
-    "seed": SEED,
+    #: what fairseq's numpy seeding accepts (np.random.seed)
+    "seed": Range(0, 2 ** 32 - 1, integer=True),
 }
+#: fairseq's options whose value is a Python literal of numbers (fairseq evaluates it), with their range
+FAIRSEQ_LITERALS: Dict[str, Range] = {"adam_betas": Range(0, 1, high_open=True)}
 
 
 def fairseq_option_problems(args: argparse.Namespace) -> Iterator[Tuple[str, object, Range]]:
@@ -163,6 +166,17 @@ def fairseq_option_problems(args: argparse.Namespace) -> Iterator[Tuple[str, obj
     plugin's own options are left to :func:`check_numbers`, which knows their ranges."""
     plugin = {f.name for cls in plugin_dataclasses() for f in own_fields(cls)}
     for name, value in sorted(vars(args).items()):
+        if name in FAIRSEQ_LITERALS and isinstance(value, str):
+            try:  # as fairseq reads it (its optimizer evaluates the text), without builtins but float
+                value = eval(value, {"__builtins__": {}}, {"float": float})  # noqa: S307
+            except Exception:  # noqa: BLE001  (not numbers: fairseq's own error says so)
+                continue
+            if isinstance(value, (int, float)):
+                value = [value]
+            for item in value if isinstance(value, (list, tuple)) else []:
+                if number_problem(item, FAIRSEQ_LITERALS[name]) is not None:
+                    yield "--" + name.replace("_", "-"), item, FAIRSEQ_LITERALS[name]
+            continue
         allowed = FAIRSEQ_RANGES.get(name)
         if name in plugin and allowed is None:
             continue
@@ -176,10 +190,22 @@ def fairseq_option_problems(args: argparse.Namespace) -> Iterator[Tuple[str, obj
 
 def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = ()) -> None:
     """Refuse the first of :func:`fairseq_option_problems` (fairseq's commands, as they parse their arguments): one
-    of the command line ``given`` first (an architecture copies ``--dropout`` into ``--decoder-dropout-in``)."""
+    of the command line ``given`` first (an architecture copies ``--dropout`` into ``--decoder-dropout-in``); then
+    options that contradict each other silently: ``--nbest`` above ``--beam`` (a beam search keeps ``--beam``
+    hypotheses, fairseq printed fewer than asked) and a ``--restore-file`` that does not exist (fairseq-train
+    trained from scratch without a word)."""
     typed = {arg.split("=", 1)[0] for arg in given}
     for option, value, allowed in sorted(fairseq_option_problems(args), key=lambda p: p[0] not in typed):
         check_number(option, value, allowed)
+    beam, nbest = getattr(args, "beam", None), getattr(args, "nbest", None)
+    if isinstance(beam, int) and isinstance(nbest, int) and nbest > beam and not getattr(args, "sampling", False):
+        raise errors.OptionError(f"--nbest {nbest} is above --beam {beam}: a beam search keeps --beam hypotheses; "
+                                 f"give --beam {nbest} or more, or a smaller --nbest")
+    restore = getattr(args, "restore_file", None)
+    if restore and restore != "checkpoint_last.pt" and "://" not in restore and not os.path.isfile(restore):
+        raise errors.MissingFileError(f"--restore-file {restore}: no such checkpoint (fairseq-train would start from "
+                                      "scratch without a word): give an existing checkpoint, or drop --restore-file "
+                                      "to resume from --save-dir's checkpoint_last.pt")
 
 
 def check_configuration(cfg, training: bool = True) -> None:

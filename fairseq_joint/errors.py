@@ -97,6 +97,16 @@ def _frame_value(tb, function: str, names) -> Optional[object]:
     return found
 
 
+def _raised_in_fairseq(err: BaseException) -> bool:
+    """Whether ``err`` was raised by fairseq's own code (its package or ``fairseq_cli``), not the plugin's or a
+    library's."""
+    tb, last = err.__traceback__, None
+    while tb is not None:
+        last, tb = tb.tb_frame.f_code.co_filename, tb.tb_next
+    parts = os.path.normpath(last or "").split(os.sep)
+    return "site-packages" in parts and any(p in ("fairseq", "fairseq_cli") for p in parts)
+
+
 def option_of(value: str) -> str:
     """``--option VALUE`` (or ``--option=VALUE``) as the command line gave ``value``; the value itself if none."""
     argv = sys.argv[1:]
@@ -118,13 +128,18 @@ def translate(err: BaseException) -> Optional[Refusal]:
     * fairseq read a binarized corpus whose ``.bin`` file is empty (fairseq-preprocess of an empty text), or whose
       source and target sides hold different numbers of sentences;
     * fairseq-validate was not told the task (``KeyError: None`` of fairseq's task registry) or the batch size (an
-      ``AssertionError``)."""
+      ``AssertionError``);
+    * fairseq refused a combination of options itself, in an ``AssertionError`` or ``ValueError`` whose message
+      names the option (``--sampling requires --nbest to be equal to --beam``, ``--finetune-from-model X does not
+      exist``)."""
     if isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in str(err):
         path = _frame_value(err.__traceback__, "load", ("f",))
         return unsafe_checkpoint(path if isinstance(path, (str, os.PathLike)) else "the checkpoint", err)
     if isinstance(err, (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
                         PermissionError)) and err.filename is not None:
         name = os.fsdecode(err.filename)
+        if isinstance(err, NotADirectoryError):  # the file the command line named, under which a path was made
+            name = next((a for a in sys.argv[1:] if a and name.startswith(a.rstrip(os.sep) + os.sep)), name)
         if name not in sys.argv[1:] and not any(a.endswith("=" + name) for a in sys.argv[1:]):
             return None
         if isinstance(err, FileExistsError):
@@ -132,7 +147,7 @@ def translate(err: BaseException) -> Optional[Refusal]:
         if isinstance(err, IsADirectoryError):
             return InputError(f"{option_of(name)} is a directory: give a file")
         if isinstance(err, NotADirectoryError):
-            return InputError(f"{option_of(name)}: a part of the path is a file, not a directory: give a directory")
+            return InputError(f"{option_of(name)} is a file, not a directory: give a directory")
         if isinstance(err, PermissionError):
             return InputError(f"{option_of(name)}: permission denied: give a path this user may read (and write, "
                               "for an output)")
@@ -149,6 +164,9 @@ def translate(err: BaseException) -> Optional[Refusal]:
                                                                            ("parser",)) is not None:
         return OptionError("no task was given: add --task (translation, or gile_classification for a "
                            "gile_classifier checkpoint)")
+    if isinstance(err, (AssertionError, ValueError)) and str(err).startswith("--") and _raised_in_fairseq(err):
+        prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "the command"
+        return OptionError(f"{one_line(err).rstrip('!.')}: change the options (see {prog} --help)")
     if isinstance(err, AssertionError) and str(err) == "Source and target must contain the same number of examples":
         prefix = _frame_value(err.__traceback__, "load_langpair_dataset", ("prefix",))
         src = _frame_value(err.__traceback__, "load_langpair_dataset", ("src",))

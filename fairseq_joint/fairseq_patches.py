@@ -31,7 +31,8 @@ option_numbers     ``options.parse_args_and_arch``               every fairseq c
                                                                  non-finite number, or one of fairseq's options out of
                                                                  range (``--dropout 1.5``, ``--update-freq 0``,
                                                                  ``--beam 0``), is refused in one line
-                                                                 (``checks.check_fairseq_options``)
+                                                                 (``checks.check_fairseq_options``); so are
+                                                                 --nbest above --beam and a missing --restore-file
 checks             ``distributed.utils.call_main``               fairseq-train/-validate/-interactive: the plugin's
                                                                  option checks before any data is loaded
                                                                  (``checks.before_main``); SIGTERM stops fairseq-train
@@ -98,8 +99,9 @@ PATCHES: Tuple[Patch, ...] = (
     Patch("one_line_errors", "sys:excepthook",
           "under fairseq-* programs: a Refusal (a user's mistake) prints as one 'error:' line, exit status 1, and so "
           "do the errors of fairseq, torch and Python that mean one (a file named on the command line that does not "
-          "exist or already does, an empty binarized corpus, fairseq-validate without --task, a file torch's "
-          "weights_only unpickler refuses); an interrupted training run ends with one line saying how to resume it; "
+          "exist, already does or is a directory, an empty binarized corpus, fairseq-validate without --task, a file "
+          "torch's weights_only unpickler refuses, fairseq's own assertion or ValueError naming an option); an "
+          "interrupted training run ends with one line saying how to resume it; "
           "FAIRSEQ_JOINT_DEBUG=1 shows the traceback",
           "fairseq prints a refusal after a ~30-line traceback, or hides it in the chain of its own exception "
           "('Cannot load model parameters from checkpoint ...'); its own errors for a user's mistake name neither the "
@@ -127,9 +129,11 @@ PATCHES: Tuple[Patch, ...] = (
           "every fairseq command (train, generate, interactive, validate, the plugin's count-params): the numbers it "
           "parsed are checked before any work: finite, and fairseq's own options in their range (--lr > 0, the "
           "dropouts and --label-smoothing in [0, 1), --update-freq, --beam, --batch-size >= 1, --max-update, "
-          "--warmup-updates >= 0, ...; the plugin's options by check_numbers)",
+          "--warmup-updates >= 0, --seed what numpy takes, the numbers of --adam-betas, ...; the plugin's options "
+          "by check_numbers); --nbest above --beam and a --restore-file that does not exist are refused too",
           "fairseq takes any number: --dropout nan, --clip-norm nan and --lenpen nan ran without a word (NaN "
-          "losses or scores), --dropout 1.5, --update-freq 0 and --beam 0 failed in a traceback mid-run",
+          "losses or scores), --dropout 1.5, --update-freq 0 and --beam 0 failed in a traceback mid-run; a missing "
+          "--restore-file trained from scratch, --nbest above --beam printed fewer hypotheses, without a word",
           "none filed"),
     Patch("checks", "fairseq.distributed.utils:call_main",
           "fairseq-train, -validate, -interactive: the plugin's option checks run before any data is loaded or model "

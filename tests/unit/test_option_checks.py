@@ -347,6 +347,15 @@ def test_fairseq_options_are_checked_finite_and_in_range():
                                                                     "nan"])  # the LSTM architecture copies it into
     with pytest.raises(errors.OptionError, match="^--beam must be positive"):
         options.parse_args_and_arch(options.get_generation_parser(), ["data", "--beam", "0"])
+    with pytest.raises(errors.OptionError, match=r"^--adam-betas must be a finite number in \[0, 1\), got inf"):
+        parsed("--optimizer", "adam", "--adam-betas", "(0.9, 1e999)")  # a text fairseq evaluates
+    with pytest.raises(errors.OptionError, match="^--seed must be an integer in \\[0, 4294967295\\]"):
+        parsed("--seed", str(2 ** 40))  # numpy's seeding
+    with pytest.raises(errors.OptionError, match="^--nbest 3 is above --beam 2: a beam search keeps --beam"):
+        options.parse_args_and_arch(options.get_generation_parser(), ["data", "--nbest", "3", "--beam", "2"])
+    with pytest.raises(errors.MissingFileError, match="^--restore-file none.pt: no such checkpoint \\(fairseq-train "
+                       "would start from scratch without a word\\)"):
+        parsed("--restore-file", "none.pt")
     # a plugin option named as one of fairseq's declares the same range
     for cls in checks.plugin_dataclasses():
         for f in checks.own_fields(cls):
@@ -425,6 +434,19 @@ def test_a_file_that_is_no_fairseq_checkpoint_is_named_as_such(tmp_path, monkeyp
         pickle.dump({"model": Evil()}, f, protocol=2)
     with pytest.raises(errors.CheckpointError, match=f"^{legacy} is not a checkpoint torch can load safely"):
         checkpoint_utils.load_checkpoint_to_cpu(legacy)
+    monkeypatch.setattr(sys, "argv", ["fairseq-train", "--save-dir", str(tmp_path / "text.pt")])
+    (tmp_path / "text.pt").write_text("")
+    found = errors.refusal(raised(os.makedirs, str(tmp_path / "text.pt" / "sub")))
+    assert str(found) == f"--save-dir {tmp_path}/text.pt is a file, not a directory: give a directory"
+    # fairseq's own assertions and ValueErrors that name an option: refusals of the command
+    import fairseq.checkpoint_utils as in_fairseq
+
+    for kind in ("AssertionError", "ValueError"):
+        err = raised(exec, compile(f"raise {kind}('--sampling requires --nbest to be equal to --beam')",
+                                   in_fairseq.__file__, "exec"))
+        assert str(errors.refusal(err)) == ("--sampling requires --nbest to be equal to --beam: change the options "
+                                            "(see fairseq-train --help)")
+    assert errors.refusal(raised(exec, compile("raise ValueError('--x')", __file__, "exec"))) is None  # not fairseq's
     text = tmp_path / "text.pt"
     text.write_text("not a checkpoint\n")  # torch's unpickler: "Unsupported operand 110", which is no pickle's
     with pytest.raises(errors.CheckpointError, match=f"^{text} is truncated or not a checkpoint"):
