@@ -16,14 +16,17 @@ after its own first import:
   imported by ``--user-dir`` inside the child, as in a fresh process;
 * ``fairseq_joint``: the plugin's commands (``from fairseq_joint.cli....``): ``import fairseq_joint``.
 
-Anything else (bash, python scripts, an environment with ``FAIRSEQ_JOINT_*`` variables, read when the plugin is
-imported, or another ``PYTHONPATH``) runs cold, as does everything when ``FAIRSEQ_JOINT_TESTS_COLD=1``. This module
-imports only the standard library (the client must start fast).
+A Python file run by this interpreter (``python SCRIPT ARGS``: a study, a benchmark) goes to the server of its first
+top-level import of fairseq or the plugin. Anything else (bash, ``python -m``/``-c``, an environment with
+``FAIRSEQ_JOINT_*`` variables, read when the plugin is imported, or another ``PYTHONPATH``) runs cold, as does
+everything when ``FAIRSEQ_JOINT_TESTS_COLD=1``. This module imports only the standard library (the client must
+start fast).
 """
 
 import atexit
 import json
 import os
+import re
 import selectors
 import socket
 import struct
@@ -35,7 +38,8 @@ from typing import Dict, List, Optional
 
 #: environment variables that change what an import does: a command given any of these runs cold
 IMPORT_TIME_PREFIXES = ("FAIRSEQ_JOINT_", "PYTHON")
-PRELOADS = {"from fairseq_cli.": "fairseq", "from fairseq_joint.": "fairseq_joint"}
+#: a script's first top-level import of fairseq (fairseq_cli) or of the plugin
+FIRST_IMPORT = re.compile(r"^(?:from|import) (fairseq_joint|fairseq_cli|fairseq)\b", re.MULTILINE)
 MAX_MESSAGE = 1 << 20
 
 
@@ -48,20 +52,21 @@ class WarmServers:
         self.servers: Dict[str, subprocess.Popen] = {}
         self.failed: Dict[str, str] = {}
 
-    def preload_of(self, script: str) -> Optional[str]:
-        """The server a console script can run in (by its import line), or None."""
+    @staticmethod
+    def preload_of(script: str, console: bool) -> Optional[str]:
+        """The server a script can run in, by the first top-level import of fairseq or of the plugin in it (a
+        console script of this environment: its one import line), or None."""
         try:
             with open(script, encoding="utf-8") as f:
-                head = f.read(2000)
+                text = f.read(100000)
         except (OSError, UnicodeDecodeError):
             return None
-        if not head.startswith(f"#!{sys.executable}"):
+        if console and not text.startswith(f"#!{sys.executable}"):
             return None
-        for line in head.splitlines():
-            for prefix, preload in PRELOADS.items():
-                if line.startswith(prefix):
-                    return preload
-        return None
+        match = FIRST_IMPORT.search(text)
+        if match is None:
+            return None
+        return "fairseq_joint" if match.group(1) == "fairseq_joint" else "fairseq"
 
     def socket_of(self, preload: str) -> Optional[str]:
         """The socket of the ``preload`` server, started if needed; None if it cannot start."""
@@ -86,16 +91,19 @@ class WarmServers:
 
     def command(self, argv: List[str], env: Dict[str, str]) -> List[str]:
         """``argv`` (a program and its arguments) as the tests should run it: through a warm server's client when
-        the program is a console script of this environment that one can run, else unchanged."""
+        the program is a console script of this environment, or this interpreter running a Python file, that imports
+        fairseq or the plugin; else unchanged. ``env``: the variables the test sets for it."""
         if os.environ.get("FAIRSEQ_JOINT_TESTS_COLD") == "1" or not argv:
             return argv
         if any(k.startswith(IMPORT_TIME_PREFIXES) and os.environ.get(k) != v for k, v in env.items()):
             return argv
-        preload = self.preload_of(argv[0])
+        if argv[0] == sys.executable:  # python SCRIPT ARGS (not python -m / -c / other flags)
+            script = argv[1:] and argv[1].endswith(".py") and argv[1]
+            preload, command = script and self.preload_of(script, console=False), argv[1:]
+        else:
+            preload, command = self.preload_of(argv[0], console=True), argv
         path = preload and self.socket_of(preload)
-        if not path:
-            return argv
-        return [sys.executable, "-S", __file__, "client", path, *argv]
+        return [sys.executable, "-S", __file__, "client", path, *command] if path else argv
 
     def stop(self):
         for server in self.servers.values():
@@ -205,6 +213,7 @@ def run_child(command: dict, fds: List[int], printed: Dict[int, bytes]) -> None:
             if data:
                 os.write(fd, data)
         sys.argv = list(command["argv"])
+        sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))  # as python sets it for a script
         try:
             runpy.run_path(sys.argv[0], run_name="__main__")
             code = 0
