@@ -128,12 +128,21 @@ def test_a_gile_checkpoint_given_to_a_translation_command_is_named(tiny_bin, tmp
                     "(fairseq-joint-predict-labels scores labels with this one)")
 
 
-def test_fairseq_s_own_error_of_an_empty_corpus_is_one_line(tmp_path):
+def test_fairseq_s_own_error_of_an_empty_corpus_is_one_line(tmp_path, monkeypatch):
+    from fairseq_cli import preprocess
+
+    from fairseq_joint import fairseq_patches
+    from fairseq_joint.errors import InputError
+
     text = tmp_path / "text"
     text.mkdir()
     for split in ("train", "valid", "test"):
         for lang in ("en", "de"):
             (text / f"{split}.{lang}").write_text("")
+    with pytest.raises(InputError, match=f"^--trainpref {text}/train: {text}/train.en is empty"):
+        binarize(text, tmp_path / "bin")  # fairseq-preprocess with the plugin refuses it (parallel_text)
+    # fairseq-preprocess without the plugin binarizes it; then fairseq-train with the plugin names the empty .bin
+    monkeypatch.setattr(preprocess, "main", fairseq_patches._wrapped["parallel_text"][2])
     data = binarize(text, tmp_path / "bin")
     line = refusal(cli("fairseq-train", data, "--user-dir", USER_DIR, "--arch", "joint_lstm_tiny", "--save-dir",
                        tmp_path / "ck", *TRAIN_FAST, check=False))
