@@ -1,10 +1,10 @@
 """The study's two-tools baseline (examples/gile/gile_study.py): logistic regression's probability for the labels seen
 in training, the sentence encoder's cosine for the unseen ones, one γ between them calibrated as for every system."""
 
+import gile_study as study  # examples/gile (pytest.ini's pythonpath)
 import numpy as np
 import pytest
 
-import gile_study as study  # examples/gile (pytest.ini's pythonpath)
 from fairseq_joint.metrics import cross_calibrated_gzsl, gzsl_summary
 
 LR = np.array([[0.9, 0.2, 0.0, 0.0],
