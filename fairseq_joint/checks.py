@@ -237,6 +237,8 @@ def check_language_weights(task) -> None:
 
 #: the criteria that train a gile_classifier (on the gile_classification task), and only one
 GILE_CRITERIA = ("multilabel_classification", "gile_label_embedding_cross_entropy")
+#: a translation criterion's GILE counterpart (the same loss for labels)
+GILE_COUNTERPARTS = {"label_embedding_cross_entropy": "gile_label_embedding_cross_entropy"}
 
 
 def check_task_model_criterion(cfg) -> None:
@@ -254,8 +256,10 @@ def check_task_model_criterion(cfg) -> None:
         raise errors.OptionError(f"--arch {arch} is a {GILE_MODEL}, which only --task {GILE_TASK} trains (not --task "
                                  f"{task}): add --task {GILE_TASK}")
     if task == GILE_TASK and criterion not in GILE_CRITERIA:
+        default = " (fairseq's default)" if criterion == "cross_entropy" else ""
+        fix = GILE_COUNTERPARTS.get(criterion, GILE_CRITERIA[0])
         raise errors.OptionError(f"--task {GILE_TASK} trains with --criterion {' or '.join(GILE_CRITERIA)}, not "
-                                 f"{criterion} (fairseq's default is cross_entropy): add --criterion {GILE_CRITERIA[0]}")
+                                 f"{criterion}{default}: use --criterion {fix}")
     if task != GILE_TASK and criterion in GILE_CRITERIA:
         raise errors.OptionError(f"--criterion {criterion} trains a {GILE_MODEL} on --task {GILE_TASK}, not --task "
                                  f"{task}: use another criterion (cross_entropy, label_smoothed_cross_entropy, "

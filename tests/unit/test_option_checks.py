@@ -382,8 +382,13 @@ def test_task_model_and_criterion_belong_together():
     gile = OmegaConf.create({"task": {"_name": "gile_classification"}, "model": {"_name": "gile_pretrained"},
                              "criterion": {"_name": "cross_entropy"}})
     with pytest.raises(errors.OptionError, match="^--task gile_classification trains with --criterion "
-                       "multilabel_classification or gile_label_embedding_cross_entropy, not cross_entropy"):
+                       "multilabel_classification or gile_label_embedding_cross_entropy, not cross_entropy "
+                       "\\(fairseq's default\\): use --criterion multilabel_classification$"):
         checks.check_task_model_criterion(gile)
+    gile.criterion._name = "label_embedding_cross_entropy"  # the translation loss: its GILE counterpart
+    with pytest.raises(errors.OptionError, match="use --criterion gile_label_embedding_cross_entropy$"):
+        checks.check_task_model_criterion(gile)
+    gile.criterion._name = "cross_entropy"
     gile.task._name = "translation"
     with pytest.raises(errors.OptionError, match="^--arch gile_pretrained is a gile_classifier, which only --task "
                        "gile_classification trains"):
