@@ -21,8 +21,7 @@ from fairseq_joint.models.output_layer_model import (
     OutputLayerModelMixin,
     build_output_layer,
     check_output_layer_args,
-    decoding_step,
-    initial_parameters_seed,
+    decoder_output,
     output_layer_defaults,
 )
 
@@ -58,10 +57,7 @@ class JointLSTMDecoder(LSTMDecoder):
     def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None, src_lengths=None,
                 features_only: bool = False, **unused):
         x, attn_scores = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
-        if not features_only:
-            with decoding_step(self, incremental_state):
-                x = self.output_layer(x)
-        return x, attn_scores
+        return decoder_output(self, x, incremental_state, features_only), attn_scores
 
     def output_layer(self, x):
         return self.output_projection(x)
@@ -81,10 +77,7 @@ class JointLSTMModel(OutputLayerModelMixin, LSTMModel):
         for flag in ("encoder_embed_path", "decoder_embed_path"):
             if getattr(args, flag, None):
                 raise OptionError(f"--{flag.replace('_', '-')} is not supported by joint_lstm yet; drop it")
-        with initial_parameters_seed(args):
-            model = cls._build_modules(args, task)
-        model.record_dictionaries(task)
-        return model
+        return cls.build_seeded(args, task, cls._build_modules)
 
     @classmethod
     def _build_modules(cls, args, task):

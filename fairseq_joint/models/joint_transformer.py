@@ -14,8 +14,7 @@ from fairseq_joint.models.output_layer_model import (
     OutputLayerModelMixin,
     build_output_layer,
     check_output_layer_args,
-    decoding_step,
-    initial_parameters_seed,
+    decoder_output,
     output_layer_defaults,
 )
 
@@ -34,10 +33,7 @@ class JointTransformerDecoder(TransformerDecoder):
     def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None, features_only=False, **kwargs):
         """As fairseq's; the output layer runs in :func:`decoding_step` (its eval cache in incremental decoding)."""
         x, extra = super().forward(prev_output_tokens, encoder_out, incremental_state, features_only=True, **kwargs)
-        if not features_only:
-            with decoding_step(self, incremental_state):
-                x = self.output_layer(x)
-        return x, extra
+        return decoder_output(self, x, incremental_state, features_only), extra
 
     def upgrade_state_dict_named(self, state_dict, name):
         # fairseq injects `output_projection.weight` from E for tied models (upstream #2292/#3545);
@@ -63,10 +59,7 @@ class JointTransformerModel(OutputLayerModelMixin, TransformerModel):
                 "--adaptive-softmax-cutoff replaces the output layer with fairseq's adaptive softmax; "
                 "drop it to use --output-layer (or use --arch transformer)"
             )
-        with initial_parameters_seed(args):
-            model = super().build_model(args, task)
-        model.record_dictionaries(task)
-        return model
+        return cls.build_seeded(args, task, super().build_model)
 
     @classmethod
     def build_decoder(cls, args, tgt_dict, embed_tokens):

@@ -162,6 +162,16 @@ def decoding_step(decoder, incremental_state):
     return decoder.output_projection.weights_unchanged()
 
 
+def decoder_output(decoder, x, incremental_state, features_only: bool):
+    """What a joint decoder's ``forward`` returns for its features h (``x``): h itself with ``features_only`` (a
+    criterion then scores the vocabulary, or a subset of it, through ``decoder.output_projection``), else the output
+    layer's scores, run in :func:`decoding_step`."""
+    if features_only:
+        return x
+    with decoding_step(decoder, incremental_state):
+        return decoder.output_layer(x)
+
+
 class UpdateCountMixin:
     """Keeps fairseq's update number on the model (``num_updates``), for criteria with a warm-up
     (``label_embedding_cross_entropy --label-embedding-warmup-updates``)."""
@@ -206,7 +216,7 @@ class OutputLayerModelMixin(UpdateCountMixin, DataFingerprintMixin):
     """Mixed into a fairseq translation model whose decoder has an :class:`OutputLayer` (``decoder.output_projection``):
 
     * ``add_args``: the model's own options plus :class:`OutputLayerConfig`'s and ``--init-seed``
-      (:class:`InitSeedConfig`: the subclasses build their parameters inside :func:`initial_parameters_seed`);
+      (:class:`InitSeedConfig`: the subclasses build their parameters through :meth:`build_seeded`);
     * ``load_state_dict``: a checkpoint trained with other dictionaries than the data's (another size, or the same
       size and other entries: :class:`DataFingerprintMixin`) fails with a one-line fix (the output layer checks its
       own configuration, see ``OutputLayer.set_extra_state``);
@@ -225,6 +235,15 @@ class OutputLayerModelMixin(UpdateCountMixin, DataFingerprintMixin):
         ("target dictionary", "binarize the data with the checkpoint's dictionary (fairseq-preprocess --tgtdict "
                               "<checkpoint data dir>/dict.TGT.txt)"),
     )
+
+    @classmethod
+    def build_seeded(cls, args, task, build):
+        """The model ``build(args, task)`` returns, its parameters drawn inside :func:`initial_parameters_seed`, with
+        the task's dictionaries recorded (checked when a checkpoint is loaded)."""
+        with initial_parameters_seed(args):
+            model = build(args, task)
+        model.record_dictionaries(task)
+        return model
 
     def record_dictionaries(self, task) -> None:
         self.record_data(task.source_dictionary.symbols, task.target_dictionary.symbols)
