@@ -23,7 +23,7 @@ from typing import Dict
 import bench_harness
 import torch
 import torch.nn.functional as F
-from bench_harness import Timing, add_rounds, bars_with_spread, parse_args, parser, round_robin, rounds_note, target
+from bench_harness import Timing, add_rounds, parse_args, parser, round_robin, rounds_note, spread_chart, target
 from bench_harness import main as run_benchmark
 from bench_label_sampling import build as build_wan_gile
 
@@ -104,15 +104,12 @@ def report(result: Dict[str, object]) -> None:
 
 
 def plot(result: Dict[str, object], path: str) -> None:
-    from fairseq_joint.cli.common import figure
-
     rows = result["results"]
     steps = result["steps_per_epoch"]
-    with figure(path, figsize=(7, 3.2)) as (fig, ax):
-        bars_with_spread(ax, [r["case"] for r in rows], [Timing.of(r) for r in rows], lambda s: steps * s)
-        ax.axvline(TARGET_EPOCH_SECONDS, color="grey", linestyle="--", linewidth=1)
-        ax.set_xlabel(f"seconds per epoch ({steps} steps; median step, min-max)")
-        ax.set_title("GILE training epoch: cached sentence embeddings vs WAN", fontsize=10)
+    spread_chart(path, [r["case"] for r in rows], [Timing.of(r) for r in rows], lambda s: steps * s,
+                 f"seconds per epoch ({steps} steps; median step, min-max)",
+                 "GILE training epoch: cached sentence embeddings vs WAN", figsize=(7, 3.2), title_size=10,
+                 target_x=TARGET_EPOCH_SECONDS)
 
 
 QUICK = dict(labels=50, documents=640, vocab=2000, warmup=1, repeats=3)

@@ -19,7 +19,7 @@ import tempfile
 from typing import Dict
 
 import torch
-from bench_harness import Timing, add_rounds, bars_with_spread, parse_args, parser, round_robin, rounds_note, target
+from bench_harness import Timing, add_rounds, parse_args, parser, round_robin, rounds_note, spread_chart, target
 from bench_harness import main as run_benchmark
 
 from fairseq_joint.criterions.multilabel_classification import MultilabelClassificationCriterion
@@ -99,13 +99,10 @@ def report(result: Dict[str, object]) -> None:
 
 
 def plot(result: Dict[str, object], path: str) -> None:
-    from fairseq_joint.cli.common import figure
-
     rows = result["results"]
-    with figure(path, figsize=(7, 2.8)) as (fig, ax):
-        bars_with_spread(ax, [r["case"] for r in rows], [Timing.of(r) for r in rows], lambda s: 1000 * s)
-        ax.set_xlabel(f"ms per update (median, min-max); multilingual / sum of monolingual = {result['ratio']:.2f}")
-        ax.set_title("GILE-MHAN: one update of en + L vs an update of each alone", fontsize=10)
+    spread_chart(path, [r["case"] for r in rows], [Timing.of(r) for r in rows], lambda s: 1000 * s,
+                 f"ms per update (median, min-max); multilingual / sum of monolingual = {result['ratio']:.2f}",
+                 "GILE-MHAN: one update of en + L vs an update of each alone", figsize=(7, 2.8), title_size=10)
 
 
 QUICK = dict(dim=16, joint_dim=32, batches=4, warmup=1, repeats=3)

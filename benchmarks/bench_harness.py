@@ -253,6 +253,23 @@ def bars_with_spread(ax, labels: Sequence[str], timings: Sequence[Timing], value
         ax.invert_yaxis()
 
 
+def spread_chart(path: str, labels: Sequence[str], timings: Sequence[Timing], value: Callable[[float], float],
+                 xlabel: str, title: str, figsize: Tuple[float, float], title_size: Optional[float] = None,
+                 ylabel: Optional[str] = None, target_x: Optional[float] = None, **kwargs) -> None:
+    """A one-panel PNG at ``path``: :func:`bars_with_spread` (``kwargs`` go to the bars), the axis labels, the title
+    (in ``title_size`` points, else matplotlib's title size) and, at ``target_x``, a dashed grey line (a target)."""
+    from fairseq_joint.cli.common import figure
+
+    with figure(path, figsize=figsize) as (fig, ax):
+        bars_with_spread(ax, labels, timings, value, **kwargs)
+        if target_x is not None:
+            ax.axvline(target_x, color="grey", linestyle="--", linewidth=1)
+        ax.set_xlabel(xlabel)
+        if ylabel is not None:
+            ax.set_ylabel(ylabel)
+        ax.set_title(title, **({} if title_size is None else {"fontsize": title_size}))
+
+
 # ---------------------------------------------------------------------------------------------- options
 def parser(doc: str) -> argparse.ArgumentParser:
     """The options every benchmark has; the benchmark adds its own sizes."""

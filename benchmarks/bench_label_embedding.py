@@ -27,7 +27,7 @@ from types import SimpleNamespace
 from typing import Dict, List, Sequence, Tuple
 
 import torch
-from bench_harness import Timing, bars_with_spread, fresh_process_rounds, parse_args, parser, target
+from bench_harness import Timing, fresh_process_rounds, parse_args, parser, spread_chart, target
 from bench_harness import config as run_config
 from bench_harness import main as run_benchmark
 
@@ -190,16 +190,12 @@ def report(result: Dict[str, object]) -> None:
 
 
 def plot(result: Dict[str, object], path: str) -> None:
-    from fairseq_joint.cli.common import figure
-
     rows = result["rows"]
     cfg = result["config"]
-    with figure(path, figsize=(9, 4.5)) as (fig, ax):
-        labels = [f"{r['level']}, {r['rate']}, {r['criterion']}" for r in rows]
-        bars_with_spread(ax, labels, [Timing.of(r) for r in rows], lambda s: 1000 * s,
-                         color=["C0" if r["criterion"] == "cross_entropy" else "C1" for r in rows])
-        ax.set_xlabel("ms per step (median, min-max)")
-        ax.set_title(f"label embedding loss vs cross-entropy, |V|={cfg['vocab']}, {cfg['tokens']} tokens")
+    spread_chart(path, [f"{r['level']}, {r['rate']}, {r['criterion']}" for r in rows], [Timing.of(r) for r in rows],
+                 lambda s: 1000 * s, "ms per step (median, min-max)",
+                 f"label embedding loss vs cross-entropy, |V|={cfg['vocab']}, {cfg['tokens']} tokens", figsize=(9, 4.5),
+                 color=["C0" if r["criterion"] == "cross_entropy" else "C1" for r in rows])
 
 
 QUICK = dict(vocab=2048, tokens=128, dim=32, joint_dim=32, layers=1, repeats=1, rounds=1)

@@ -19,7 +19,7 @@ from typing import Dict, List
 
 import bench_harness
 import torch
-from bench_harness import Timing, add_rounds, bars_with_spread, parse_args, parser, round_robin, rounds_note, target
+from bench_harness import Timing, add_rounds, parse_args, parser, round_robin, rounds_note, spread_chart, target
 from bench_harness import main as run_benchmark
 
 from fairseq_joint.criterions.multilabel_classification import MultilabelClassificationCriterion
@@ -80,15 +80,10 @@ def report(result: Dict[str, object]) -> None:
 
 
 def plot(result: Dict[str, object], path: str) -> None:
-    from fairseq_joint.cli.common import figure
-
     rows = result["results"]
-    cfg = result["config"]
-    with figure(path, figsize=(7, 3.5)) as (fig, ax):
-        bars_with_spread(ax, [f"{r['rate']:.0%}" for r in rows], [Timing.of(r) for r in rows], lambda s: 1000 * s)
-        ax.set_xlabel("ms per training step (median, min-max)")
-        ax.set_ylabel("labels scored")
-        ax.set_title(f"GILE label sampling, |Y|={cfg['labels']}")
+    spread_chart(path, [f"{r['rate']:.0%}" for r in rows], [Timing.of(r) for r in rows], lambda s: 1000 * s,
+                 "ms per training step (median, min-max)", f"GILE label sampling, |Y|={result['config']['labels']}",
+                 figsize=(7, 3.5), ylabel="labels scored")
 
 
 QUICK = dict(labels=500, vocab=2000, joint_dim=64, warmup=1, repeats=3)
