@@ -52,7 +52,7 @@ import torch
 import torch.nn.functional as F
 from bench_exact_softmax import TARGET_VS_TORCH, exact_loss
 from bench_exact_softmax import build as build_exact_layer
-from bench_harness import Timing, bars_with_spread, parse_args, parser, round_robin, target, training_step
+from bench_harness import Timing, bars_with_spread, parse_args, parser, print_table, round_robin, target, training_step
 from bench_harness import main as run_benchmark
 from bench_label_embedding import SRC_LEN, make_batch
 from bench_large_vocab import embedding, step_fn
@@ -371,24 +371,27 @@ def headline(result: Dict[str, object]) -> str:
     return f"{result['device_name']}, torch {cfg['torch']}, {how}"
 
 
+def speed_columns(part: Dict[str, object]) -> List[tuple]:
+    """The last columns of the speed tables (parts a and b): tokens/s (min-max) and the ratio to tied."""
+    return [("tokens/s (min-max)", ">30", lambda r: Timing.of(r).show_rate(part["tokens"], ".0f")),
+            ("vs tied", ">9", lambda r: f"{r['vs_tied']:.2f}x")]
+
+
 def report(result: Dict[str, object]) -> None:
     print(f"\nbench_gpu on {headline(result)}; median (min-max) of the timed rounds")
     if "layers" in result:
         part = result["layers"]
         print(f"\na. Output layer + loss, training step, {part['tokens']} tokens, d = dh = {part['dim']}, "
               f"{part['rounds']} rounds: tokens/s (min-max), x tied at the same |V| and scoring")
-        print(f"{'layer':<11}{'eq.':<12}{'|V|':>7}  {'scoring':<22}{'tokens/s (min-max)':>30}{'vs tied':>9}")
-        for r in part["rows"]:
-            print(f"{r['layer']:<11}{r['equation']:<12}{vocab_label(r['vocab']):>7}  {mode_label(r['mode'], part):<22}"
-                  f"{Timing.of(r).show_rate(part['tokens'], '.0f'):>30}{r['vs_tied']:>8.2f}x")
+        print_table([("layer", "<11", lambda r: r["layer"]), ("eq.", "<12", lambda r: r["equation"]),
+                     ("|V|", ">7", lambda r: vocab_label(r["vocab"])), "  ",
+                     ("scoring", "<22", lambda r: mode_label(r["mode"], part)), *speed_columns(part)], part["rows"])
     if "table4" in result:
         part = result["table4"]
         print(f"\nb. Table 4: {part['arch']} d = {part['dim']}, |V| = {part['vocab']}, whole training step (Adam), "
               f"{part['sentences']} sentences, {part['tokens']} target tokens, {part['rounds']} rounds")
-        print(f"{'model':<11}{'paper':<11}{'scored':>8}{'tokens/s (min-max)':>30}{'vs tied':>9}")
-        for r in part["rows"]:
-            print(f"{r['model']:<11}{r['paper_model']:<11}{rate_label(r['rate']):>8}"
-                  f"{Timing.of(r).show_rate(part['tokens'], '.0f'):>30}{r['vs_tied']:>8.2f}x")
+        print_table([("model", "<11", lambda r: r["model"]), ("paper", "<11", lambda r: r["paper_model"]),
+                     ("scored", ">8", lambda r: rate_label(r["rate"])), *speed_columns(part)], part["rows"])
     if "exact" in result:
         part = result["exact"]
         print(f"\nc. Exact softmax, {EXACT_LAYER}, {part['tokens']} tokens, d = dh = {part['dim']}, {part['rounds']} "
@@ -396,12 +399,12 @@ def report(result: Dict[str, object]) -> None:
         if not part["linear_cross_entropy"]:
             print(f"(torch {result['config']['torch']} has no torch.nn.functional.linear_cross_entropy: "
                   "plain and chunked only)")
-        print(f"{'|V|':>7}  {'implementation':<16}{'ms/step (min-max)':>26}{'peak MiB':>10}{'time/torch':>11}"
-              f"{'mem/torch':>10}{'loss/plain-1':>13}")
-        for r in part["rows"]:
-            print(f"{vocab_label(r['vocab']):>7}  {r['impl']:<16}{Timing.of(r).show(1000, '.2f'):>26}"
-                  f"{fmt(r['peak_mib'], '.0f'):>10}{fmt(r['time_vs_torch'], '.2f', 'x'):>11}"
-                  f"{fmt(r['memory_vs_torch'], '.2f', 'x'):>10}{r['loss_vs_plain']:>13.1e}")
+        print_table([("|V|", ">7", lambda r: vocab_label(r["vocab"])), "  ", ("implementation", "<16", lambda r: r["impl"]),
+                     ("ms/step (min-max)", ">26", lambda r: Timing.of(r).show(1000, ".2f")),
+                     ("peak MiB", ">10", lambda r: fmt(r["peak_mib"], ".0f")),
+                     ("time/torch", ">11", lambda r: fmt(r["time_vs_torch"], ".2f", "x")),
+                     ("mem/torch", ">10", lambda r: fmt(r["memory_vs_torch"], ".2f", "x")),
+                     ("loss/plain-1", ">13", lambda r: f"{r['loss_vs_plain']:.1e}")], part["rows"])
 
 
 def fmt(value: Optional[float], spec: str, suffix: str = "") -> str:

@@ -89,6 +89,18 @@ def rounds_note(cfg: Dict[str, object]) -> str:
     return f"median (min-max) of {cfg['repeats']} rounds after {cfg['warmup']} warm-up"
 
 
+def print_table(columns: Sequence[object], rows: Sequence[Dict[str, object]]) -> None:
+    """A fixed-width table of a report: the headings, then a line per row. A column is ``(heading, spec, cell)``:
+    ``spec`` an alignment and width (``"<11"``, ``">9"``) that the heading and ``cell(row)`` both take, so that the
+    two stay aligned; a string between two columns is printed as it is (a gap)."""
+    def line(row: Optional[Dict[str, object]]) -> str:  # the headings without a row
+        return "".join(c if isinstance(c, str) else f"{c[0] if row is None else c[2](row):{c[1]}}" for c in columns)
+
+    print(line(None))
+    for r in rows:
+        print(line(r))
+
+
 # ---------------------------------------------------------------------------------------------- timing
 def rotation(names: Sequence[str], round_index: int) -> List[str]:
     """The order of round ``round_index``: ``names`` rotated left by the round number."""

@@ -27,7 +27,7 @@ from types import SimpleNamespace
 from typing import Dict, List, Sequence, Tuple
 
 import torch
-from bench_harness import Timing, fresh_process_rounds, parse_args, parser, spread_chart, target
+from bench_harness import Timing, fresh_process_rounds, parse_args, parser, print_table, spread_chart, target
 from bench_harness import config as run_config
 from bench_harness import main as run_benchmark
 
@@ -183,10 +183,11 @@ def report(result: Dict[str, object]) -> None:
     print(f"\nLabel Embedding Network loss vs cross-entropy, |V|={cfg['vocab']}, {cfg['tokens']} tokens, "
           f"joint dj={cfg['joint_dim']}, {cfg['layers']}+{cfg['layers']} layers, label embedding compressed h=100; "
           f"median (min-max) of {cfg['rounds']} x {cfg['repeats']} steps")
-    print(f"{'level':<22}{'scored':>8}  {'criterion':<18}{'ms/step (min-max)':>26}{'tokens/s':>10}{'ratio':>8}")
-    for row in result["rows"]:
-        print(f"{row['level']:<22}{row['rate']:>8}  {row['criterion']:<18}{Timing.of(row).show(1000, '.1f'):>26}"
-              f"{row['tokens_per_s']:>10.0f}{row['ratio']:>7.2f}x")
+    print_table([("level", "<22", lambda r: r["level"]), ("scored", ">8", lambda r: r["rate"]), "  ",
+                 ("criterion", "<18", lambda r: r["criterion"]),
+                 ("ms/step (min-max)", ">26", lambda r: Timing.of(r).show(1000, ".1f")),
+                 ("tokens/s", ">10", lambda r: f"{r['tokens_per_s']:.0f}"),
+                 ("ratio", ">8", lambda r: f"{r['ratio']:.2f}x")], result["rows"])
 
 
 def plot(result: Dict[str, object], path: str) -> None:

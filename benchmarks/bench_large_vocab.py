@@ -32,6 +32,7 @@ from bench_harness import (
     parse_args,
     parser,
     peak_memory,
+    print_table,
     round_robin,
     rounds_note,
     target,
@@ -164,10 +165,11 @@ def report(result: Dict[str, object]) -> None:
     if "speed" in result:
         print(f"\nTraining step, output layer + loss, {cfg['tokens']} tokens, d = dh = {cfg['dim']} (Table 4 layout), "
               f"{rounds_note(cfg)}")
-        print(f"{'layer':<12}{'|V|':>8}{'scored':>8}{'tokens/s (min-max)':>24}{'vs tied 100%':>14}{'vs own 100%':>13}")
-        for r in result["speed"]:
-            print(f"{r['layer']:<12}{r['vocab']:>8}{r['rate']:>8.0%}{Timing.of(r).show_rate(cfg['tokens'], '.0f'):>24}"
-                  f"{r['vs_tied_full']:>13.2f}x{r['speedup_vs_own_full']:>12.2f}x")
+        print_table([("layer", "<12", lambda r: r["layer"]), ("|V|", ">8", lambda r: r["vocab"]),
+                     ("scored", ">8", lambda r: f"{r['rate']:.0%}"),
+                     ("tokens/s (min-max)", ">24", lambda r: Timing.of(r).show_rate(cfg["tokens"], ".0f")),
+                     ("vs tied 100%", ">14", lambda r: f"{r['vs_tied_full']:.2f}x"),
+                     ("vs own 100%", ">13", lambda r: f"{r['speedup_vs_own_full']:.2f}x")], result["speed"])
     if "memory" in result:
         print(f"\nExact softmax, joint dj={cfg['mem_joint_dim']}, |V|={cfg['mem_vocab']}, {cfg['mem_tokens']} tokens "
               f"(peak RSS above the model, fresh process each)")
