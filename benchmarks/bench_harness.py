@@ -18,6 +18,8 @@ processes gives ``child(config, case)`` too. The harness does the rest, the same
 * **Peak memory** (:func:`peak_memory`): the resident set sampled from ``/proc/self/statm`` every millisecond
   during a step, minus the resident set just before it; run in a fresh process, it is what the step adds.
 * **Targets** (:func:`target`): printed as ``  PASS  <target>: <value> (target >= x)`` (or ``FAIL``, ``<=``).
+* **Reports** (:func:`print_table`, :func:`spread_chart`): a fixed-width table whose headings and cells share one
+  alignment and width per column; a one-panel chart of the timings' medians with their spread.
 * **Options** (:func:`parser`, :func:`parse_args`): ``--threads N`` (torch intra-op threads), ``--quick`` (a tiny
   configuration for a smoke test; size flags given explicitly still win), ``--json FILE`` (every figure) and
   ``--plot FILE`` (a PNG through matplotlib's Agg backend); relative paths are taken from the working directory.
