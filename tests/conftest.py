@@ -61,8 +61,8 @@ def cli(tool: str, *args, check: bool = True, env=None, timeout: int = 600, cwd=
     cmd = [exe, *map(str, args)]
     run_env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     run_env.update(env or {})
-    proc = subprocess.run(WARM.command(cmd, env or {}), capture_output=True, text=True, env=run_env, timeout=timeout,
-                          cwd=str(cwd or REPO))
+    cmd, run_env = WARM.command(cmd, run_env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=run_env, timeout=timeout, cwd=str(cwd or REPO))
     if check and proc.returncode != 0:
         raise AssertionError(
             f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}"
