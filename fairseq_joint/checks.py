@@ -404,6 +404,8 @@ def checkpoint_checks(path: str, state: Dict[str, object], task, arg_overrides: 
 #: the files a checkpoint's task records besides its data directory (whose refusal, naming --data, is the data's
 #: own: ``data.gile_files``), as ``(option, the loaders' keyword)``
 RECORDED_FILES = (("label_file", "label_file"), ("eval_label_file", "eval_label_file"))
+#: the plugin's commands that take --label-file / --eval-label-file for a checkpoint's moved label files
+FLAG_COMMANDS = ("fairseq-joint-predict-labels",)
 
 
 def check_recorded_files(path: str, cfg, overrides: Optional[dict], command: str) -> None:
@@ -421,10 +423,10 @@ def check_recorded_files(path: str, cfg, overrides: Optional[dict], command: str
         flag = "--" + option.replace("_", "-")
         if given:
             raise errors.MissingFileError(f"{flag} {value}: no such file: give the label<TAB>description file")
-        if command.startswith("fairseq-") and not command.startswith("fairseq-joint-"):
+        if command in FLAG_COMMANDS or (command.startswith("fairseq-") and not command.startswith("fairseq-joint-")):
             fix = f"give {command} {flag} where it is now"
         else:
-            fix = (f"put it back, or give where it is now to the Python API ({keyword}= of "
-                   "fairseq_joint.cli.common.load_gile_model, or fairseq-validate " + flag + ")")
+            fix = (f"put it back, or give where it is now ({keyword}= of LabelPredictor.from_checkpoint or "
+                   f"fairseq_joint.cli.common.load_gile_model; fairseq-joint-predict-labels {flag})")
         raise errors.MissingFileError(f"{flag} {value}, which {path} was trained with (a checkpoint records its "
                                       f"label files), does not exist: {fix}")

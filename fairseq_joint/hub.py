@@ -115,15 +115,20 @@ class LabelPredictor:
 
     @classmethod
     def from_checkpoint(cls, path: Union[str, "os.PathLike[str]"], data: Optional[str] = None,
-                        pretrained_encoder: Optional[str] = None, *,
+                        pretrained_encoder: Optional[str] = None, *, label_file: Optional[str] = None,
+                        eval_label_file: Optional[str] = None,
                         command: str = "LabelPredictor.from_checkpoint") -> "LabelPredictor":
         """Load a ``gile_classifier`` checkpoint. ``data``: its preprocessed directory (``dict.txt``,
         ``labels.train.txt``; default: the one recorded in the checkpoint); ``pretrained_encoder``: where the sentence
-        encoder of an ``--encoder pretrained`` model is now (default: where training found it). ``command``: who
-        a checkpoint of the other kind is refused for (``fairseq-joint-predict-labels`` passes its name)."""
+        encoder of an ``--encoder pretrained`` model is now (default: where training found it); ``label_file``,
+        ``eval_label_file``: where the label files training was given (``--label-file``, ``--eval-label-file``) are
+        now, if they moved. ``command``: who a checkpoint of the other kind is refused for
+        (``fairseq-joint-predict-labels`` passes its name)."""
         path = os.fspath(path)
         model, task, cfg = load_gile_checkpoint(path, data and os.fspath(data),
-                                                pretrained_encoder and os.fspath(pretrained_encoder), command)
+                                                pretrained_encoder and os.fspath(pretrained_encoder), command,
+                                                label_file=label_file and os.fspath(label_file),
+                                                eval_label_file=eval_label_file and os.fspath(eval_label_file))
         return cls(model, task, path, probability_kind(task, cfg.criterion))
 
     # ------------------------------------------------------------------------------------------ checks

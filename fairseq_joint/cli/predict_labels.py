@@ -46,11 +46,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--lang", help="the texts' language, for a multilingual model (one of its --languages)")
     p.add_argument("--pretrained-encoder", help="the sentence-transformers directory of a model trained with "
                    "--encoder pretrained, when it is no longer where training found it")
+    p.add_argument("--label-file", help="where the --label-file training was given is now, if it moved")
+    p.add_argument("--eval-label-file", help="where the --eval-label-file training was given is now, if it moved")
     args = p.parse_args(argv)
     check_topk(args.topk)
     descriptions = read_label_file(args.labels)
     lines = read_lines(args.input, "--input") if args.input else sys.stdin.read().splitlines()
-    predictor = LabelPredictor.from_checkpoint(args.checkpoint, args.data, args.pretrained_encoder, command=PROG)
+    predictor = LabelPredictor.from_checkpoint(args.checkpoint, args.data, args.pretrained_encoder, command=PROG,
+                                               label_file=args.label_file, eval_label_file=args.eval_label_file)
     lang = predictor.check_language(args.lang)
     label_set = predictor.label_set(descriptions, args.labels)
     texts = [t for t in lines if t.strip()]

@@ -97,7 +97,17 @@ def test_a_label_file_the_checkpoint_records_that_moved_names_the_option(gile_bi
     assert proc.returncode == 1 and len(line) == 1, proc.stderr[-3000:]
     assert line[0] == (f"error: --eval-label-file {labels}, which {checkpoint} was trained with (a checkpoint records "
                        "its label files), does not exist: give fairseq-validate --eval-label-file where it is now")
-    with pytest.raises(MissingFileError, match="eval_label_file= of fairseq_joint.cli.common.load_gile_model"):
+    with pytest.raises(MissingFileError, match="eval_label_file= of LabelPredictor.from_checkpoint or "
+                       "fairseq_joint.cli.common.load_gile_model"):
         load_gile_model(str(checkpoint))
     _, task = load_gile_model(str(checkpoint), eval_label_file=str(moved))  # what the refusal says to do
     assert task.cfg.eval_label_file == str(moved)
+    # predict-labels: refused naming its own option, which then finds the file
+    args = ["--checkpoint", checkpoint, "--labels", moved, "--topk", "1"]
+    proc = cli("fairseq-joint-predict-labels", *args, check=False)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(
+        "does not exist: give fairseq-joint-predict-labels --eval-label-file where it is now")
+    texts = tmp_path / "texts.txt"
+    texts.write_text("a python library for parsing\n", encoding="utf-8")
+    ranked = cli("fairseq-joint-predict-labels", *args, "--eval-label-file", moved, "--input", texts)
+    assert ranked.stdout.startswith("a python library for parsing\t")

@@ -417,9 +417,13 @@ def test_a_recorded_label_file_that_moved_names_the_option_that_fixes_it(tmp_pat
                        "with \\(a checkpoint records its label files\\), does not exist: give fairseq-validate "
                        "--eval-label-file where it is now"):
         checks.check_recorded_files("ck.pt", cfg, {}, "fairseq-validate")
-    with pytest.raises(errors.MissingFileError, match="put it back, or give where it is now to the Python API "
-                       "\\(eval_label_file= of fairseq_joint.cli.common.load_gile_model"):
+    with pytest.raises(errors.MissingFileError, match="does not exist: give fairseq-joint-predict-labels "
+                       "--eval-label-file where it is now$"):
         checks.check_recorded_files("ck.pt", cfg, None, "fairseq-joint-predict-labels")
+    with pytest.raises(errors.MissingFileError, match="put it back, or give where it is now \\(eval_label_file= of "
+                       "LabelPredictor.from_checkpoint or fairseq_joint.cli.common.load_gile_model; "
+                       "fairseq-joint-predict-labels --eval-label-file\\)$"):
+        checks.check_recorded_files("ck.pt", cfg, None, "LabelPredictor.from_checkpoint")
     checks.check_recorded_files("ck.pt", cfg, {"eval_label_file": str(labels)}, "fairseq-validate")  # where it is now
     with pytest.raises(errors.MissingFileError, match=f"^--label-file {tmp_path}/none.tsv: no such file"):
         checks.check_recorded_files("ck.pt", cfg, {"label_file": str(tmp_path / "none.tsv")}, "fairseq-validate")
