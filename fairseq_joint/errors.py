@@ -131,7 +131,9 @@ def translate(err: BaseException) -> Optional[Refusal]:
       ``AssertionError``);
     * fairseq refused a combination of options itself, in an ``AssertionError`` or ``ValueError`` whose message
       names the option (``--sampling requires --nbest to be equal to --beam``, ``--finetune-from-model X does not
-      exist``)."""
+      exist``);
+    * fairseq's translation task found no language pair in DATA's file names (e.g. a GILE data directory given to
+      fairseq-generate)."""
     if isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in str(err):
         path = _frame_value(err.__traceback__, "load", ("f",))
         return unsafe_checkpoint(path if isinstance(path, (str, os.PathLike)) else "the checkpoint", err)
@@ -177,6 +179,13 @@ def translate(err: BaseException) -> Optional[Refusal]:
                           "text; fix them (wc -l) and run fairseq-preprocess again")
     if isinstance(err, AssertionError) and str(err) == "Must specify batch size either with --max-tokens or --batch-size":
         return OptionError("no batch size was given: add --max-tokens or --batch-size")
+    if str(err) == "Could not infer language pair, please provide it explicitly" and _raised_in_fairseq(err):
+        cfg = _frame_value(err.__traceback__, "setup_task", ("cfg",))
+        data = getattr(cfg, "data", None) or "DATA"
+        return InputError(f"{data} holds no binarized translation corpus whose languages fairseq can read from its "
+                          "file names (train.SRC-TGT.SRC.idx): give the directory fairseq-preprocess wrote, or "
+                          "--source-lang and --target-lang (a gile_classifier checkpoint is scored with "
+                          "fairseq-joint-predict-labels, or fairseq-validate --task gile_classification)")
     return None
 
 

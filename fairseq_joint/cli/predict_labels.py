@@ -22,7 +22,7 @@ import json
 import sys
 from typing import Optional, Sequence
 
-from fairseq_joint.cli.common import parser, read_lines, run
+from fairseq_joint.cli.common import parser, positive_int, read_lines, run
 from fairseq_joint.data.gile_files import read_label_file
 from fairseq_joint.hub import LabelPredictor, check_topk
 
@@ -37,7 +37,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "default: the one recorded in the checkpoint")
     p.add_argument("--input", help="texts, one per line (default: stdin)")
     p.add_argument("--topk", type=int, default=5, help="labels printed per text")
-    p.add_argument("--batch-size", type=int, default=64, help="texts scored at once")
+    p.add_argument("--batch-size", type=positive_int, default=64, help="texts scored at once")
     p.add_argument("--json", action="store_true", help="print JSON lines {text, labels: [[label, score], ...]}")
     p.add_argument("--seen-score-offset", type=float, default=None,
                    help="γ subtracted from the scores of the labels seen in training (calibrated stacking); "

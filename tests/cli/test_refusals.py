@@ -126,6 +126,13 @@ def test_a_gile_checkpoint_given_to_a_translation_command_is_named(tiny_bin, tmp
     line = refusal(cli("fairseq-generate", tiny_bin, "--user-dir", USER_DIR, "--path", gile, check=False))
     assert line == (f"error: {gile} is a gile_classifier checkpoint; fairseq-generate needs a translation model "
                     "(fairseq-joint-predict-labels scores labels with this one)")
+    # with the GILE data too (what a user has beside a GILE checkpoint): fairseq's translation task fails first
+    proc = cli("fairseq-generate", tmp_path, "--user-dir", USER_DIR, "--path", gile, check=False)
+    assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr[-2000:]
+    assert refusal(proc) == (f"error: {tmp_path} holds no binarized translation corpus whose languages fairseq can "
+                             "read from its file names (train.SRC-TGT.SRC.idx): give the directory fairseq-preprocess "
+                             "wrote, or --source-lang and --target-lang (a gile_classifier checkpoint is scored with "
+                             "fairseq-joint-predict-labels, or fairseq-validate --task gile_classification)")
 
 
 def test_fairseq_s_own_error_of_an_empty_corpus_is_one_line(tmp_path, monkeypatch):
