@@ -42,7 +42,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 from omegaconf import OmegaConf, open_dict
 
-from fairseq_joint.checks import DROPOUT, POSITIVE_INT
+from fairseq_joint.checks import DROPOUT, NON_NEGATIVE, POSITIVE_INT
 from fairseq_joint.data.gile_files import LEXICAL_FILE, label_counts
 from fairseq_joint.errors import CheckpointError, InputError, MissingFileError, OptionError
 from fairseq_joint.models.output_layer_model import DataFingerprintMixin, UpdateCountMixin
@@ -236,6 +236,12 @@ class GileClassifierConfig(FairseqDataclass):
                                  "vector and the text vector: a zero-shot prior that training on few labels keeps "
                                  "(a text that contains a label's description words scores that label high)"}
     )
+    cosine_prior: float = field(
+        default=0.0, metadata={"help": "--encoder pretrained/hybrid, frozen: add λ times the sentence encoder's cosine "
+                               "of text and description to every label's logit, a fixed zero-shot prior the head "
+                               "learns around (training on seen labels cannot move it, so unseen labels keep the "
+                               "encoder's ranking); 0: off", "range": NON_NEGATIVE}
+    )
     seen_label_bias: bool = field(
         default=False, metadata={"help": "a bias b_y per label seen in training, started at its log-odds in the "
                                  "training data, so the head's projections need not learn the label prior; a label "
@@ -303,6 +309,10 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         if cfg.cooccurrence_init != "none" and cfg.head != "linear":
             raise OptionError(f"--cooccurrence-init initializes the linear head's hidden->output weight W; "
                               f"--head {cfg.head} has none: use --head linear or --cooccurrence-init none")
+        if cfg.cosine_prior and (cfg.encoder not in SENTENCE_ENCODERS or cfg.finetune_encoder or cfg.head == "linear"):
+            raise OptionError(f"--cosine-prior {cfg.cosine_prior} adds a frozen sentence encoder's cosine of text and "
+                              "description to a joint head's logits: use it with --encoder pretrained or hybrid, "
+                              "without --finetune-encoder, and a joint head (--head gile, ...), or drop it")
         if cfg.encoder in SENTENCE_ENCODERS:
             if cfg.share_encoder or cfg.share_attention:
                 raise OptionError("--share-encoder/--share-attention share parts of per-language HAN/WAN encoders; "
@@ -598,7 +608,11 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
                                  f"{first}: it has one weight row per training label; train a joint head (--head gile) "
                                  "to score unseen labels")
             return head(features, ids=train_index)
-        logits = head(features, class_inputs=self.label_vectors(label_tokens))
+        label_vectors = self.label_vectors(label_tokens)
+        logits = head(features, class_inputs=label_vectors)
+        if self.cfg.cosine_prior:  # the frozen encoder's normalized vectors are the first d coordinates
+            d = self.sentence_encoder.dim
+            logits = logits + self.cfg.cosine_prior * (features[:, :d] @ label_vectors[:, :d].t()).to(logits.dtype)
         if self.label_bias is not None:
             bias = torch.where(train_index >= 0, self.label_bias[train_index.clamp(min=0)], self.label_bias.mean())
             logits = logits + bias.to(logits.dtype)

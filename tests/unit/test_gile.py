@@ -580,3 +580,33 @@ def test_the_task_calibrates_gamma_on_valid_and_keeps_it_in_its_state(tmp_path):
     assert "--seen-score-offset of training" in task.seen_score_offset_origin
     at_given = gzsl_metric_sums(scores, targets, seen, 1.5)
     assert sum(log["gzsl_unseen_avgpr"] for log in logs) == pytest.approx(at_given["unseen"]["avgpr"])
+
+
+def test_cosine_prior_adds_the_frozen_encoders_cosine_to_every_label(sentence_encoder):
+    """--cosine-prior λ: the logits are the head's plus λ · cos(text, description) of the frozen sentence encoder, for
+    seen and unseen labels alike; refused where there is no frozen encoder's cosine to add."""
+    import dataclasses
+
+    from fairseq_joint.errors import OptionError
+    from fairseq_joint.modules.sentence_encoder import PretrainedSentenceEncoder
+
+    encoder = PretrainedSentenceEncoder(str(sentence_encoder))
+    inputs = dataclasses.replace(stub_inputs(), sentence_encoder=encoder)
+    texts = encoder.embed(["a python library", "a racing game"])
+    labels = encoder.embed(["python programming language", "games", "astronomy"])
+    train_index = torch.tensor([0, 1, -1])  # the third label was never seen in training
+    scores = {}
+    for prior in (0.0, 2.5):
+        cfg = GileClassifierConfig(head="gile", encoder="pretrained", pretrained_encoder=str(sentence_encoder),
+                                   similarity_init=True, seen_label_bias=True, cosine_prior=prior)
+        torch.manual_seed(0)
+        model = GileClassifier.build(cfg, inputs).eval()
+        with torch.no_grad():
+            scores[prior] = model.label_scores(model(None, src_embeddings=texts), labels, train_index)
+    cosine = texts @ labels.t()
+    assert torch.allclose(scores[2.5] - scores[0.0], 2.5 * cosine, atol=1e-5)
+    for bad in (dict(encoder="wan"), dict(finetune_encoder=True), dict(head="linear")):
+        cfg = GileClassifierConfig(**{**dict(head="gile", encoder="pretrained", cosine_prior=1.0,
+                                             pretrained_encoder=str(sentence_encoder)), **bad})
+        with pytest.raises(OptionError, match="^--cosine-prior 1.0 adds a frozen sentence encoder's cosine"):
+            GileClassifier.build(cfg, inputs)
