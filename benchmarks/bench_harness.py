@@ -269,13 +269,17 @@ def bars_with_spread(ax, labels: Sequence[str], timings: Sequence[Timing], value
 
 def spread_chart(path: str, labels: Sequence[str], timings: Sequence[Timing], value: Callable[[float], float],
                  xlabel: str, title: str, figsize: Tuple[float, float], title_size: Optional[float] = None,
-                 ylabel: Optional[str] = None, target_x: Optional[float] = None, **kwargs) -> None:
+                 ylabel: Optional[str] = None, target_x: Optional[float] = None, log_x: bool = False,
+                 **kwargs) -> None:
     """A one-panel PNG at ``path``: :func:`bars_with_spread` (``kwargs`` go to the bars), the axis labels, the title
-    (in ``title_size`` points, else matplotlib's title size) and, at ``target_x``, a dashed grey line (a target)."""
+    (in ``title_size`` points, else matplotlib's title size) and, at ``target_x``, a dashed grey line (a target);
+    ``log_x``: a logarithmic value axis (values that differ by orders of magnitude)."""
     from fairseq_joint.cli.common import figure
 
     with figure(path, figsize=figsize) as (fig, ax):
         bars_with_spread(ax, labels, timings, value, **kwargs)
+        if log_x:
+            ax.set_xscale("log")
         if target_x is not None:
             ax.axvline(target_x, color="grey", linestyle="--", linewidth=1)
         ax.set_xlabel(xlabel)

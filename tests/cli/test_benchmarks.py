@@ -194,15 +194,24 @@ def test_exact_softmax_compares_every_implementation_on_the_same_loss(tmp_path):
 
 
 def test_gile_epoch_quick(tmp_path, sentence_encoder):
-    result, _ = quick_run("bench_gile_epoch.py", tmp_path, "--pretrained-encoder", sentence_encoder)
+    result, stdout = quick_run("bench_gile_epoch.py", tmp_path, "--pretrained-encoder", sentence_encoder)
     assert [r["case"] for r in result["results"]] == ["pretrained + gile", "pretrained + bil_n16",
-                                                       "pretrained + linear", "WAN + gile"]
+                                                       "pretrained + linear", "hybrid + gile", "WAN + gile",
+                                                       "fine-tuned + gile"]
     assert result["steps_per_epoch"] == 20 and result["encoder_dim"] == 16  # 640 documents in batches of 32
-    wan = result["results"][-1]
+    rows = {r["case"]: r for r in result["results"]}
+    wan = rows["WAN + gile"]
     for row in result["results"]:
         assert len(row["seconds_all"]) == 3
         assert row["epoch_s"] == pytest.approx(20 * median(row))
         assert row["vs_wan_gile"] == pytest.approx(row["epoch_s"] / wan["epoch_s"])
+    # the fine-tuned step reads the bundled sample's texts as word pieces (the tiny encoder reads 64) and trains the
+    # encoder with the head: its parameters are among the trained ones
+    shapes = result["finetuned_batch"]
+    assert result["config"]["texts"].endswith(os.path.join("data", "debtags-sample"))
+    assert shapes["max_seq_length"] == 64 and 0 < shapes["text_pieces_mean"] <= shapes["text_pieces_padded"] <= 64
+    assert 0 < shapes["encoder_parameters"] < shapes["trainable_parameters"]
+    assert "fine-tuned + gile: " in stdout and "re-encoded with gradient every update" in stdout
     (t,) = result["targets"]
     assert t["threshold"] == bench_gile_epoch.TARGET_EPOCH_SECONDS and not t["higher_is_better"]
     assert t["value"] == pytest.approx(result["results"][0]["epoch_s"])
