@@ -72,7 +72,7 @@ def build(case, args, encoder):
     kind, head = case.split(" + ")
     if kind == "WAN":  # the label-sampling benchmark's WAN + gile, with d_j by Eq. 19 as the study's --joint-dim auto
         joint = equal_capacity_joint_dim(args.wan_dim, args.wan_dim, args.labels)
-        return build_wan_gile(args.labels, args.vocab, args.wan_dim, joint, args.seed), args.wan_dim
+        return build_wan_gile(args.labels, args.vocab, args.wan_dim, joint, args.seed), None
     torch.manual_seed(args.seed)
     if kind == "hybrid":  # its own frozen sentence encoder plus P (V x d_l), a parameter of the model
         encoder = HybridTextEncoder(args.pretrained_encoder, synthetic_lexical_model(args.lexical_features),
