@@ -237,10 +237,10 @@ class GileClassifierConfig(FairseqDataclass):
                                  "(a text that contains a label's description words scores that label high)"}
     )
     cosine_prior: float = field(
-        default=0.0, metadata={"help": "--encoder pretrained/hybrid, frozen: add λ times the sentence encoder's cosine "
-                               "of text and description to every label's logit, a fixed zero-shot prior the head "
-                               "learns around (training on seen labels cannot move it, so unseen labels keep the "
-                               "encoder's ranking); 0: off", "range": NON_NEGATIVE}
+        default=0.0, metadata={"help": "--encoder pretrained/hybrid, frozen: at evaluation and prediction, add λ times "
+                               "the sentence encoder's cosine of text and description to every label's logit (the "
+                               "zero-shot prior beside the head trained on the seen labels, which training does not "
+                               "see: a head trained around it learns to cancel it); 0: off", "range": NON_NEGATIVE}
     )
     seen_label_bias: bool = field(
         default=False, metadata={"help": "a bias b_y per label seen in training, started at its log-odds in the "
@@ -610,7 +610,7 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
             return head(features, ids=train_index)
         label_vectors = self.label_vectors(label_tokens)
         logits = head(features, class_inputs=label_vectors)
-        if self.cfg.cosine_prior:  # the frozen encoder's normalized vectors are the first d coordinates
+        if self.cfg.cosine_prior and not self.training:  # the frozen encoder's vectors: the first d coordinates
             d = self.sentence_encoder.dim
             logits = logits + self.cfg.cosine_prior * (features[:, :d] @ label_vectors[:, :d].t()).to(logits.dtype)
         if self.label_bias is not None:

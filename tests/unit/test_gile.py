@@ -583,8 +583,9 @@ def test_the_task_calibrates_gamma_on_valid_and_keeps_it_in_its_state(tmp_path):
 
 
 def test_cosine_prior_adds_the_frozen_encoders_cosine_to_every_label(sentence_encoder):
-    """--cosine-prior λ: the logits are the head's plus λ · cos(text, description) of the frozen sentence encoder, for
-    seen and unseen labels alike; refused where there is no frozen encoder's cosine to add."""
+    """--cosine-prior λ: at evaluation the logits are the head's plus λ · cos(text, description) of the frozen sentence
+    encoder, for seen and unseen labels alike; in training the head's alone; refused where there is no frozen
+    encoder's cosine to add."""
     import dataclasses
 
     from fairseq_joint.errors import OptionError
@@ -600,11 +601,14 @@ def test_cosine_prior_adds_the_frozen_encoders_cosine_to_every_label(sentence_en
         cfg = GileClassifierConfig(head="gile", encoder="pretrained", pretrained_encoder=str(sentence_encoder),
                                    similarity_init=True, seen_label_bias=True, cosine_prior=prior)
         torch.manual_seed(0)
-        model = GileClassifier.build(cfg, inputs).eval()
+        model = GileClassifier.build(cfg, inputs)
         with torch.no_grad():
-            scores[prior] = model.label_scores(model(None, src_embeddings=texts), labels, train_index)
+            for mode in ("train", "eval"):
+                getattr(model, mode)()
+                scores[prior, mode] = model.label_scores(model(None, src_embeddings=texts), labels, train_index)
     cosine = texts @ labels.t()
-    assert torch.allclose(scores[2.5] - scores[0.0], 2.5 * cosine, atol=1e-5)
+    assert torch.allclose(scores[2.5, "eval"] - scores[0.0, "eval"], 2.5 * cosine, atol=1e-5)
+    assert torch.equal(scores[2.5, "train"], scores[0.0, "train"])  # the loss sees the head alone
     for bad in (dict(encoder="wan"), dict(finetune_encoder=True), dict(head="linear")):
         cfg = GileClassifierConfig(**{**dict(head="gile", encoder="pretrained", cosine_prior=1.0,
                                              pretrained_encoder=str(sentence_encoder)), **bad})
