@@ -239,8 +239,8 @@ class GileClassifierConfig(FairseqDataclass):
     cosine_prior: float = field(
         default=0.0, metadata={"help": "--encoder pretrained/hybrid, frozen: at evaluation and prediction, add λ times "
                                "the sentence encoder's cosine of text and description to every label's logit (the "
-                               "zero-shot prior beside the head trained on the seen labels, which training does not "
-                               "see: a head trained around it learns to cancel it); 0: off", "range": NON_NEGATIVE}
+                               "zero-shot prior beside the head trained on the seen labels; training does not see "
+                               "it); 0: off", "range": NON_NEGATIVE}
     )
     seen_label_bias: bool = field(
         default=False, metadata={"help": "a bias b_y per label seen in training, started at its log-odds in the "
