@@ -623,9 +623,12 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
 def gile_pretrained(args) -> None:
     """``--arch gile_pretrained --pretrained-encoder PATH``: GILE (Eq. 14) over a pretrained sentence encoder with what
     measured best on debtags (studies/gile.md): the encoder frozen, the head started at the cosine of text and
-    description (``--similarity-init``) and a bias per training label (``--seen-label-bias``). Other options keep
-    ``gile_classifier``'s defaults; any of these can still be given."""
-    defaults = GileClassifierConfig(encoder="pretrained", head="gile", similarity_init=True, seen_label_bias=True)
+    description (``--similarity-init``), a bias per training label (``--seen-label-bias``), and the encoder's cosine
+    kept beside the trained head at prediction (``--cosine-prior 10``: unseen AvgPr 69.5 instead of 61.1, calibrated
+    GZSL H 59.7 instead of 55.2, seen AvgPr 68.6 instead of 70.4). Other options keep ``gile_classifier``'s
+    defaults; any of these can still be given."""
+    defaults = GileClassifierConfig(encoder="pretrained", head="gile", similarity_init=True, seen_label_bias=True,
+                                    cosine_prior=10.0)
     for name in GileClassifierConfig.__dataclass_fields__:
         if not name.startswith("_") and getattr(args, name, None) is None:
             setattr(args, name, getattr(defaults, name))

@@ -182,7 +182,8 @@ def test_bad_encoder_input(data, tmp_path, sentence_encoder):
 
 def test_gile_pretrained_architecture_is_gile_with_the_best_measured_flags(data, tmp_path, sentence_encoder):
     """--arch gile_pretrained --pretrained-encoder PATH trains the gile head over the frozen encoder with
-    --similarity-init --seen-label-bias: the same model, seed for seed, as gile_classifier given those flags."""
+    --similarity-init --seen-label-bias --cosine-prior 10: the same model, seed for seed, as gile_classifier given
+    those flags."""
     import torch
 
     arch = cli("fairseq-train", data, "--user-dir", GILE_TRAIN[1], "--task", "gile_classification", "--arch",
@@ -190,12 +191,14 @@ def test_gile_pretrained_architecture_is_gile_with_the_best_measured_flags(data,
                tmp_path / "arch", *FAST)
     stats = valid_line(arch.stdout + arch.stderr)
     assert stats["docs"] == 45 and "gzsl_h" in stats
-    flags = train(data, tmp_path / "flags", sentence_encoder, "--head", "gile", "--similarity-init", "--seen-label-bias")
+    flags = train(data, tmp_path / "flags", sentence_encoder, "--head", "gile", "--similarity-init", "--seen-label-bias",
+                  "--cosine-prior", "10")
     same = valid_line(flags.stdout + flags.stderr)
     assert {k: v for k, v in same.items() if k != "wps"} == {k: v for k, v in stats.items() if k != "wps"}
     saved = torch.load(tmp_path / "arch" / "checkpoint_last.pt", weights_only=True)
     cfg = saved["cfg"]["model"]
-    assert (cfg["encoder"], cfg["head"], cfg["similarity_init"], cfg["seen_label_bias"]) == ("pretrained", "gile", True, True)
+    assert (cfg["encoder"], cfg["head"], cfg["similarity_init"], cfg["seen_label_bias"], cfg["cosine_prior"]) == \
+        ("pretrained", "gile", True, True, 10.0)
     assert "label_bias" in saved["model"] and not any(k.startswith("encoder.") for k in saved["model"])
     again = validate(data, tmp_path / "arch" / "checkpoint_last.pt")
     for key in METRICS:
