@@ -62,11 +62,15 @@ POSITIVE_INT = Range(1, integer=True, name="positive")
 NON_NEGATIVE_INT = Range(0, integer=True)
 #: what ``torch.manual_seed`` accepts (a negative seed is mapped to 2^64 + seed)
 SEED = Range(-(2 ** 63), 2 ** 64 - 1, integer=True)
+#: the largest integer an option may take where its range sets no upper bound: what a 64-bit integer (a C long, numpy's
+#: and torch's int64) holds; beyond it fairseq and torch fail in "Python int too large to convert to C long"
+INT64_MAX = 2 ** 63 - 1
 
 
 def number_problem(value, allowed: Range) -> Optional[str]:
     """Why ``value`` is not a number of ``allowed`` ("must be ..., got ..."), or None: the one check of every numeric
-    option (a bool is not a number; an integer range takes integers only)."""
+    option (a bool is not a number; an integer range takes integers only; an integer beyond :data:`INT64_MAX`, where
+    the range sets no bound, is refused too)."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     if ok and allowed.integer:
         ok = isinstance(value, int) or (math.isfinite(value) and float(value).is_integer())
@@ -76,7 +80,11 @@ def number_problem(value, allowed: Range) -> Optional[str]:
         ok = value > allowed.low if allowed.low_open else value >= allowed.low
     if ok and allowed.high is not None:
         ok = value < allowed.high if allowed.high_open else value <= allowed.high
-    return None if ok else f"must be {allowed}, got {value!r}"
+    if not ok:
+        return f"must be {allowed}, got {value!r}"
+    if (allowed.integer or isinstance(value, int)) and allowed.high is None and abs(value) > INT64_MAX:
+        return f"must be {allowed} and at most {INT64_MAX} in magnitude (a 64-bit integer), got {value!r}"
+    return None
 
 
 def check_number(option: str, value, allowed: Range):
@@ -183,8 +191,8 @@ def fairseq_option_problems(args: argparse.Namespace) -> Iterator[Tuple[str, obj
         for item in value if isinstance(value, (list, tuple)) else [value]:
             if isinstance(item, bool) or not isinstance(item, (int, float)):
                 continue
-            rule = allowed or (ANY if isinstance(item, float) else None)
-            if rule is not None and number_problem(item, rule) is not None:
+            rule = allowed or ANY  # finite; an integer one within 64 bits
+            if number_problem(item, rule) is not None:
                 yield "--" + name.replace("_", "-"), item, rule
 
 
@@ -401,32 +409,43 @@ def checkpoint_checks(path: str, state: Dict[str, object], task, arg_overrides: 
     check_numbers(cfg)
 
 
-#: the files a checkpoint's task records besides its data directory (whose refusal, naming --data, is the data's
-#: own: ``data.gile_files``), as ``(option, the loaders' keyword)``
-RECORDED_FILES = (("label_file", "label_file"), ("eval_label_file", "eval_label_file"))
-#: the plugin's commands that take --label-file / --eval-label-file for a checkpoint's moved label files
+#: the files a checkpoint's configuration records besides its data directory (whose refusal, naming --data, is the
+#: data's own: ``data.gile_files``), as ``(group, option, what the checkpoint records, what to give)``: the label
+#: files and the sentence-transformers directory of --encoder pretrained/hybrid (a directory; the loaders' keyword is
+#: the option's name)
+RECORDED_FILES = (("task", "label_file", "its label files", "the label<TAB>description file"),
+                  ("task", "eval_label_file", "its label files", "the label<TAB>description file"),
+                  ("model", "pretrained_encoder", "its sentence encoder's directory",
+                   "a local sentence-transformers model directory"))
+#: the plugin's commands that take --label-file / --eval-label-file / --pretrained-encoder for a checkpoint's moved files
 FLAG_COMMANDS = ("fairseq-joint-predict-labels",)
 
 
 def check_recorded_files(path: str, cfg, overrides: Optional[dict], command: str) -> None:
-    """The label files the configuration ``cfg`` of checkpoint ``path`` records (``--label-file``,
-    ``--eval-label-file``; ``overrides`` applied) exist; else a ``MissingFileError`` naming the option that gives
-    where the file is now: the option itself under fairseq's commands (fairseq-validate reads it from its command
-    line), the loader's keyword for the plugin's commands and Python API (``command``)."""
-    section = getattr(cfg, "task", None)
-    for option, keyword in RECORDED_FILES:
+    """The files the configuration ``cfg`` of checkpoint ``path`` records (``--label-file``, ``--eval-label-file``,
+    ``--pretrained-encoder``; ``overrides`` applied) exist; else a ``MissingFileError`` naming the option that gives
+    where the file is now: the option itself for the plugin's commands that take it (:data:`FLAG_COMMANDS`) and under
+    fairseq's commands for a task's file (fairseq-validate reads the task's options from its command line), fairseq's
+    ``--model-overrides`` for a model's, the loaders' keyword for the Python API (``command``)."""
+    for group, option, records, what in RECORDED_FILES:
+        section = getattr(cfg, group, None)
         given = (overrides or {}).get(option)
         recorded = getattr(section, option, None) if section is not None else None
         value = given if given else recorded
-        if not isinstance(value, str) or not value or os.path.isfile(value):
+        directory = option == "pretrained_encoder"
+        if not isinstance(value, str) or not value or (os.path.isdir(value) if directory else os.path.isfile(value)):
             continue
         flag = "--" + option.replace("_", "-")
         if given:
-            raise errors.MissingFileError(f"{flag} {value}: no such file: give the label<TAB>description file")
-        if command in FLAG_COMMANDS or (command.startswith("fairseq-") and not command.startswith("fairseq-joint-")):
+            raise errors.MissingFileError(f"{flag} {value}: no such {'directory' if directory else 'file'}: give "
+                                          f"{what}")
+        fairseq = command.startswith("fairseq-") and not command.startswith("fairseq-joint-")
+        if command in FLAG_COMMANDS or (fairseq and group == "task"):
             fix = f"give {command} {flag} where it is now"
+        elif fairseq:
+            fix = f"give {command} --model-overrides \"{{'{option}': 'WHERE IT IS NOW'}}\""
         else:
-            fix = (f"put it back, or give where it is now ({keyword}= of LabelPredictor.from_checkpoint or "
+            fix = (f"put it back, or give where it is now ({option}= of LabelPredictor.from_checkpoint or "
                    f"fairseq_joint.cli.common.load_gile_model; fairseq-joint-predict-labels {flag})")
-        raise errors.MissingFileError(f"{flag} {value}, which {path} was trained with (a checkpoint records its "
-                                      f"label files), does not exist: {fix}")
+        raise errors.MissingFileError(f"{flag} {value}, which {path} was trained with (a checkpoint records "
+                                      f"{records}), does not exist: {fix}")

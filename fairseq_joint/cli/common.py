@@ -139,6 +139,15 @@ def read_examples(path: str, fmt: str = "auto", text_field: str = "text",
     return rows
 
 
+def check_min_count(min_count: int, counts: Dict[str, int], what: str) -> None:
+    """``--min-count`` keeps at least one word of ``counts`` (the words of ``what``): above every word's count, the
+    vocabulary would be empty (every word ``<unk>``; gensim fails in "you must first build vocabulary")."""
+    most = max(counts.values(), default=0)
+    if min_count > most:
+        raise fail(f"--min-count {min_count} is above every word's count (the most frequent word of the {what} "
+                   f"occurs {most} times): give at most {most}")
+
+
 def json_record(path: str, lineno: int, line: str, fields: Sequence[str], fix: str) -> Dict[str, object]:
     """One JSONL line as an object holding ``fields``; anything else fails with file:line and ``fix``."""
     try:

@@ -23,9 +23,13 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
-from fairseq_joint.cli.common import fail, load_translation_model, model_from_flags, parser, run
+from fairseq_joint.checks import Range
+from fairseq_joint.cli.common import fail, load_translation_model, model_from_flags, number, parser, run
 
 PROG = "fairseq-joint-count-params"
+#: a dictionary size of the configuration mode: fairseq's 4 special symbols and at least one word; at most 10 million
+#: types (the dictionary is built entry by entry: about a second per million; vocabularies in use hold up to ~1M)
+VOCAB = Range(5, 10 ** 7, integer=True, name="a dictionary size")
 
 
 def output_layer_formula(layer) -> Dict[str, object]:
@@ -84,8 +88,8 @@ def parse_args(argv: Optional[Sequence[str]] = None):
         usage="%(prog)s [CHECKPOINT | --arch ARCH [model flags]] [--json]",
         epilog="CHECKPOINT: a fairseq checkpoint (.pt), given first. Any other flag (--output-layer, "
                "--joint-dim, ...) configures the model.")
-    p.add_argument("--src-vocab", type=int, default=32000, help="source dictionary size (configuration mode)")
-    p.add_argument("--tgt-vocab", type=int, default=32000, help="target dictionary size (configuration mode)")
+    p.add_argument("--src-vocab", type=number(VOCAB), default=32000, help="source dictionary size (configuration mode)")
+    p.add_argument("--tgt-vocab", type=number(VOCAB), default=32000, help="target dictionary size (configuration mode)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--arch", help="model architecture to count (configuration mode), e.g. joint_lstm_wmt17")
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -101,10 +105,6 @@ def parse_args(argv: Optional[Sequence[str]] = None):
                    "the model)")
     if not checkpoint and not args.arch:
         p.error("give a checkpoint, or a configuration with --arch (e.g. --arch joint_lstm_wmt17)")
-    for flag, size in (("--src-vocab", args.src_vocab), ("--tgt-vocab", args.tgt_vocab)):
-        if size < 5:
-            raise fail(f"{flag} {size}: a dictionary holds fairseq's 4 special symbols and at least one word; give its "
-                       "size (e.g. 32000)")
     args.checkpoint, args.model_flags = checkpoint, rest
     return args
 

@@ -32,7 +32,16 @@ import torch
 from fairseq.data import Dictionary
 from fairseq.data.indexed_dataset import make_builder
 
-from fairseq_joint.cli.common import fail, parser, read_examples, run, setup_logging
+from fairseq_joint.cli.common import (
+    check_min_count,
+    fail,
+    non_negative_int,
+    parser,
+    positive_int,
+    read_examples,
+    run,
+    setup_logging,
+)
 from fairseq_joint.data.gile_files import (
     LABEL_FILE,
     LANGUAGE_FILE,
@@ -62,16 +71,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--labels-field", default="labels", help="JSONL field of the label list")
     p.add_argument("--lang", help="the language of every text (e.g. pl): JSONL records whose 'lang' field names "
                    "another are refused; written to DESTDIR/language.txt for --task gile_classification --languages")
-    p.add_argument("--min-count", type=int, default=1, help="keep words seen at least this often (others -> <unk>)")
-    p.add_argument("--lexical-features", type=int, nargs="?", const=DEFAULT_MAX_FEATURES, default=0, metavar="N",
+    p.add_argument("--min-count", type=positive_int, default=1, help="keep words seen at least this often (others -> <unk>)")
+    p.add_argument("--lexical-features", type=non_negative_int, nargs="?", const=DEFAULT_MAX_FEATURES, default=0, metavar="N",
                    help=f"fit a TF-IDF model (word uni+bigrams, sublinear tf, terms of >= 2 training texts, the N most "
                    f"frequent; N {DEFAULT_MAX_FEATURES} when not given) on the training texts into DESTDIR/{LEXICAL_FILE}: "
                    "the lexical channel of --encoder hybrid")
     args = p.parse_args(argv)
-    if args.lexical_features < 0:
-        raise fail(f"--lexical-features must be >= 1 (the number of TF-IDF features), got {args.lexical_features}")
-    if args.min_count < 1:
-        raise fail(f"--min-count must be >= 1, got {args.min_count}")
 
     descriptions = read_label_file(args.labels) if args.labels else None
     splits = {s: read_examples(getattr(args, s), args.format, args.text_field, args.labels_field)
@@ -92,11 +97,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                      "--labels file to describe it: pass --labels")
     train_labels = [x for x in descriptions if x in train_seen] if descriptions else sorted(train_seen)
 
-    os.makedirs(args.destdir, exist_ok=True)
     tokenized = {s: [tokenize(text) for _, text, _ in rows] for s, rows in splits.items()}
     counts = Counter(w for words in tokenized["train"] for w in words)
     if descriptions:
         counts.update(w for desc in descriptions.values() for w in tokenize(desc))
+    check_min_count(args.min_count, counts, "training texts and label descriptions")
+    os.makedirs(args.destdir, exist_ok=True)
     dictionary = Dictionary()
     for word, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
         if c >= args.min_count:

@@ -37,6 +37,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from fairseq_joint.cli.common import (
+    check_min_count,
     fail,
     heldout_parallel_ids,
     non_negative_int,
@@ -74,11 +75,7 @@ def train_word2vec(corpus: List[List[str]], args, what: str):
     """gensim's word2vec with the command's options (``--dim``, ``--window``, ...) on ``corpus``."""
     from gensim.models import Word2Vec
 
-    counts = collections.Counter(w for words in corpus for w in words)
-    most = max(counts.values())
-    if args.min_count > most:
-        raise fail(f"--min-count {args.min_count} is above every word's count (the most frequent word of the {what} "
-                   f"occurs {most} times): give at most {most}")
+    check_min_count(args.min_count, collections.Counter(w for words in corpus for w in words), what)
     logger.info(f"training {args.dim}-d {'CBOW' if args.cbow else 'skip-gram'} vectors on {len(corpus)} {what} "
                 f"({sum(map(len, corpus))} tokens)")
     return Word2Vec(corpus, vector_size=args.dim, window=args.window, min_count=args.min_count,

@@ -165,3 +165,14 @@ def test_word_vectors_refuse_what_gensim_would_fail_on(tmp_path, capsys):
         "at most 2\n")
     code = common.run(word_vectors.main, ["--text", str(texts), "--output", str(tmp_path)])
     assert code == 2 and f"--output {tmp_path} is a directory" in capsys.readouterr().err
+    from fairseq_joint.cli import preprocess_gile
+
+    data, labels = tmp_path / "train.tsv", tmp_path / "labels.tsv"
+    data.write_text("a python library\tA\n")
+    labels.write_text("A\ta library\n")
+    code = common.run(preprocess_gile.main, ["--train", str(data), "--labels", str(labels), "--destdir",
+                                             str(tmp_path / "bin"), "--min-count", "3"])
+    assert code == 2 and capsys.readouterr().err == (  # every word <unk>, without a word
+        "error: --min-count 3 is above every word's count (the most frequent word of the training texts and label "
+        "descriptions occurs 2 times): give at most 2\n")
+    assert not (tmp_path / "bin").exists()

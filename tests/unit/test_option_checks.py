@@ -407,6 +407,30 @@ def test_a_compound_option_takes_finite_numbers_only():
         checks.check_configuration(OmegaConf.create({"task": task}), training=False)
 
 
+def test_integers_beyond_64_bits_are_refused_where_the_range_sets_no_bound(capsys):
+    """fairseq and torch fail on an integer above a C long ("Python int too large to convert to C long", after the
+    data is loaded: --max-tokens 10**30), or loop for ever (count-params built a dictionary of --src-vocab entries)."""
+    big = 10 ** 30
+    assert number_problem(big, POSITIVE_INT) == ("must be positive (an integer >= 1) and at most 9223372036854775807 "
+                                                 f"in magnitude (a 64-bit integer), got {big}")
+    assert number_problem(checks.INT64_MAX, POSITIVE_INT) is None
+    assert number_problem(2 ** 64 - 1, SEED) is None  # a range with its own bound keeps it
+    assert number_problem(float(big), Range(0, integer=True)) is not None  # 1e30 as an integer option too
+    assert number_problem(1e30, ANY) is None  # a finite float is a float
+    with pytest.raises(errors.OptionError, match=r"^--max-tokens must be positive .* at most 9223372036854775807"):
+        checks.check_fairseq_options(argparse.Namespace(max_tokens=big))
+    with pytest.raises(errors.OptionError, match="^--max-source-positions must be a finite number and at most"):
+        checks.check_fairseq_options(argparse.Namespace(max_source_positions=big))  # an option without a range
+    from fairseq_joint.cli import count_params
+
+    for size in (str(big), "3"):
+        with pytest.raises(SystemExit) as exit_:
+            count_params.counts(["--arch", "joint_lstm_tiny", "--src-vocab", size])
+        assert exit_.value.code == 2
+        assert (f"error: argument --src-vocab: must be a dictionary size (an integer in [5, 10000000]), got {size}"
+                in capsys.readouterr().err)
+
+
 # ---------------------------------------------------------------------------------------------- recorded paths
 def test_a_recorded_label_file_that_moved_names_the_option_that_fixes_it(tmp_path):
     labels = tmp_path / "labels.tsv"
@@ -427,6 +451,29 @@ def test_a_recorded_label_file_that_moved_names_the_option_that_fixes_it(tmp_pat
     checks.check_recorded_files("ck.pt", cfg, {"eval_label_file": str(labels)}, "fairseq-validate")  # where it is now
     with pytest.raises(errors.MissingFileError, match=f"^--label-file {tmp_path}/none.tsv: no such file"):
         checks.check_recorded_files("ck.pt", cfg, {"label_file": str(tmp_path / "none.tsv")}, "fairseq-validate")
+
+
+def test_a_recorded_sentence_encoder_that_moved_names_the_option_of_each_route(tmp_path):
+    """--encoder pretrained/hybrid: the checkpoint records the sentence encoder's directory; fairseq-validate has no
+    --pretrained-encoder (its model options come from --model-overrides), the Python API takes pretrained_encoder=."""
+    gone, there = tmp_path / "enc", tmp_path / "moved"
+    there.mkdir()
+    cfg = OmegaConf.create({"task": {"_name": "gile_classification", "data": "x"},
+                            "model": {"_name": "gile_classifier", "encoder": "pretrained", "pretrained_encoder": str(gone)}})
+    said = f"^--pretrained-encoder {gone}, which ck.pt was trained with \\(a checkpoint records its sentence encoder's "
+    with pytest.raises(errors.MissingFileError, match=said + "directory\\), does not exist: give fairseq-validate "
+                       "--model-overrides \"{'pretrained_encoder': 'WHERE IT IS NOW'}\"$"):
+        checks.check_recorded_files("ck.pt", cfg, {}, "fairseq-validate")
+    with pytest.raises(errors.MissingFileError, match="give fairseq-joint-predict-labels --pretrained-encoder where it "
+                       "is now$"):
+        checks.check_recorded_files("ck.pt", cfg, None, "fairseq-joint-predict-labels")
+    with pytest.raises(errors.MissingFileError, match="\\(pretrained_encoder= of LabelPredictor.from_checkpoint"):
+        checks.check_recorded_files("ck.pt", cfg, None, "LabelPredictor.from_checkpoint")
+    checks.check_recorded_files("ck.pt", cfg, {"pretrained_encoder": str(there)}, "fairseq-validate")  # where it is now
+    with pytest.raises(errors.MissingFileError, match=f"^--pretrained-encoder {gone}: no such directory"):
+        checks.check_recorded_files("ck.pt", cfg, {"pretrained_encoder": str(gone)}, "fairseq-validate")
+    cfg.model.pretrained_encoder = ""  # --encoder wan records none
+    checks.check_recorded_files("ck.pt", cfg, None, "fairseq-validate")
 
 
 # ---------------------------------------------------------------------------------------------- files that are not checkpoints
