@@ -109,11 +109,12 @@ def checksums(state: Dict[str, object]) -> Dict[str, Dict[str, int]]:
 
 
 def damage(state: Dict[str, object]) -> Optional[str]:
-    """What in a checkpoint dict differs from the checksums saved with it (a tensor or value, or one that is missing),
-    or None when all hold or it has none."""
+    """What in a checkpoint dict differs from the checksums saved with it (a tensor or value, one that is missing, or
+    one that no checksum covers in a part they cover), or None when all hold or it has none."""
     saved = state.get(CHECKSUMS)
     if not isinstance(saved, dict):
         return None
+    current = any(part not in PARTS for part in saved)  # the checksums of every part a resume reads
     for part, sums in saved.items():
         if part not in state:
             return f"its {part} entry is missing from the file"
@@ -125,6 +126,11 @@ def damage(state: Dict[str, object]) -> Optional[str]:
             if crc != (tensor_checksum(leaf) if torch.is_tensor(leaf) else value_checksum(leaf)):
                 kind = "tensor" if torch.is_tensor(leaf) else "value"
                 return f"the {part} {kind} {name} is damaged (its bytes differ from the checksum saved with it)"
+        # an entry the save did not write (a damaged key, an edit after the save); the earlier format's checksums
+        # (model and criterion only) covered their tensors only
+        added = next((name for name in found if name not in sums and (current or torch.is_tensor(found[name]))), None)
+        if added is not None:
+            return f"the {part} entry {added} is not one the checkpoint was saved with (no checksum covers it)"
     return None
 
 

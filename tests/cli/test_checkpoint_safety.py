@@ -134,6 +134,31 @@ def test_checkpoints_of_earlier_versions_load_and_their_checksums_still_verify(t
         checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / "earlier-damaged.pt"))
 
 
+def test_an_entry_no_checksum_covers_is_refused(tmp_path):
+    """In process: an entry added to a checksummed part after the save (a damaged key, an edited task state or
+    extra_state) is named; the entries the save wrote still verify."""
+    import torch
+
+    from fairseq_joint import checkpoints
+
+    saved = {}
+    state_dict = {"model": {"w": torch.ones(2)}, "task_state": {}, "extra_state": {"train_iterator": {"epoch": 1}},
+                  "cfg": {"task": {}}}
+    checkpoints.save(lambda obj, filename: saved.update(obj), state_dict, "x.pt")
+    assert checkpoints.damage(saved) is None
+    saved["task_state"] = {"seen_score_offset": 3.0}
+    assert checkpoints.damage(saved) == ("the task_state entry seen_score_offset is not one the checkpoint was saved "
+                                         "with (no checksum covers it)")
+    saved["task_state"] = {}
+    saved["extra_state"]["train_iterator"]["iterations_in_epoch"] = 9
+    with pytest.raises(CheckpointError, match=r"^x.pt: the extra_state entry train_iterator.iterations_in_epoch is not "
+                                              "one the checkpoint was saved with"):
+        checkpoints.verify(saved, "x.pt")
+    saved["cfg"]["task"]["data"] = "elsewhere"  # the configuration is not checksummed: fairseq rewrites it
+    del saved["extra_state"]["train_iterator"]["iterations_in_epoch"]
+    assert checkpoints.damage(saved) is None
+
+
 def test_copies_to_a_checkpoint_name_are_atomic(tmp_path, monkeypatch):
     import shutil
 
