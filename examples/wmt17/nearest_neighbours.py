@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
-from fairseq_joint.cli.common import fail, load_translation_model, parser, run, write_report
+from fairseq_joint.cli.common import fail, load_translation_model, parser, positive_int, run, write_report
 
 
 def neighbours(matrix: torch.Tensor, words: List[str], queries: List[int], k: int, nspecial: int = 0) -> Dict[str, List[str]]:
@@ -47,8 +47,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("checkpoint", help="a fairseq-joint translation checkpoint")
     p.add_argument("--dict", required=True, help="the target dictionary the model was trained with (dict.TGT.txt)")
     p.add_argument("--query", action="append", default=[], help="query word (repeatable)")
-    p.add_argument("--num-queries", type=int, default=5, help="frequent words to use when no --query is given")
-    p.add_argument("--top-k", type=int, default=5, help="neighbours per query (Table 1: 5)")
+    p.add_argument("--num-queries", type=positive_int, default=5, help="frequent words to use when no --query is given")
+    p.add_argument("--top-k", type=positive_int, default=5, help="neighbours per query (Table 1: 5)")
     p.add_argument("--markdown", help="write the table to this Markdown file")
     p.add_argument("--json", help="write the neighbours to this JSON file")
     a = p.parse_args(argv)

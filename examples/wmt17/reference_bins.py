@@ -32,7 +32,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 from frequency_bins import BINS, frequency_bins  # the recipe's binning (this script's folder is on sys.path)
 
-from fairseq_joint.cli.common import fail, named_paths, parser, read_lines, run, write_report
+from fairseq_joint.cli.common import fail, named_paths, parser, positive_int, read_lines, run, write_report
 
 ROWS = BINS + ("unseen",)
 
@@ -174,7 +174,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                        "DATA_BIN/recipe.env)")
     p.add_argument("--ref-bpe", help="the BPE text of the subset's references, as binarized (needed when they hold "
                                      "<unk> pieces: the dictionary does not keep their @@)")
-    p.add_argument("--max-tokens", type=int, default=2000, help="tokens per batch")
+    p.add_argument("--max-tokens", type=positive_int, default=2000, help="tokens per batch")
     p.add_argument("--json", help="write the per-bin figures to this JSON file")
     p.add_argument("--markdown", help="write the table to this Markdown file")
     a = p.parse_args(argv)

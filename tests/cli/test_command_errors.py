@@ -64,6 +64,19 @@ def test_a_recipe_tool_refuses_bad_input_in_one_line(tool, tmp_path):
     assert_one_error_line(python_script(tool, *[a.format(tmp=tmp_path) for a in args], check=False), names)
 
 
+@pytest.mark.parametrize("tool, args, names", [  # a negative --top-k failed in torch.topk, --num-queries 0 in indexing
+    ("examples/wmt17/nearest_neighbours.py", ["{tmp}/missing.pt", "--dict", "{tmp}/ref.txt", "--top-k", "-1"],
+     "argument --top-k: must be positive (an integer >= 1), got -1"),
+    ("examples/wmt17/nearest_neighbours.py", ["{tmp}/missing.pt", "--dict", "{tmp}/ref.txt", "--num-queries", "0"],
+     "argument --num-queries: must be positive"),
+    ("examples/wmt17/reference_bins.py", ["--data-bin", "{tmp}", "--checkpoint", "{tmp}/missing.pt", "--max-tokens",
+                                          "0"], "argument --max-tokens: must be positive"),
+])
+def test_a_recipe_tools_numbers_are_checked_as_it_parses_them(tool, args, names, tmp_path):
+    bad_inputs(tmp_path)
+    assert_one_error_line(python_script(tool, *[a.format(tmp=tmp_path) for a in args], check=False), names)
+
+
 @pytest.mark.parametrize("command, args, names", [
     ("fairseq-joint-label-text", ["--labels", "x.tsv"], "--output"),  # our parser
     ("fairseq-joint-count-params", ["--arch", "joint_lstm_tiny", "--no-such-flag"], "--no-such-flag"),  # fairseq's
