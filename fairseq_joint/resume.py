@@ -72,9 +72,11 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
     try:
         extra_state = original(trainer, filename, *args, **kwargs)
     except Exception as err:  # noqa: BLE001  (fairseq's own, or what it wraps: only its model-mismatch is translated)
-        if errors.refusal(err) is not None or not str(err).startswith("Cannot load model parameters"):
+        mismatch = model_mismatch(filename, trainer.cfg, err) if str(err).startswith("Cannot load model "
+                                                                                     "parameters") else None
+        if mismatch is None:
             raise
-        raise model_mismatch(filename, trainer.cfg, err) from err
+        raise mismatch from err
     if extra_state is None:  # no checkpoint there: a new run
         return extra_state
     updates, budget = trainer.get_num_updates(), trainer.cfg.optimization.max_update
@@ -99,13 +101,17 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
 MODEL_GROUPS = ("model", "criterion")
 
 
-def model_mismatch(filename: str, cfg, err: BaseException) -> CheckpointError:
+def model_mismatch(filename: str, cfg, err: BaseException) -> Optional[CheckpointError]:
     """The refusal of a resume whose model cannot take the checkpoint's parameters (fairseq's "Cannot load model
     parameters ... please ensure that the architectures match", ``err``): the model and criterion options that differ
-    from the checkpoint's, or else what torch said, and the fix."""
+    from the checkpoint's (the options the user changed, before the refusal of a part of the model, which names its
+    own fields: an output layer's ``joint_dim``, ``class_projection``), or else what torch said, and the fix; None
+    when no option differs and the model's refusal (``err``'s cause: other data, say) says what is wrong itself."""
     state = saved_checkpoint(filename) or {}
     saved = state.get("cfg")
     changed = changed_options(saved, current_configuration(cfg), MODEL_GROUPS) if saved is not None else []
+    if not changed and errors.refusal(err) is not None:
+        return None
     cause = err.__cause__ or err.__context__
     what = ", ".join(changed) if changed else " ".join(str(cause or err).split())[:300]
     return CheckpointError(f"{filename} holds another model than this run builds ({what}): resume it with the "

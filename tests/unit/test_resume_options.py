@@ -1,9 +1,11 @@
 """What a resume reports as changed: the options that differ from the checkpoint's, paths compared as saved."""
 
+import torch
 from omegaconf import OmegaConf
 
 from fairseq_joint.checkpoints import absolute_paths
-from fairseq_joint.resume import changed_options, current_configuration
+from fairseq_joint.errors import CheckpointError
+from fairseq_joint.resume import changed_options, current_configuration, model_mismatch
 
 
 def test_a_relative_data_path_is_not_reported_as_changed(tmp_path, monkeypatch):
@@ -18,3 +20,24 @@ def test_a_relative_data_path_is_not_reported_as_changed(tmp_path, monkeypatch):
     assert changed_options(saved, current_configuration(cfg)) == ["--lr 0.002 (checkpoint: 0.001)"]
     cfg.task.data = "elsewhere"  # names nothing here: kept as typed, and reported
     assert changed_options(saved, current_configuration(cfg))[0] == f"--data elsewhere (checkpoint: {tmp_path / 'bin'})"
+
+
+def test_a_resume_into_another_head_names_the_option_not_the_layers_fields(tmp_path):
+    """The output layer refuses the checkpoint's parameters naming its own fields (class_projection, joint_dim); fairseq
+    wraps that in "Cannot load model parameters": the resume names the option the user changed (--head)."""
+    saved = {"model": {"_name": "gile_classifier", "head": "gile"}, "criterion": {"_name": "multilabel_classification"}}
+    torch.save({"cfg": saved, "model": {}}, tmp_path / "checkpoint_last.pt")
+    layer = CheckpointError("the checkpoint's output layer differs from this model's (class_projection: ...)")
+    try:
+        try:
+            raise layer
+        except CheckpointError:
+            raise Exception("Cannot load model parameters from checkpoint x; please ensure that the architectures match")  # noqa: B904  (as fairseq raises it)
+    except Exception as wrapped:  # noqa: BLE001
+        err = wrapped
+    cfg = OmegaConf.create({"model": {"_name": "gile_classifier", "head": "bil_n16"},
+                            "criterion": {"_name": "multilabel_classification"}})
+    found = model_mismatch(str(tmp_path / "checkpoint_last.pt"), cfg, err)
+    assert "holds another model than this run builds (--head bil_n16 (checkpoint: gile))" in str(found), found
+    cfg.model.head = "gile"  # nothing the user changed: the layer's own refusal says what is wrong (other data, ...)
+    assert model_mismatch(str(tmp_path / "checkpoint_last.pt"), cfg, err) is None
