@@ -64,6 +64,9 @@ def read_label_file(path: str) -> Dict[str, str]:
         if "\t" not in line:
             raise InputError(f"{path}:{lineno}: expected 'label<TAB>description', found no tab")
         label, desc = line.split("\t", 1)
+        if "\t" in desc:  # a third field: a column of another format, or a description that lost its quoting
+            raise InputError(f"{path}:{lineno}: expected 'label<TAB>description', found {line.count(chr(9)) + 1} "
+                             "tab-separated fields: one tab a line (replace the tabs inside the description by spaces)")
         label = label.strip()
         desc = check_label(label, desc, f"{path}:{lineno}")
         if label in labels:

@@ -56,3 +56,12 @@ def test_word_vectors_with_a_byte_order_mark_and_latin1(tmp_path):
         load_word_vectors_(emb, d, str(path))
     with pytest.raises(MissingFileError, match=r"--embed-path .*none.txt: no such file"):  # a FileNotFoundError too
         load_word_vectors_(emb, d, str(tmp_path / "none.txt"))
+
+
+def test_a_label_line_with_a_second_tab_is_refused(tmp_path):
+    """label<TAB>description: a third field (another format's column) was read into the description without a word."""
+    labels = tmp_path / "labels.tsv"
+    labels.write_text("A\tapples\nB\tcars\t0.5\n", encoding="utf-8")
+    with pytest.raises(InputError, match=rf"^{labels}:2: expected 'label<TAB>description', found 3 tab-separated "
+                                         "fields: one tab a line"):
+        read_label_file(str(labels))
