@@ -125,6 +125,8 @@ def translate(err: BaseException) -> Optional[Refusal]:
       frame);
     * a file named on the command line does not exist (fairseq-interactive ``--input``), exists where a new one is
       written, is a directory (``--path``), is under a file, or may not be read;
+    * fairseq's translation task found no split of that name in DATA (``--gen-subset``, ``--valid-subset``, the
+      default ``train``: "Dataset not found");
     * fairseq read a binarized corpus whose ``.bin`` file is empty (fairseq-preprocess of an empty text), or whose
       source and target sides hold different numbers of sentences;
     * fairseq-validate was not told the task (``KeyError: None`` of fairseq's task registry) or the batch size (an
@@ -155,6 +157,15 @@ def translate(err: BaseException) -> Optional[Refusal]:
                               "for an output)")
         return MissingFileError(f"{option_of(name)}: no such file or directory (give an existing path; a relative one "
                                 f"is read from {os.getcwd()})")
+    found = re.fullmatch(r"Dataset not found: (\S+) \((.*)\)", str(err))
+    if isinstance(err, FileNotFoundError) and found and _raised_in_fairseq(err):
+        split, data = found.groups()
+        given = option_of(split)
+        default = {"train": "--train-subset", "valid": "--valid-subset", "test": "--gen-subset"}.get(split, "the split")
+        which = f"{given}: " if given != split else f"{default} {split} (the default): "
+        return MissingFileError(f"{which}{data} holds no binarized '{split}' split of this language pair: give a split "
+                                "it holds (ls it: SPLIT.SRC-TGT.SRC.bin), or binarize one with fairseq-preprocess "
+                                "(--trainpref/--validpref/--testpref write train/valid/test)")
     if (isinstance(err, ValueError) and str(err) == "cannot mmap an empty file"
             or isinstance(err, AttributeError) and "_bin_buffer_mmap" in str(err)):
         path = _frame_value(err.__traceback__, "_do_init", ("path",)) or _frame_value(err.__traceback__, "__init__",

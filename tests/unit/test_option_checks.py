@@ -252,6 +252,21 @@ def test_fairseq_and_python_errors_of_a_users_mistake_become_refusals(tmp_path, 
     found = errors.refusal(raised(indexed_dataset.MMapIndexedDataset, str(empty)))
     assert isinstance(found, errors.InputError) and str(found).startswith(f"{empty}.bin is empty")
 
+    # a split DATA does not hold (fairseq's "Dataset not found"): the option that names it, or the default's
+    from fairseq.tasks.translation import TranslationConfig, TranslationTask
+
+    from fairseq_joint.cli.common import _dictionary
+
+    task = TranslationTask(TranslationConfig(data=str(tmp_path), source_lang="en", target_lang="de"), _dictionary(9),
+                           _dictionary(9))
+    monkeypatch.setattr(sys, "argv", ["fairseq-generate", str(tmp_path), "--gen-subset", "nosuch"])
+    found = errors.refusal(raised(task.load_dataset, "nosuch"))
+    assert isinstance(found, errors.MissingFileError) and str(found).startswith(
+        f"--gen-subset nosuch: {tmp_path} holds no binarized 'nosuch' split of this language pair: give a split it "
+        "holds"), found
+    monkeypatch.setattr(sys, "argv", ["fairseq-train", str(tmp_path)])
+    assert str(errors.refusal(raised(task.load_dataset, "valid"))).startswith("--valid-subset valid (the default): ")
+
     parser = options.get_validation_parser()
     err = raised(options.parse_args_and_arch, parser, ["data", "--path", "x.pt"], None, True)  # suppress_defaults
     assert isinstance(err, KeyError) and isinstance(errors.refusal(err), errors.OptionError)
