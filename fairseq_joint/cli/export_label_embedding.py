@@ -89,7 +89,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             out.update(A=emb.A.detach().clone(), B=emb.B.detach().clone())
         else:
             out["embedding"] = emb.weight.detach().clone()
-        torch.save(out, a.output)
+        with open(a.output, "wb") as f:  # Python's open names a directory or a missing parent (errors.translate)
+            torch.save(out, f)
         print(f"saved the {'compressed (h=%d)' % emb.dim if emb.compressed else 'full'} embedding of "
               f"{emb.num_labels} labels to {a.output}")
 

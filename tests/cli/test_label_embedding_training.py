@@ -83,6 +83,8 @@ def test_full_embedding_then_generate_then_pretrained_eq17_then_export(tiny_bin,
     assert saved["embedding"].shape == (m, m) and len(saved["labels"]) == m
     bad = cli("fairseq-joint-export-label-embedding", ckpt, "--query", "nosuchword", check=False)
     assert bad.returncode != 0 and "nosuchword" in bad.stderr.strip().splitlines()[-1]
+    bad = cli("fairseq-joint-export-label-embedding", ckpt, "--output", tmp_path, check=False)  # torch's traceback
+    assert bad.returncode == 2 and bad.stderr == f"error: --output {tmp_path} is a directory: give a file\n", bad.stderr
 
 
 def test_pretrained_embedding_of_another_vocabulary_is_refused(tiny_bin, tiny_text, tmp_path):
