@@ -151,6 +151,12 @@ def translate(err: BaseException) -> Optional[Refusal]:
         if isinstance(err, IsADirectoryError):
             return InputError(f"{option_of(name)} is a directory: give a file")
         if isinstance(err, NotADirectoryError):
+            under = os.path.dirname(name.rstrip(os.sep))
+            while under and not os.path.exists(under) and os.path.dirname(under) != under:
+                under = os.path.dirname(under)
+            if not os.path.isfile(name) and os.path.isfile(under):  # a path under a file (--results-path FILE/out)
+                return InputError(f"{option_of(name)}: {under} is a file, not a directory: give a path under a "
+                                  "directory")
             return InputError(f"{option_of(name)} is a file, not a directory: give a directory")
         if isinstance(err, PermissionError):
             return InputError(f"{option_of(name)}: permission denied: give a path this user may read (and write, "

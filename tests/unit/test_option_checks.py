@@ -241,6 +241,9 @@ def test_fairseq_and_python_errors_of_a_users_mistake_become_refusals(tmp_path, 
     monkeypatch.setattr(sys, "argv", ["fairseq-joint-x", f"--output={existing}"])
     found = errors.refusal(raised(os.mkdir, existing))
     assert isinstance(found, errors.InputError) and str(found).startswith(f"--output {existing} exists")
+    monkeypatch.setattr(sys, "argv", ["fairseq-generate", "data", "--results-path", f"{existing}/out"])
+    found = errors.refusal(raised(os.makedirs, f"{existing}/out"))  # a path under a file: the file is named
+    assert str(found) == f"--results-path {existing}/out: {existing} is a file, not a directory: give a path under a directory"
     # a file the command line does not name: a bug's, not the user's
     assert errors.refusal(raised(open, str(tmp_path / "other.txt"))) is None
 
