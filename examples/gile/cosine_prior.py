@@ -1,9 +1,12 @@
 #!/usr/bin/env python
 """The checkpoints of a ``gile_study.py`` work directory evaluated with ``--cosine-prior λ``: each run's last checkpoint
 scores the validation documents as ``GileClassifier.label_scores`` does in evaluation with the flag set (the head's
-logits + λ · the frozen sentence encoder's cosine of text and description), for every λ given, and every figure is
+logits, + λ · the frozen sentence encoder's cosine of text and description for the labels unseen in training), for
+every λ given, and every figure is
 the study's (``gile_study.matrix_stats``: seen / unseen AvgPr, GZSL H at γ = 0 and cross-calibrated). The prior is
-not part of training, so these are the very checkpoints the study trained; only their scores change.
+not part of training, so these are the very checkpoints the study trained; only their scores change. Each
+checkpoint's figures are kept beside it (``cosine_prior_<λs>.json``) and reused while the checkpoint is the same file:
+a work directory that gathers runs of several studies (links to their ``ckpt_*`` folders) scores only the new ones.
 
 Writes ``cosine_prior.json``, ``cosine_prior.md`` (mean ± std over seeds per system and λ, beside the study's
 baselines from its ``results.json``) and ``cosine_prior.png`` into the work directory.
@@ -19,7 +22,7 @@ import re
 import numpy as np
 from gile_study import BASELINES, matrix_stats, valid_matrix
 
-from fairseq_joint.cli.common import fail, load_gile_model, parser, pyplot, run, split_scores
+from fairseq_joint.cli.common import cached_evaluation, fail, load_gile_model, parser, pyplot, run, split_scores
 
 COLUMNS = ("seen_avgpr", "unseen_avgpr", "gzsl_h", "cal_gzsl_seen_avgpr", "cal_gzsl_unseen_avgpr", "cal_gzsl_h",
            "gamma")
@@ -47,21 +50,29 @@ def main(argv=None) -> int:
     lambdas = [float(x) for x in args.lambdas.split(",")]
     bin_dir = os.path.join(args.workdir, "bin")
     targets, seen, _ = valid_matrix(bin_dir)
-    runs = sorted(glob.glob(os.path.join(args.workdir, "ckpt_*_seed*", "checkpoint_last.pt")))
+    runs = sorted(glob.glob(os.path.join(args.workdir, "ckpt_*", "checkpoint_last.pt")))
     if not runs:
-        raise fail(f"{args.workdir}: no ckpt_<system>_seed<N>/checkpoint_last.pt; run gile_study.py there first")
+        raise fail(f"{args.workdir}: no ckpt_<system>/checkpoint_last.pt; run gile_study.py there first")
+    study = os.path.join(args.workdir, "results.json")
+    study_seed = 1
+    if os.path.isfile(study):
+        with open(study) as f:
+            study_seed = json.load(f)["settings"]["seed"]  # a single-seed study's folders carry no _seed<N>
     table = {}
     for checkpoint in runs:
-        system, seed = re.fullmatch(r"ckpt_(.*)_seed(\d+)", os.path.basename(os.path.dirname(checkpoint))).groups()
+        system, seed = re.fullmatch(r"ckpt_(.*?)(?:_seed(\d+))?", os.path.basename(os.path.dirname(checkpoint))).groups()
+        seed = seed or str(study_seed)
+        cache = os.path.join(os.path.dirname(checkpoint), f"cosine_prior_{'_'.join(f'{lam:g}' for lam in lambdas)}.json")
         try:
-            scores = scores_with_prior(checkpoint, bin_dir, lambdas)
+            stats = cached_evaluation(checkpoint, cache, lambda checkpoint=checkpoint: {
+                f"{lam:g}": matrix_stats(matrix, targets, seen)
+                for lam, matrix in scores_with_prior(checkpoint, bin_dir, lambdas).items()})
         except ValueError:
             continue  # a system without a frozen sentence encoder
-        for lam, matrix in scores.items():
-            table.setdefault(f"{system} + --cosine-prior {lam:g}", {})[seed] = matrix_stats(matrix, targets, seen)
+        for lam, row in stats.items():
+            table.setdefault(f"{system} + --cosine-prior {lam}", {})[seed] = row
     with open(os.path.join(args.workdir, "cosine_prior.json"), "w") as f:
         json.dump(table, f, indent=1)
-    study = os.path.join(args.workdir, "results.json")
     baselines = {}
     if os.path.isfile(study):
         with open(study) as f:

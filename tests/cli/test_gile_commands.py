@@ -314,6 +314,22 @@ def test_gile_study_baselines_and_a_pretrained_encoder(tmp_path, sentence_encode
     assert "gzsl_h" in result[f"gile{enc}+similarity-init"]
     table = (tmp_path / "work" / "results.md").read_text()
     assert "| TF-IDF + logistic regression (baseline) |" in table and "| st + gile + --similarity-init |" in table
+    # the same checkpoint scored with --cosine-prior λ (cosine_prior.py): λ 0 is the study's row; the prior moves only
+    # the unseen labels' scores; each checkpoint's figures are kept beside it and reused
+    python_script("examples/gile/cosine_prior.py", "--workdir", tmp_path / "work", "--lambdas", "0,5")
+    rows = json.loads((tmp_path / "work" / "cosine_prior.json").read_text())
+    assert len(rows) == 2  # the one GILE run at two λ (its folder's name: the system, paths made file names)
+    off, on = (next(row["1"] for name, row in rows.items() if name.endswith(f"+similarity-init + --cosine-prior {lam}"))
+               for lam in (0, 5))
+    study = result[f"gile{enc}+similarity-init"]
+    assert off["seen_avgpr"] == pytest.approx(study["seen_avgpr"], abs=0.006)  # the study's table: 2 decimals
+    assert off["unseen_avgpr"] == pytest.approx(study["unseen_avgpr"], abs=0.006)
+    assert on["seen_avgpr"] == off["seen_avgpr"] and on["unseen_avgpr"] != off["unseen_avgpr"]
+    cache = next((tmp_path / "work").glob("ckpt_*/cosine_prior_0_5.json"))
+    stamp = cache.stat().st_mtime_ns
+    python_script("examples/gile/cosine_prior.py", "--workdir", tmp_path / "work", "--lambdas", "0,5")
+    assert cache.stat().st_mtime_ns == stamp and json.loads((tmp_path / "work" / "cosine_prior.json").read_text()) \
+        == rows
     bad = python_script("examples/gile/gile_study.py", "--data", data, "--workdir", tmp_path / "work",
                         "--baselines", "cosine", "--heads", "", check=False)
     assert bad.returncode == 2 and "--baselines cosine needs --pretrained-encoder" in bad.stderr
