@@ -1,11 +1,14 @@
 """What a resume reports as changed: the options that differ from the checkpoint's, paths compared as saved."""
 
+import types
+
+import pytest
 import torch
 from omegaconf import OmegaConf
 
 from fairseq_joint.checkpoints import absolute_paths
-from fairseq_joint.errors import CheckpointError
-from fairseq_joint.resume import changed_options, current_configuration, model_mismatch
+from fairseq_joint.errors import CheckpointError, refusal
+from fairseq_joint.resume import changed_options, current_configuration, load_checkpoint, model_mismatch
 
 
 def test_a_relative_data_path_is_not_reported_as_changed(tmp_path, monkeypatch):
@@ -37,7 +40,20 @@ def test_a_resume_into_another_head_names_the_option_not_the_layers_fields(tmp_p
         err = wrapped
     cfg = OmegaConf.create({"model": {"_name": "gile_classifier", "head": "bil_n16"},
                             "criterion": {"_name": "multilabel_classification"}})
-    found = model_mismatch(str(tmp_path / "checkpoint_last.pt"), cfg, err)
+    path = str(tmp_path / "checkpoint_last.pt")
+    found = model_mismatch(path, cfg, err)
     assert "holds another model than this run builds (--head bil_n16 (checkpoint: gile))" in str(found), found
     cfg.model.head = "gile"  # nothing the user changed: the layer's own refusal says what is wrong (other data, ...)
     assert model_mismatch(str(tmp_path / "checkpoint_last.pt"), cfg, err) is None
+    # through fairseq's Trainer.load_checkpoint: a resume names the option; --finetune-from-model, whose point is
+    # other options, keeps the layer's refusal
+    cfg.model.head = "bil_n16"
+
+    def fails(trainer, filename):
+        raise err
+
+    for finetune, said in ((None, "holds another model than this run builds (--head"), (path, "output layer differs")):
+        trainer = types.SimpleNamespace(cfg=OmegaConf.merge(cfg, {"checkpoint": {"finetune_from_model": finetune}}))
+        with pytest.raises(Exception) as raised:  # noqa: PT011  (fairseq's own Exception, the refusal in its chain)
+            load_checkpoint(fails, trainer, path)
+        assert said in str(refusal(raised.value))
