@@ -471,6 +471,18 @@ def test_a_recorded_label_file_that_moved_names_the_option_that_fixes_it(tmp_pat
         checks.check_recorded_files("ck.pt", cfg, {"label_file": str(tmp_path / "none.tsv")}, "fairseq-validate")
 
 
+def test_export_label_embedding_names_dict_when_the_recorded_data_moved(tmp_path):
+    """The data directory a translation checkpoint records is gone: --dict, not a 'dict.None.txt' that is not here."""
+    from fairseq_joint.cli.export_label_embedding import target_dictionary_path
+
+    with pytest.raises(common.CommandError, match=f"^{tmp_path}/gone, the data directory ck.pt was trained on .* "
+                       "does not exist: pass --dict with where dict.TGT.txt is now$"):
+        target_dictionary_path({"cfg": {"task": {"data": str(tmp_path / "gone")}}}, "ck.pt")
+    (tmp_path / "dict.de.txt").write_text("Haus 3\n")
+    assert target_dictionary_path({"cfg": {"task": {"data": str(tmp_path), "target_lang": "de"}}}, "ck.pt") == str(
+        tmp_path / "dict.de.txt")
+
+
 def test_a_recorded_sentence_encoder_that_moved_names_the_option_of_each_route(tmp_path):
     """--encoder pretrained/hybrid: the checkpoint records the sentence encoder's directory; fairseq-validate has no
     --pretrained-encoder (its model options come from --model-overrides), the Python API takes pretrained_encoder=."""
