@@ -18,7 +18,8 @@ plugin is loaded:
   (``cfg``, ``args``) is left out: fairseq rewrites it while loading (``--model-overrides``), and a resume takes the
   command line's options anyway;
 * **absolute paths**: the data directory, label files and sentence encoder a checkpoint's configuration names
-  (:data:`PATH_OPTIONS`) are saved absolute, so a command run from another directory finds them;
+  (:data:`PATH_OPTIONS`) are saved absolute, so a command run from another directory finds them; a multilingual
+  model's label language is saved explicit (its default, the first of ``--languages``, follows their order);
 * **damaged files**: a checkpoint torch cannot read (truncated, not a zip archive) is refused with a one-line error that
   names the newest intact checkpoint beside it and the command that restores it.
 
@@ -214,12 +215,30 @@ def absolute_paths(cfg: Dict[str, object]) -> None:
                                          for part in fields[option].split(os.pathsep))
 
 
+def explicit_label_language(cfg: Dict[str, object]) -> None:
+    """A multilingual GILE configuration's ``--label-language`` recorded as the one it trained with, in place: its
+    default is the first of ``--languages``, so a later ``--model-overrides "{'languages': 'pl,en'}"`` (the same
+    languages, another order) embedded the label descriptions with another language's dictionary without a word."""
+    from fairseq_joint.data.gile_files import parse_languages
+
+    task = cfg.get("task")
+    if isinstance(task, dict) and task.get("languages") and not task.get("label_language"):
+        task["label_language"] = parse_languages(task["languages"])[0]
+
+
+def as_recorded(cfg: Dict[str, object]) -> None:
+    """A configuration (the dict fairseq saves) as a checkpoint records it, in place: :func:`absolute_paths` and
+    :func:`explicit_label_language` (also what a resume compares its own configuration as)."""
+    absolute_paths(cfg)
+    explicit_label_language(cfg)
+
+
 def save(original, obj, filename, *args, **kwargs):
-    """fairseq's ``torch_persistent_save`` (``original``) of a checkpoint dict with its configuration's paths
-    :func:`absolute_paths` and its :func:`checksums` added."""
+    """fairseq's ``torch_persistent_save`` (``original``) of a checkpoint dict with its configuration
+    :func:`as_recorded` and its :func:`checksums` added."""
     if isinstance(obj, dict) and any(isinstance(obj.get(p), dict) for p in PARTS):
         if isinstance(obj.get("cfg"), dict):
-            absolute_paths(obj["cfg"])
+            as_recorded(obj["cfg"])
         obj[CHECKSUMS] = checksums(obj)
     return original(obj, filename, *args, **kwargs)
 

@@ -136,15 +136,15 @@ def saved_checkpoint(filename: str):
 
 
 def current_configuration(cfg) -> Dict[str, object]:
-    """This run's configuration as a checkpoint of it records it: paths of ``checkpoints.PATH_OPTIONS`` absolute, so
-    that a relative ``DATA`` is not reported as changed from the absolute one saved."""
+    """This run's configuration as a checkpoint of it records it (``checkpoints.as_recorded``): paths absolute, so
+    that a relative ``DATA`` is not reported as changed from the absolute one saved; the label language explicit."""
     from omegaconf import OmegaConf
 
-    from fairseq_joint.checkpoints import absolute_paths
+    from fairseq_joint.checkpoints import as_recorded
 
     container = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True) if OmegaConf.is_config(cfg) else cfg
     if isinstance(container, dict):
-        absolute_paths(container)
+        as_recorded(container)
     return container
 
 

@@ -78,6 +78,23 @@ def test_paths_of_a_checkpoints_configuration_are_saved_absolute(tmp_path, monke
     assert saved["cfg"]["common"] == {"user_dir": "u"}
 
 
+def test_a_multilingual_checkpoint_records_its_label_language(tmp_path):
+    """--label-language defaults to the first of --languages: recorded explicit, the same languages in another order
+    (fairseq-validate --model-overrides "{'languages': 'pl,en'}") no longer embed the descriptions as pl; a resume
+    does not report it as changed."""
+    from fairseq_joint.resume import changed_options, current_configuration
+
+    saved = {}
+    cfg = {"task": {"_name": "gile_classification", "languages": "en,pl", "label_language": ""}, "model": {}}
+    checkpoints.save(lambda obj, filename: saved.update(obj), {"model": {}, "cfg": cfg}, "x.pt")
+    assert saved["cfg"]["task"]["label_language"] == "en"
+    again = {"task": {"_name": "gile_classification", "languages": "en,pl", "label_language": ""}, "model": {}}
+    assert changed_options(saved["cfg"], current_configuration(again)) == []
+    chosen = {"task": {"languages": "en,pl", "label_language": "pl"}, "model": {}}
+    checkpoints.save(lambda obj, filename: saved.update(obj), {"model": {}, "cfg": chosen}, "x.pt")
+    assert saved["cfg"]["task"]["label_language"] == "pl"  # one given stays
+
+
 def binarize_language(tmp_path, dest, lang, first=0, count=40):
     """Documents first..first+count of the multilingual sample's ``lang`` binarized into ``dest``."""
     lines = (ML_SAMPLE_DIR / lang / "train.jsonl").read_text(encoding="utf-8").splitlines()[first:first + count]
