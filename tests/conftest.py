@@ -270,14 +270,15 @@ def write_zero_shot_data(raw, num_seen=12, words_per_label=4, seed=0):
 
 @pytest.fixture(scope="session")
 def gile_bin(tmp_path_factory):
-    """150 training and 45 validation documents of the bundled sample, binarized with all 469 labels."""
+    """150 training and 45 validation documents of the bundled sample, binarized with all 469 labels (and the TF-IDF
+    model of ``--encoder hybrid``, which the other encoders ignore)."""
     raw = tmp_path_factory.mktemp("gile_raw")
     for name, n in (("train.jsonl", 150), ("valid.jsonl", 45)):
         lines = (SAMPLE / name).read_text(encoding="utf-8").splitlines()[:n]
         (raw / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
     dest = tmp_path_factory.mktemp("gile_bin")
     preprocess_gile("--train", raw / "train.jsonl", "--valid", raw / "valid.jsonl", "--labels", SAMPLE / "labels.tsv",
-                    "--destdir", dest)
+                    "--destdir", dest, "--lexical-features", 3000)
     return dest
 
 

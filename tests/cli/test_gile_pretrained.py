@@ -181,9 +181,9 @@ def test_bad_encoder_input(data, tmp_path, sentence_encoder):
 
 
 def test_gile_pretrained_architecture_is_gile_with_the_best_measured_flags(data, tmp_path, sentence_encoder):
-    """--arch gile_pretrained --pretrained-encoder PATH trains the gile head over the frozen encoder with
-    --similarity-init --seen-label-bias --cosine-prior 10: the same model, seed for seed, as gile_classifier given
-    those flags."""
+    """--arch gile_pretrained --pretrained-encoder PATH trains the gile head over the hybrid encoder (the frozen
+    sentence encoder beside the data's TF-IDF features) with --similarity-init --seen-label-bias --cosine-prior 20:
+    the same model, seed for seed, as gile_classifier given those flags."""
     import torch
 
     arch = cli("fairseq-train", data, "--user-dir", GILE_TRAIN[1], "--task", "gile_classification", "--arch",
@@ -191,15 +191,16 @@ def test_gile_pretrained_architecture_is_gile_with_the_best_measured_flags(data,
                tmp_path / "arch", *FAST)
     stats = valid_line(arch.stdout + arch.stderr)
     assert stats["docs"] == 45 and "gzsl_h" in stats
-    flags = train(data, tmp_path / "flags", sentence_encoder, "--head", "gile", "--similarity-init", "--seen-label-bias",
-                  "--cosine-prior", "10")
+    flags = train(data, tmp_path / "flags", sentence_encoder, "--encoder", "hybrid", "--head", "gile",
+                  "--similarity-init", "--seen-label-bias", "--cosine-prior", "20")
     same = valid_line(flags.stdout + flags.stderr)
     assert {k: v for k, v in same.items() if k != "wps"} == {k: v for k, v in stats.items() if k != "wps"}
     saved = torch.load(tmp_path / "arch" / "checkpoint_last.pt", weights_only=True)
     cfg = saved["cfg"]["model"]
-    assert (cfg["encoder"], cfg["head"], cfg["similarity_init"], cfg["seen_label_bias"], cfg["cosine_prior"]) == \
-        ("pretrained", "gile", True, True, 10.0)
-    assert "label_bias" in saved["model"] and not any(k.startswith("encoder.") for k in saved["model"])
+    assert (cfg["encoder"], cfg["head"], cfg["similarity_init"], cfg["seen_label_bias"], cfg["cosine_prior"],
+            cfg["lexical_dim"]) == ("hybrid", "gile", True, True, 20.0, 64)
+    assert "label_bias" in saved["model"] and "encoder.projection" in saved["model"]
+    assert not any(k.startswith("encoder.model.") for k in saved["model"])  # the sentence encoder stays frozen
     again = validate(data, tmp_path / "arch" / "checkpoint_last.pt")
     for key in METRICS:
         assert again[key] == pytest.approx(stats[key], abs=0.011), key

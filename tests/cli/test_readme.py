@@ -161,7 +161,7 @@ def test_the_readme_runs_as_written(clone):
     predicted = dict(line.split("\t", 2)[:2] for line in stdout.splitlines()
                      if line.startswith(("A 3D car racing game\t", "A sky map of the stars")))
     assert [re.sub(r" \(-?[\d.]+\)$", "", best) for best in predicted.values()] == ["new::racing", "new::astronomy"]
-    assert (clone / "work" / "tags" / "ckpt" / "checkpoint_best.pt").is_file()
+    assert (clone / "work" / "tags" / "ckpt" / "checkpoint_last.pt").is_file()
     # the same ranking from Python, with the probability beside the score
     assert re.search(r"^\[\('new::racing', -?[\d.]+, [01]\.\d+\), \('new::astronomy', ", stdout, re.M), "Python API"
 

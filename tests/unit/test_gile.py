@@ -582,10 +582,10 @@ def test_the_task_calibrates_gamma_on_valid_and_keeps_it_in_its_state(tmp_path):
     assert sum(log["gzsl_unseen_avgpr"] for log in logs) == pytest.approx(at_given["unseen"]["avgpr"])
 
 
-def test_cosine_prior_adds_the_frozen_encoders_cosine_to_every_label(sentence_encoder):
-    """--cosine-prior λ: at evaluation the logits are the head's plus λ · cos(text, description) of the frozen sentence
-    encoder, for seen and unseen labels alike; in training the head's alone; refused where there is no frozen
-    encoder's cosine to add."""
+def test_cosine_prior_adds_the_frozen_encoders_cosine_to_the_unseen_labels(sentence_encoder):
+    """--cosine-prior λ: at evaluation an unseen label's logit is the head's plus λ · cos(text, description) of the
+    frozen sentence encoder, a seen label's the head's alone; in training the head's alone for every label; refused
+    where there is no frozen encoder's cosine to add."""
     import dataclasses
 
     from fairseq_joint.errors import OptionError
@@ -607,7 +607,9 @@ def test_cosine_prior_adds_the_frozen_encoders_cosine_to_every_label(sentence_en
                 getattr(model, mode)()
                 scores[prior, mode] = model.label_scores(model(None, src_embeddings=texts), labels, train_index)
     cosine = texts @ labels.t()
-    assert torch.allclose(scores[2.5, "eval"] - scores[0.0, "eval"], 2.5 * cosine, atol=1e-5)
+    assert torch.allclose(scores[2.5, "eval"][:, 2] - scores[0.0, "eval"][:, 2], 2.5 * cosine[:, 2], atol=1e-5)
+    assert cosine[:, 2].abs().min() > 1e-3  # the unseen label's prior is not zero by chance
+    assert torch.equal(scores[2.5, "eval"][:, :2], scores[0.0, "eval"][:, :2])  # seen labels: the head alone
     assert torch.equal(scores[2.5, "train"], scores[0.0, "train"])  # the loss sees the head alone
     for bad in (dict(encoder="wan"), dict(finetune_encoder=True), dict(head="linear")):
         cfg = GileClassifierConfig(**{**dict(head="gile", encoder="pretrained", cosine_prior=1.0,
