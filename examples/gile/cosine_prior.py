@@ -62,6 +62,7 @@ def main(argv=None) -> int:
     for checkpoint in runs:
         system, seed = re.fullmatch(r"ckpt_(.*?)(?:_seed(\d+))?", os.path.basename(os.path.dirname(checkpoint))).groups()
         seed = seed or str(study_seed)
+        system = re.sub(r"\+pretrained-encoder=[^+]*", "", system)  # the encoder's path, made a file name
         cache = os.path.join(os.path.dirname(checkpoint), f"cosine_prior_{'_'.join(f'{lam:g}' for lam in lambdas)}.json")
         try:
             stats = cached_evaluation(checkpoint, cache, lambda checkpoint=checkpoint: {
@@ -103,16 +104,16 @@ def plot(table, baselines, path) -> None:
     names = list(baselines) + list(table)
     groups = [[r] for r in baselines.values()] + [list(s.values()) for s in table.values()]
     keys = (("seen_avgpr", "seen AvgPr"), ("unseen_avgpr", "unseen AvgPr"), ("cal_gzsl_h", "GZSL H, γ calibrated"))
-    fig, ax = plt.subplots(figsize=(10, 0.45 * len(names) + 1.5))
+    fig, ax = plt.subplots(figsize=(14, 0.45 * len(names) + 2))
     y = np.arange(len(names))
     for i, (key, label) in enumerate(keys):
         means = [np.mean([r[key] for r in g if np.isfinite(r.get(key, np.nan))] or [0.0]) for g in groups]
         stds = [np.std([r[key] for r in g if np.isfinite(r.get(key, np.nan))] or [0.0]) for g in groups]
         ax.barh(y + (i - 1) * 0.27, means, height=0.27, xerr=stds, label=label)
-    ax.set_yticks(y, [n.replace("pretrained-encoder=", "")[:70] for n in names], fontsize=7)
+    ax.set_yticks(y, [n.replace("+", " + ").replace("  ", " ") for n in names], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("% (debtags valid, last epoch; mean ± std over seeds)")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.set_xlabel("% (validation documents, last epoch; mean ± std over seeds)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.06 * 12 / len(names)), ncol=3, fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
