@@ -53,6 +53,10 @@ PARTS = ("model", "criterion")
 #: the entries of a checkpoint dict that are not checksummed: its configuration, which fairseq's loader rewrites
 #: (``--model-overrides``, upgrades of old options), and the checksums themselves
 UNCHECKED = ("args", "cfg", CHECKSUMS)
+#: entries fairseq's loader (``checkpoint_utils._upgrade_state_dict``) adds to a checkpoint saved without them, after
+#: reading the file and before :func:`verify` sees it: a ``train_iterator`` for ``extra_state`` (e.g. a
+#: ``Trainer.save_checkpoint(path, {})`` of one's own)
+UPGRADE_ADDED = {"extra_state": ("train_iterator.epoch", "train_iterator.iterations_in_epoch")}
 #: the options whose paths a checkpoint records absolute, as ``(group, option)`` of fairseq's configuration: fairseq
 #: records them as typed, and a command run from another directory than training (fairseq-joint-predict-labels,
 #: fairseq-validate) looked for the data relative to where it runs
@@ -129,7 +133,9 @@ def damage(state: Dict[str, object]) -> Optional[str]:
                 return f"the {part} {kind} {name} is damaged (its bytes differ from the checksum saved with it)"
         # an entry the save did not write (a damaged key, an edit after the save); the earlier format's checksums
         # (model and criterion only) covered their tensors only
-        added = next((name for name in found if name not in sums and (current or torch.is_tensor(found[name]))), None)
+        upgraded = UPGRADE_ADDED.get(part, ()) if not any(n.startswith("train_iterator.") for n in sums) else ()
+        added = next((name for name in found if name not in sums and name not in upgraded
+                      and (current or torch.is_tensor(found[name]))), None)
         if added is not None:
             return f"the {part} entry {added} is not one the checkpoint was saved with (no checksum covers it)"
     return None

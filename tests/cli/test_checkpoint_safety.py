@@ -157,6 +157,14 @@ def test_an_entry_no_checksum_covers_is_refused(tmp_path):
     saved["cfg"]["task"]["data"] = "elsewhere"  # the configuration is not checksummed: fairseq rewrites it
     del saved["extra_state"]["train_iterator"]["iterations_in_epoch"]
     assert checkpoints.damage(saved) is None
+    # saved without a train_iterator (Trainer.save_checkpoint(path, {})): the one fairseq's loader adds is not damage
+    bare = {}
+    checkpoints.save(lambda obj, filename: bare.update(obj), {"model": {"w": torch.ones(2)}, "extra_state": {}}, "y.pt")
+    bare["extra_state"]["train_iterator"] = {"epoch": 0, "iterations_in_epoch": 0}  # _upgrade_state_dict's
+    assert checkpoints.damage(bare) is None
+    bare["extra_state"]["best"] = 1.0
+    assert checkpoints.damage(bare) == "the extra_state entry best is not one the checkpoint was saved with (no " \
+        "checksum covers it)"
 
 
 def test_copies_to_a_checkpoint_name_are_atomic(tmp_path, monkeypatch):
