@@ -42,7 +42,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 from omegaconf import OmegaConf, open_dict
 
-from fairseq_joint.checks import DROPOUT, NON_NEGATIVE, POSITIVE_INT
+from fairseq_joint.checks import DROPOUT, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE_INT
 from fairseq_joint.data.gile_files import LEXICAL_FILE, label_counts
 from fairseq_joint.errors import CheckpointError, InputError, MissingFileError, OptionError
 from fairseq_joint.models.output_layer_model import DataFingerprintMixin, UpdateCountMixin
@@ -195,6 +195,13 @@ class GileClassifierConfig(FairseqDataclass):
         default=False, metadata={"help": "--encoder pretrained: train the sentence encoder too (saved in the "
                                  "checkpoint); default frozen, with the embeddings cached beside the data"}
     )
+    finetune_label_refresh: int = field(
+        default=0, metadata={"help": "--finetune-encoder: 0 encodes the label descriptions with gradient at every "
+                             "update; N > 0 encodes each training label's description without gradient once every N "
+                             "updates (e.g. an epoch's), so that only the texts train the encoder: a step costs the "
+                             "texts' pass alone (the descriptions' vectors lag the encoder by at most N updates)",
+                             "range": NON_NEGATIVE_INT}
+    )
     word_encoder: ChoiceEnum(LAYER_CHOICES) = field(default="dense", metadata={"help": "g_w of Eq. 1"})
     sentence_encoder: ChoiceEnum(LAYER_CHOICES) = field(default="dense", metadata={"help": "g_s of HAN"})
     embed_dim: int = field(default=100, metadata={"help": "d, the size of the shared word/label embedding E",
@@ -290,6 +297,9 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         self.label_bias: Optional[nn.Parameter] = None
         #: the pretrained sentence encoder (``--encoder pretrained``), else None
         self.sentence_encoder = encoder if isinstance(encoder, PretrainedSentenceEncoder) else None
+        #: --finetune-label-refresh: the training labels' vectors by training row, encoded without gradient since the
+        #: last refresh
+        self.label_vector_cache: Dict[int, torch.Tensor] = {}
         if self.sentence_encoder is not None:
             enc = self.sentence_encoder
             self.register_buffer("encoder_signature", torch.tensor([enc.dim, int(enc.fingerprint[:15], 16)]),
@@ -313,6 +323,9 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
             raise OptionError(f"--cosine-prior {cfg.cosine_prior} adds a frozen sentence encoder's cosine of text and "
                               "description to a joint head's logits: use it with --encoder pretrained or hybrid, "
                               "without --finetune-encoder, and a joint head (--head gile, ...), or drop it")
+        if cfg.finetune_label_refresh and not cfg.finetune_encoder:
+            raise OptionError(f"--finetune-label-refresh {cfg.finetune_label_refresh} sets how often a fine-tuned "
+                              "encoder re-encodes the label descriptions: add --finetune-encoder, or drop it")
         if cfg.encoder in SENTENCE_ENCODERS:
             if cfg.share_encoder or cfg.share_attention:
                 raise OptionError("--share-encoder/--share-attention share parts of per-language HAN/WAN encoders; "
@@ -596,6 +609,25 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         mask = label_tokens.ne(embed.padding_idx).unsqueeze(-1).type_as(embed.weight)
         return (embed(label_tokens) * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 
+    def refreshed_label_vectors(self, label_tokens: torch.Tensor, train_index: torch.Tensor) -> torch.Tensor:
+        """``--finetune-label-refresh N``: the vectors of the training labels ``train_index`` (rows of ``label_tokens``),
+        each encoded without gradient the first time it is asked for since the last refresh (:meth:`set_num_updates`)."""
+        rows = train_index.tolist()
+        missing = [i for i, row in enumerate(rows) if row not in self.label_vector_cache]
+        if missing:
+            with torch.no_grad():
+                vectors = self.label_vectors(label_tokens[missing])
+            for i, vector in zip(missing, vectors):
+                self.label_vector_cache[rows[i]] = vector
+        return torch.stack([self.label_vector_cache[row] for row in rows])
+
+    def set_num_updates(self, num_updates):
+        """fairseq's update count; every ``--finetune-label-refresh`` updates the cached label vectors are dropped (the
+        next batches encode them again with the encoder as trained so far)."""
+        super().set_num_updates(num_updates)
+        if self.cfg.finetune_label_refresh and num_updates % self.cfg.finetune_label_refresh == 0:
+            self.label_vector_cache.clear()
+
     def label_scores(self, features, label_tokens=None, train_index=None, label_names=None, lang=None):
         """Logits (B, L) of the given labels: descriptions ``label_tokens`` (L, T), training rows ``train_index``;
         a multilingual model scores with the classification unit of ``lang``."""
@@ -608,7 +640,9 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
                                  f"{first}: it has one weight row per training label; train a joint head (--head gile) "
                                  "to score unseen labels")
             return head(features, ids=train_index)
-        label_vectors = self.label_vectors(label_tokens)
+        refresh = self.training and self.cfg.finetune_label_refresh and self.sentence_encoder is not None
+        label_vectors = (self.refreshed_label_vectors(label_tokens, train_index) if refresh
+                         else self.label_vectors(label_tokens))
         logits = head(features, class_inputs=label_vectors)
         if self.cfg.cosine_prior and not self.training:  # the frozen encoder's vectors: the first d coordinates
             d = self.sentence_encoder.dim

@@ -616,3 +616,51 @@ def test_cosine_prior_adds_the_frozen_encoders_cosine_to_the_unseen_labels(sente
                                              pretrained_encoder=str(sentence_encoder)), **bad})
         with pytest.raises(OptionError, match="^--cosine-prior 1.0 adds a frozen sentence encoder's cosine"):
             GileClassifier.build(cfg, inputs)
+
+
+def test_finetune_label_refresh_encodes_the_descriptions_once_per_period_without_gradient(sentence_encoder):
+    """--finetune-label-refresh N: in training the label vectors are the fine-tuned encoder's, computed without
+    gradient the first time a label is asked for and reused until the update count reaches a multiple of N; the
+    encoder trains through the texts; evaluation encodes the descriptions as before; refused without
+    --finetune-encoder."""
+    import dataclasses
+
+    from fairseq_joint.errors import OptionError
+    from fairseq_joint.modules.sentence_encoder import PretrainedSentenceEncoder
+
+    encoder = PretrainedSentenceEncoder(str(sentence_encoder), finetune=True)
+    inputs = dataclasses.replace(stub_inputs(), sentence_encoder=encoder)
+    cfg = GileClassifierConfig(head="gile", encoder="pretrained", pretrained_encoder=str(sentence_encoder),
+                               finetune_encoder=True, finetune_label_refresh=2, similarity_init=True)
+    torch.manual_seed(0)
+    model = GileClassifier.build(cfg, inputs)
+
+    def ids(texts):
+        rows = encoder.tokenize(texts)
+        width = max(map(len, rows))
+        return torch.tensor([row + [encoder.pad_id] * (width - len(row)) for row in rows])
+
+    texts, labels, train_index = ids(["a python library", "a racing game"]), ids(["python language", "games"]), \
+        torch.tensor([0, 1])
+    encoded = []
+    label_vectors = model.label_vectors
+    model.label_vectors = lambda tokens: encoded.append(len(tokens)) or label_vectors(tokens)
+    model.train()
+    model.label_scores(model(texts), labels, train_index).sum().backward()
+    assert encoded == [2] and not any(v.requires_grad for v in model.label_vector_cache.values())
+    grads = [p.grad for p in model.sentence_encoder.parameters() if p.grad is not None]
+    assert grads and any(g.abs().sum() > 0 for g in grads)  # the texts' side trains the encoder
+    model.label_scores(model(texts), labels[[1]], train_index[[1]])
+    model.set_num_updates(1)
+    model.label_scores(model(texts), labels, train_index)
+    assert encoded == [2]  # reused within the period
+    model.set_num_updates(2)
+    model.label_scores(model(texts), labels, train_index)
+    assert encoded == [2, 2]  # refreshed
+    model.eval()
+    with torch.no_grad():
+        model.label_scores(model(texts), labels, train_index)
+    assert encoded == [2, 2, 2] and len(model.label_vector_cache) == 2
+    frozen = dataclasses.replace(stub_inputs(), sentence_encoder=PretrainedSentenceEncoder(str(sentence_encoder)))
+    with pytest.raises(OptionError, match="^--finetune-label-refresh 2 sets how often a fine-tuned encoder"):
+        GileClassifier.build(dataclasses.replace(cfg, finetune_encoder=False), frozen)
