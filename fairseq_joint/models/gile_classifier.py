@@ -300,6 +300,8 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         #: --finetune-label-refresh: the training labels' vectors by training row, encoded without gradient since the
         #: last refresh
         self.label_vector_cache: Dict[int, torch.Tensor] = {}
+        #: a fine-tuned encoder's vectors of the label set being evaluated (:meth:`evaluated_label_vectors`)
+        self.evaluation_label_vectors: Dict[tuple, torch.Tensor] = {}
         if self.sentence_encoder is not None:
             enc = self.sentence_encoder
             self.register_buffer("encoder_signature", torch.tensor([enc.dim, int(enc.fingerprint[:15], 16)]),
@@ -516,6 +518,7 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         return OutputLayer(spec, num_classes=num_labels, input_dim=cfg.encoder_dim, class_dim=class_dim)
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        self.evaluation_label_vectors.clear()
         saved, own = state_dict.get("encoder_signature"), getattr(self, "encoder_signature", None)
         if (saved is None) != (own is None):
             raise CheckpointError("the checkpoint was trained with " + ("a pretrained sentence encoder" if own is None
@@ -621,6 +624,20 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
                 self.label_vector_cache[rows[i]] = vector
         return torch.stack([self.label_vector_cache[row] for row in rows])
 
+    def evaluated_label_vectors(self, label_tokens: torch.Tensor) -> torch.Tensor:
+        """A fine-tuned encoder's vectors of a label set in evaluation without gradient, encoded once per set of
+        descriptions (token ids) while the weights stay as they are: a validation scores every batch against the same
+        descriptions. :meth:`train` and :meth:`load_state_dict` drop them."""
+        key = (tuple(label_tokens.shape), label_tokens.cpu().numpy().tobytes())
+        if key not in self.evaluation_label_vectors:
+            self.evaluation_label_vectors.clear()  # one label set at a time
+            self.evaluation_label_vectors[key] = self.label_vectors(label_tokens)
+        return self.evaluation_label_vectors[key]
+
+    def train(self, mode: bool = True):
+        self.evaluation_label_vectors.clear()  # the weights may change from here on
+        return super().train(mode)
+
     def set_num_updates(self, num_updates):
         """fairseq's update count; every ``--finetune-label-refresh`` updates the cached label vectors are dropped (the
         next batches encode them again with the encoder as trained so far)."""
@@ -640,9 +657,13 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
                                  f"{first}: it has one weight row per training label; train a joint head (--head gile) "
                                  "to score unseen labels")
             return head(features, ids=train_index)
-        refresh = self.training and self.cfg.finetune_label_refresh and self.sentence_encoder is not None
-        label_vectors = (self.refreshed_label_vectors(label_tokens, train_index) if refresh
-                         else self.label_vectors(label_tokens))
+        finetuned = self.sentence_encoder is not None and self.sentence_encoder.finetune
+        if finetuned and self.training and self.cfg.finetune_label_refresh:
+            label_vectors = self.refreshed_label_vectors(label_tokens, train_index)
+        elif finetuned and not self.training and not torch.is_grad_enabled():
+            label_vectors = self.evaluated_label_vectors(label_tokens)
+        else:
+            label_vectors = self.label_vectors(label_tokens)
         logits = head(features, class_inputs=label_vectors)
         if self.cfg.cosine_prior and not self.training:  # the frozen encoder's vectors: the first d coordinates
             d = self.sentence_encoder.dim

@@ -621,8 +621,8 @@ def test_cosine_prior_adds_the_frozen_encoders_cosine_to_the_unseen_labels(sente
 def test_finetune_label_refresh_encodes_the_descriptions_once_per_period_without_gradient(sentence_encoder):
     """--finetune-label-refresh N: in training the label vectors are the fine-tuned encoder's, computed without
     gradient the first time a label is asked for and reused until the update count reaches a multiple of N; the
-    encoder trains through the texts; evaluation encodes the descriptions as before; refused without
-    --finetune-encoder."""
+    encoder trains through the texts; evaluation encodes a label set once until the model trains again; refused
+    without --finetune-encoder."""
     import dataclasses
 
     from fairseq_joint.errors import OptionError
@@ -659,8 +659,15 @@ def test_finetune_label_refresh_encodes_the_descriptions_once_per_period_without
     assert encoded == [2, 2]  # refreshed
     model.eval()
     with torch.no_grad():
+        first = model.label_scores(model(texts), labels, train_index)
+        again = model.label_scores(model(texts[[1, 0]]), labels, train_index)  # another batch, the same labels
+    assert encoded == [2, 2, 2] and len(model.label_vector_cache) == 2  # evaluation: encoded once per label set
+    assert torch.equal(again, first[[1, 0]])
+    model.train()
+    model.eval()  # the weights may have changed in between: encoded again
+    with torch.no_grad():
         model.label_scores(model(texts), labels, train_index)
-    assert encoded == [2, 2, 2] and len(model.label_vector_cache) == 2
+    assert encoded == [2, 2, 2, 2]
     frozen = dataclasses.replace(stub_inputs(), sentence_encoder=PretrainedSentenceEncoder(str(sentence_encoder)))
     with pytest.raises(OptionError, match="^--finetune-label-refresh 2 sets how often a fine-tuned encoder"):
         GileClassifier.build(dataclasses.replace(cfg, finetune_encoder=False), frozen)
