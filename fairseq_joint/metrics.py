@@ -81,14 +81,6 @@ def summarize(sums: Dict[str, float]) -> Dict[str, float]:
     return out
 
 
-def chance_level(targets, seed: int = 0, repeats: int = 5) -> Dict[str, float]:
-    """The metrics of uniformly random scores (averaged over ``repeats`` seeded draws)."""
-    targets = np.asarray(targets) > 0
-    rng = np.random.default_rng(seed)
-    runs = [summarize(ranking_metric_sums(rng.random(targets.shape), targets)) for _ in range(repeats)]
-    return {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
-
-
 def gzsl_metric_sums(scores, targets, seen, seen_score_offset: float = 0.0) -> Dict[str, Dict[str, float]]:
     """Generalized zero-shot sums ``{"seen": ..., "unseen": ...}`` (:func:`ranking_metric_sums` of each group).
 
@@ -150,24 +142,6 @@ def pooled_seen_offset(batches) -> float:
         raise ValueError("the batches to calibrate γ on were scored against different label sets")
     return calibrate_seen_offset(np.concatenate([b[0] for b in batches]), np.concatenate([b[1] for b in batches]),
                                  seen)
-
-
-def cross_calibrated_gzsl(scores, targets, seen) -> Dict[str, float]:
-    """GZSL with γ chosen without looking at the documents it is scored on: the documents are split in two folds
-    (even and odd positions); each fold is scored with the γ calibrated on the other, and the two folds' sums are
-    pooled. Returns the pooled ``gzsl_*`` figures and ``gamma``, the mean of the two γ."""
-    scores, targets = np.asarray(scores), np.asarray(targets) > 0
-    folds = [np.arange(len(scores))[i::2] for i in (0, 1)]
-    gammas = [calibrate_seen_offset(scores[f], targets[f], seen) for f in folds]
-    total = {"seen": {}, "unseen": {}}
-    for fold, gamma in zip(folds, reversed(gammas)):
-        for g, s in gzsl_metric_sums(scores[fold], targets[fold], seen, gamma).items():
-            for k, v in s.items():
-                total[g][k] = total[g].get(k, 0.0) + v
-    out = {f"gzsl_{g}_avgpr": summarize(s).get("avgpr", 0.0) for g, s in total.items()}
-    out["gzsl_h"] = harmonic_mean(out["gzsl_seen_avgpr"], out["gzsl_unseen_avgpr"])
-    out["gamma"] = float(np.mean(gammas))
-    return out
 
 
 def retrieval_precision_at_1(src, tgt) -> float:

@@ -47,8 +47,8 @@ def pytest_collection_modifyitems(config, items):
 
 # ---------------------------------------------------------------------------------------------- running commands
 def log_records(text: str, kind: str, subset: str = "valid") -> list:
-    """The figures of fairseq's ``train_inner`` / ``train`` / ``valid`` log lines (:mod:`fairseq_joint.cli.fairseq_log`)."""
-    from fairseq_joint.cli import fairseq_log
+    """The figures of fairseq's ``train_inner`` / ``train`` / ``valid`` log lines (studies/tools/fairseq_log.py)."""
+    import fairseq_log
 
     return fairseq_log.records(text, kind, subset)
 

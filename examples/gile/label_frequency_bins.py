@@ -23,7 +23,11 @@ import sys
 from collections import Counter
 from typing import Optional, Sequence
 
+# the studies' tools (run logs, tables, metrics) are in studies/tools/, beside the package, not part of it
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "studies", "tools"))
+
 import numpy as np
+from study_metrics import split_scores
 
 from fairseq_joint.cli.common import (
     fail,
@@ -33,7 +37,6 @@ from fairseq_joint.cli.common import (
     parser,
     run,
     setup_logging,
-    split_scores,
 )
 from fairseq_joint.data.gile_files import read_label_lines
 

@@ -14,7 +14,6 @@ import logging
 import os
 import pickle
 import random
-import subprocess
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from fairseq_joint import checks, errors
@@ -222,20 +221,6 @@ def named_paths(items: Sequence[str], default_name: Callable[[str], str] = lambd
     return list(out.items())
 
 
-# ---------------------------------------------------------------------------------------------- writing outputs
-def write_report(table: str, markdown: Optional[str] = None, json_path: Optional[str] = None, data=None,
-                 ensure_ascii: bool = True) -> None:
-    """Print a (Markdown) table; write it to ``markdown`` and the figures behind it (``data``) to ``json_path``
-    when those are given (the tools' ``--markdown`` / ``--json``)."""
-    print(table)
-    if markdown:
-        with open(markdown, "w", encoding="utf-8") as f:
-            f.write(table + "\n")
-    if json_path:
-        with open(json_path, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, ensure_ascii=ensure_ascii)
-
-
 # ---------------------------------------------------------------------------------------------- models
 def _dictionary(n: int):
     from fairseq.data import Dictionary
@@ -341,104 +326,6 @@ def load_gile_checkpoint(path: str, data: Optional[str] = None, pretrained_encod
     if not isinstance(model, GileClassifier):
         raise errors.CheckpointError(f"{path} is not a gile_classifier checkpoint")
     return model, task, cfg
-
-
-def split_scores(model, task, subset: str, batch_size: int = 64, seen_only: bool = False):
-    """``(scores, targets, label_set)`` of every document of ``subset`` (in file order) over its label set (only the seen
-    labels with ``seen_only``, e.g. for ``--head linear``); scores are the head's logits, as numpy arrays."""
-    import numpy as np
-    import torch
-
-    task.load_dataset(subset)
-    itr = task.get_batch_iterator(task.dataset(subset), max_sentences=batch_size).next_epoch_itr(shuffle=False)
-    scores, targets, ids = [], [], []
-    with torch.no_grad():
-        for sample in itr:
-            cols = sample["label_train_index"] >= 0 if seen_only else torch.ones_like(sample["label_train_index"]).bool()
-            logits = model.label_scores(model(**sample["net_input"]), sample["label_tokens"][cols],
-                                        sample["label_train_index"][cols], lang=sample.get("lang"))
-            scores.append(logits.float().numpy())
-            targets.append(sample["target"][:, cols].numpy() > 0)
-            ids.append(sample["id"].numpy())
-    order = np.argsort(np.concatenate(ids))
-    return np.concatenate(scores)[order], np.concatenate(targets)[order], task.label_set(subset)
-
-
-# ---------------------------------------------------------------------------------------------- study runs
-#: fairseq's --user-dir for the runs of a study: the installed package, wherever the study runs from
-USER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-study_logger = logging.getLogger("study")
-
-
-def command_line(cmd):
-    return "# command: " + " ".join(str(c) for c in cmd) + "\n"
-
-
-def finished_log(cmd, log_path):
-    """Minutes of a finished earlier run of exactly ``cmd`` logged at ``log_path``, else None."""
-    from fairseq_joint.cli import fairseq_log
-
-    if not os.path.isfile(log_path):
-        return None
-    with open(log_path) as f:
-        text = f.read()
-    seconds = fairseq_log.training_seconds(text)
-    if not text.startswith(command_line(cmd)) or seconds is None or not fairseq_log.records(text, "valid"):
-        return None
-    return seconds / 60
-
-
-def run_logged(cmd, log_path, env, append: bool = False, failure: Optional[Callable[[int], str]] = None) -> None:
-    """Run ``cmd`` in the current directory (the user's: relative paths stay theirs), its output into ``log_path``
-    after a ``# command:`` line (added to the end of the log with ``append``: a run continued). A non-zero exit
-    status is refused with ``failure(status)`` (default: the program, its status and the log)."""
-    study_logger.info("running: " + " ".join(map(str, cmd)))
-    with open(log_path, "a" if append else "w", encoding="utf-8") as log:
-        log.write(command_line(cmd))
-        log.flush()
-        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-    if proc.returncode != 0:
-        name = cmd[2] if cmd[1] == "-m" else os.path.basename(cmd[0])
-        raise fail(failure(proc.returncode) if failure else
-                   f"{name} failed with exit status {proc.returncode}; see its output in {log_path}")
-
-
-def cached_evaluation(checkpoint: str, cache_path: str, evaluate: Callable[[], Dict[str, object]]):
-    """``evaluate()``'s figures of ``checkpoint``, kept in ``cache_path`` (JSON) and reused while the checkpoint is
-    the same file (name, modification time and size): a reused run is not scored again."""
-    stamp = {"checkpoint": os.path.basename(checkpoint), "mtime": os.path.getmtime(checkpoint),
-             "size": os.path.getsize(checkpoint)}
-    if os.path.isfile(cache_path):
-        with open(cache_path) as f:
-            saved = json.load(f)
-        if saved.get("stamp") == stamp:
-            return saved["stats"]
-    stats = evaluate()
-    with open(cache_path, "w") as f:
-        json.dump({"stamp": stamp, "stats": stats}, f)
-    return stats
-
-
-def aggregate(runs):
-    """One seed: its stats. Several: the mean of every metric, ``{metric}_std`` and the per-seed ``runs``."""
-    import numpy as np
-
-    if len(runs) == 1:
-        return runs[0]
-    out = {"runs": runs}
-    for key in runs[0]:
-        if key == "seed":
-            continue
-        values = [r[key] for r in runs if key in r]
-        out[key] = float(np.mean(values))
-        out[f"{key}_std"] = float(np.std(values, ddof=1))
-    return out
-
-
-def cell(stats, key):
-    if key not in stats:
-        return "–"
-    return f"{stats[key]:.2f}" + (f" ± {stats[key + '_std']:.2f}" if key + "_std" in stats else "")
 
 
 # ---------------------------------------------------------------------------------------------- plots

@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from sklearn.metrics import f1_score, label_ranking_average_precision_score, label_ranking_loss
+from study_metrics import chance_level, split_scores  # studies/tools (pytest.ini's pythonpath)
 
 from fairseq_joint.criterions.multilabel_classification import (
     MultilabelClassificationCriterion,
@@ -15,7 +16,7 @@ from fairseq_joint.criterions.multilabel_classification import (
     sample_label_candidates,
 )
 from fairseq_joint.data.gile_files import read_label_file
-from fairseq_joint.metrics import chance_level, micro_f1, ranking_metric_sums, summarize
+from fairseq_joint.metrics import micro_f1, ranking_metric_sums, summarize
 from fairseq_joint.models.gile_classifier import (
     GileClassifier,
     GileClassifierConfig,
@@ -532,7 +533,6 @@ def test_the_task_calibrates_gamma_on_valid_and_keeps_it_in_its_state(tmp_path):
     from fairseq import tasks
 
     from fairseq_joint.cli import preprocess_gile
-    from fairseq_joint.cli.common import split_scores
     from fairseq_joint.criterions.multilabel_classification import GZSL_SCORES
     from fairseq_joint.metrics import calibrate_seen_offset, gzsl_metric_sums
     from fairseq_joint.tasks.gile_classification import CALIBRATED_OFFSET
