@@ -299,6 +299,14 @@ def test_translation_with_sentencepiece_equals_interactive(tiny_text, tmp_path):
     assert ours == interactive(data, checkpoint, "--bpe", "sentencepiece", "--sentencepiece-model",
                                tmp_path / "spm.model")
     assert translator.translate(SOURCES[0], beam=3, max_len_b=12) == ours[0]
+    # fairseq's own hub interface, as docs/translation.md uses it (fairseq's TransformerModel loads joint_transformer)
+    from fairseq.models.transformer import TransformerModel
+
+    hub = TransformerModel.from_pretrained(str(tmp_path / "ck"), checkpoint_file="checkpoint_last.pt",
+                                           data_name_or_path=str(data), bpe="sentencepiece",
+                                           sentencepiece_model=str(tmp_path / "spm.model"))
+    assert type(hub.models[0]).__name__ == "JointTransformerModel"
+    assert hub.translate(SOURCES, beam=3, max_len_b=12) == ours
 
 
 def test_translation_with_moses_and_subword_nmt_equals_interactive(tiny_text, tmp_path):
@@ -330,3 +338,11 @@ def test_translation_with_moses_and_subword_nmt_equals_interactive(tiny_text, tm
     with pytest.raises(errors.MissingFileError, match="bpe_codes=.*: file not found"):
         load_translator(checkpoint, data, **{**flags, "bpe_codes": tmp_path / "none.codes"})
     assert torch.is_tensor(translator.encode(SOURCES[0]))
+    # fairseq's from_pretrained through the plugin's model class, the data directory relative to the checkpoint's
+    from fairseq_joint.models.joint_lstm import JointLSTMModel
+
+    hub = JointLSTMModel.from_pretrained(str(tmp_path / "ck"), checkpoint_file="checkpoint_last.pt",
+                                         data_name_or_path="../bin", tokenizer="moses", moses_no_escape=True,
+                                         bpe="subword_nmt", bpe_codes=str(tmp_path / "bpe.codes"))
+    assert type(hub.models[0]).__name__ == "JointLSTMModel"
+    assert hub.translate(SOURCES, beam=3, max_len_b=12) == ours

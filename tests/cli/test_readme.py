@@ -1,8 +1,11 @@
-"""The README runs as written, and the guides' links lead somewhere.
+"""The README and the Python guides run as written, and the guides' links lead somewhere.
 
 ``test_the_readme_runs_as_written`` runs every ```bash and ```python block of README.md verbatim, in order, in a fresh
 copy of the repository's tracked files (a clone's root, with ``.venv`` linked in and ``.venv/bin`` first on PATH), each
-block in its own shell and within ``BLOCK_SECONDS``. Two kinds of lines or blocks are left out, and only these:
+block in its own shell and within ``BLOCK_SECONDS``. ``test_the_python_guides_run_after_the_readme`` then runs the
+```python blocks of each page of ``PYTHON_GUIDES`` (they use the README's models in ``work/``) in that directory, the
+blocks of a page one after another in one interpreter, as a reader pastes them. Two kinds of lines or blocks are left
+out, and only these:
 
 * the set-up lines ``make ...`` of a bash block (``make demo``/``make test`` build the environment this test runs in);
 * a block whose fence is preceded by the marker ``<!-- not run: REASON -->`` (e.g. the CUDA install): REASON must be
@@ -13,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,9 +26,11 @@ import pytest
 from conftest import BIN, REPO
 
 README = REPO / "README.md"
+#: the user guides whose Python snippets run after the README's quick starts (on the models they trained)
+PYTHON_GUIDES = ["docs/python.md", "docs/translation.md"]
 BLOCK_SECONDS = 300  # one block's limit on 2 cores (the whole README takes a few minutes)
 MARKER = re.compile(r"^<!--\s*not run:(?P<reason>.*?)-->\s*$")
-FENCE = re.compile(r"^```(?P<lang>[\w+-]*)\s*$")
+FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w+-]*)\s*$")  # indented: a block inside a list item
 SETUP_LINE = re.compile(r"^\s*make(\s|$)")
 RUN_LANGS = ("bash", "python")
 
@@ -53,11 +59,11 @@ def readme_blocks(text: str) -> List[Block]:
                 raise ValueError(f"line {i + 1}: a '<!-- not run: REASON -->' marker must give its reason")
             pending = (i + 1, reason)
         elif fence:
-            end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("```")), None)
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].lstrip(" ").startswith("```")), None)
             if end is None:
                 raise ValueError(f"line {i + 1}: the code block is never closed")
-            blocks.append(Block(fence.group("lang"), "\n".join(lines[i + 1:end]) + "\n", i + 1,
-                                pending[1] if pending else None))
+            code = textwrap.dedent("\n".join(lines[i + 1:end]) + "\n")
+            blocks.append(Block(fence.group("lang"), code, i + 1, pending[1] if pending else None))
             pending, i = None, end
         elif line.strip() and pending:
             raise ValueError(f"line {pending[0]}: the 'not run' marker is not followed by a code block")
@@ -87,12 +93,14 @@ def test_blocks_markers_and_setup_lines():
         "```bash", "make demo", "echo hi", "```",
         "<!--not run:   takes an hour-->", "", "```python", "print(2)", "```",
         "```console", "$ echo hi", "```",
+        "* a list item:", "", "  ```python", "  if True:", "      print(3)", "  ```",
     ])
     blocks = readme_blocks(text)
     assert [(b.lang, b.line, b.not_run) for b in blocks] == [
         ("bash", 2, None), ("bash", 8, "needs a GPU"), ("python", 11, None), ("bash", 14, None),
-        ("python", 20, "takes an hour"), ("console", 23, None)]
-    assert [runnable(b) for b in blocks] == [None, None, "print(1)\n", "echo hi\n", None, None]
+        ("python", 20, "takes an hour"), ("console", 23, None), ("python", 28, None)]
+    assert [runnable(b) for b in blocks] == [None, None, "print(1)\n", "echo hi\n", None, None,
+                                             "if True:\n    print(3)\n"]
 
 
 @pytest.mark.parametrize("text, message", [
@@ -130,7 +138,22 @@ def clone(tmp_path_factory) -> Path:
     return root
 
 
-def test_the_readme_runs_as_written(clone):
+def run_block(cmd: List[str], cwd: Path, env: dict, where: str) -> str:
+    """Run one block's command within ``BLOCK_SECONDS``; its stdout, or the test fails naming ``where``."""
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=BLOCK_SECONDS)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{where} ran over {BLOCK_SECONDS} s")
+    seconds = time.monotonic() - start
+    assert proc.returncode == 0, (f"{where} exited {proc.returncode} after {seconds:.0f} s\n--- code\n{cmd[-1]}"
+                                  f"--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-5000:]}")
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def readme_run(clone):
+    """Every runnable block of the clone's README run in order: ``(environment, [(block, stdout), ...])``."""
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", OMP_NUM_THREADS="1",
                MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1")
     env.pop("VIRTUAL_ENV", None)
@@ -140,16 +163,12 @@ def test_the_readme_runs_as_written(clone):
         if code is None:
             continue
         cmd = ["bash", "-e", "-o", "pipefail", "-c", code] if block.lang == "bash" else [str(BIN / "python"), "-c", code]
-        start = time.monotonic()
-        try:
-            proc = subprocess.run(cmd, cwd=clone, env=env, capture_output=True, text=True, timeout=BLOCK_SECONDS)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"README.md line {block.line}: the {block.lang} block ran over {BLOCK_SECONDS} s")
-        seconds = time.monotonic() - start
-        assert proc.returncode == 0, (f"README.md line {block.line}: the {block.lang} block exited {proc.returncode} "
-                                      f"after {seconds:.0f} s\n--- code\n{code}--- stdout\n{proc.stdout[-3000:]}"
-                                      f"\n--- stderr\n{proc.stderr[-5000:]}")
-        outputs.append((block, proc.stdout))
+        outputs.append((block, run_block(cmd, clone, env, f"README.md line {block.line}: the {block.lang} block")))
+    return env, outputs
+
+
+def test_the_readme_runs_as_written(clone, readme_run):
+    _, outputs = readme_run
     # what the quick starts promise, beyond exiting 0
     test_lines = (clone / "data" / "demo-en-de" / "test.en").read_text(encoding="utf-8").count("\n")
     hyps = (clone / "work" / "en-de" / "test.hyp.de").read_text(encoding="utf-8")
@@ -164,6 +183,20 @@ def test_the_readme_runs_as_written(clone):
     assert (clone / "work" / "tags" / "ckpt" / "checkpoint_last.pt").is_file()
     # the same ranking from Python, with the probability beside the score
     assert re.search(r"^\[\('new::racing', -?[\d.]+, [01]\.\d+\), \('new::astronomy', ", stdout, re.M), "Python API"
+
+
+def test_the_python_guides_run_after_the_readme(clone, readme_run):
+    env, _ = readme_run
+    for page in PYTHON_GUIDES:
+        blocks = [b for b in readme_blocks((clone / page).read_text(encoding="utf-8")) if b.lang == "python"]
+        code = "".join(runnable(b) or "" for b in blocks)
+        assert code, f"{page}: no Python block to run"
+        stdout = run_block([str(BIN / "python"), "-c", code], clone, env, f"{page}: its Python blocks")
+        if page == "docs/python.md":  # each text's best label of the bundled set, and the new labels ranked
+            assert "new::racing" in stdout and "new::astronomy" in stdout, stdout
+            assert re.search(r"score +-?[\d.]+ +p [01]\.\d{3} +(seen|unseen)", stdout), stdout
+        else:  # fairseq's from_pretrained translated the sentence: one non-empty line
+            assert stdout.strip() and "\n" not in stdout.strip(), stdout
 
 
 # --------------------------------------------------------------------------------------------------------- links
