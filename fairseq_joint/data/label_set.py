@@ -2,6 +2,7 @@
 description's word ids in the shared dictionary, or with a pretrained sentence encoder its embeddings of the
 descriptions (its word-piece ids when it is fine-tuned)."""
 
+import logging
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
 import torch
@@ -10,6 +11,8 @@ from fairseq.data import Dictionary, data_utils
 from fairseq_joint.data.gile_text import tokenize
 from fairseq_joint.errors import InputError
 from fairseq_joint.modules.sentence_encoder import EmbeddingCache, PretrainedSentenceEncoder
+
+logger = logging.getLogger(__name__)
 
 
 class LabelSet(NamedTuple):
@@ -47,17 +50,24 @@ def encode_label_set(names, descriptions: Optional[Dict[str, str]], dictionary: 
             vectors = EmbeddingCache(cache_dir).get(sentence_encoder, cache_name, texts)
             tokens = sentence_encoder.collate(sentence_encoder.inputs(vectors, texts))  # + TF-IDF: hybrid
         return LabelSet(list(names), tokens, train_positions(names, train_labels))
-    rows, unknown = [], []
+    rows, unknown, partly = [], [], {}
     for name in names:
         words = tokenize(descriptions[name]) if descriptions is not None else []
         ids = [dictionary.index(w) for w in words]
         if words and all(i == dictionary.unk() for i in ids):
             unknown.append(name)
+        elif dictionary.unk() in ids:
+            partly[name] = [w for w, i in zip(words, ids) if i == dictionary.unk()]
         rows.append(torch.LongTensor(ids or [dictionary.unk()]))
     if unknown:
         shown = ", ".join(repr(n) for n in unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
         raise InputError(f"label(s) {shown}: no word of the description is in the dictionary ({len(dictionary)} "
                          "entries), so every such label would get the same score: describe them with words of the "
                          "training texts (or binarize again with these descriptions in --labels)")
+    if partly:  # nothing dropped without a word: these words are read as <unk>
+        examples = "; ".join(f"{n!r}: {', '.join(map(repr, w[:3]))}" for n, w in list(partly.items())[:3])
+        logger.warning(f"{len(partly)} of {len(names)} label descriptions have words that are not in the dictionary "
+                       f"({sum(map(len, partly.values()))} in all, read as <unk>), e.g. {examples}: describe the "
+                       "labels with words of the training texts, or binarize again with these descriptions in --labels")
     tokens = data_utils.collate_tokens(rows, dictionary.pad(), left_pad=False)
     return LabelSet(list(names), tokens, train_positions(names, train_labels))

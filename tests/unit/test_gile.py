@@ -440,8 +440,9 @@ def test_embed_path_loads_word_vectors_and_rejects_bad_files(tmp_path):
         GileClassifier.build(GileClassifierConfig(head="gile", embed_dim=4, embed_path=str(tmp_path / "missing.txt")), inputs)
 
 
-def test_a_label_described_by_unknown_words_only_is_refused():
-    """Every such label would get the unknown word's vector, hence the same score as every other such label."""
+def test_a_label_described_by_unknown_words_only_is_refused(caplog):
+    """Every such label would get the unknown word's vector, hence the same score as every other such label; words
+    of a description that are not in the dictionary are named in a warning (they are read as <unk>)."""
     from fairseq.data import Dictionary
 
     from fairseq_joint.data.label_set import encode_label_set
@@ -452,8 +453,17 @@ def test_a_label_described_by_unknown_words_only_is_refused():
     descriptions = {"A": "apple pear", "B": "kiwi mango", "C": "pear and plum", "D": "durian"}
     with pytest.raises(ValueError, match=r"label\(s\) 'B', 'D': no word of the description is in the dictionary"):
         encode_label_set(list(descriptions), descriptions, d, ["A"])
-    ok = encode_label_set(["A", "C"], descriptions, d, ["A"])  # one known word is enough
+    with caplog.at_level("WARNING", logger="fairseq_joint.data.label_set"):
+        ok = encode_label_set(["A", "C"], descriptions, d, ["A"])  # one known word is enough
     assert ok.tokens.shape[0] == 2 and ok.train_index.tolist() == [0, -1]
+    assert ok.tokens[1].tolist() == [d.index("pear"), d.unk(), d.unk()]
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert warning.startswith("1 of 2 label descriptions have words that are not in the dictionary (2 in all, read as "
+                              "<unk>), e.g. 'C': 'and', 'plum': ")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="fairseq_joint.data.label_set"):
+        encode_label_set(["A"], descriptions, d, ["A"])
+    assert not caplog.records
 
 
 @pytest.mark.parametrize("bad", [-1.0, 1.5])
