@@ -50,12 +50,6 @@ class LabelScore(NamedTuple):
     seen: bool
 
 
-def check_topk(topk: int) -> None:
-    """``topk`` (``--topk``) is at least 1."""
-    if topk < 1:
-        raise OptionError(f"--topk must be >= 1, got {topk}")
-
-
 def check_texts(texts: Sequence[str]) -> List[str]:
     """The texts to classify as a list; a bare string, a non-string or an empty text is refused (nothing is dropped:
     the command skips empty input lines and says so, a Python caller gets its own list back scored in full)."""
@@ -168,6 +162,9 @@ class LabelPredictor:
     def read_labels(self, labels: Labels) -> Tuple[Dict[str, str], str]:
         """``({label: description}, what to call them in a refusal)`` of a label file or a dict, checked as a label
         file's lines are (:func:`~fairseq_joint.data.gile_files.read_label_file`)."""
+        if not isinstance(labels, (dict, str, os.PathLike)):
+            raise InputError(f"labels is a {type(labels).__name__}: give a label<TAB>description file's path or a "
+                             "{label: description} dict (a label needs its description)")
         if isinstance(labels, dict):
             if not labels:
                 raise InputError("labels holds no labels: give {label: description, ...} or a label file")
@@ -199,7 +196,7 @@ class LabelPredictor:
         seen = label_set.train_index >= 0
         gamma, _ = self.gamma(seen_score_offset)
         offset = seen.float() * float(gamma)
-        k = len(names) if topk is None else min(topk, len(names))
+        k = len(names) if topk is None else min(int(topk), len(names))
         dictionary = self.task.corpus.dictionary_of(lang if model.languages else "")
         with torch.no_grad():
             for start in range(0, len(texts), batch_size):
@@ -220,7 +217,7 @@ class LabelPredictor:
         multilingual model (one of :attr:`languages`). ``seen_score_offset``: γ of calibrated stacking (default: the
         checkpoint's, :meth:`gamma`). The same rankings as ``fairseq-joint-predict-labels`` (which rounds the scores to 4 digits)."""
         if topk is not None:
-            check_topk(topk)
+            check_number("--topk", topk, POSITIVE_INT)
         descriptions, source = self.read_labels(labels)
         texts = check_texts(texts)
         lang = self.check_language(lang)

@@ -22,9 +22,10 @@ import json
 import sys
 from typing import Optional, Sequence
 
+from fairseq_joint.checks import POSITIVE_INT, check_number
 from fairseq_joint.cli.common import parser, positive_int, read_lines, run
 from fairseq_joint.data.gile_files import read_label_file
-from fairseq_joint.hub import LabelPredictor, check_topk
+from fairseq_joint.hub import LabelPredictor
 
 PROG = "fairseq-joint-predict-labels"
 
@@ -49,7 +50,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--label-file", help="where the --label-file training was given is now, if it moved")
     p.add_argument("--eval-label-file", help="where the --eval-label-file training was given is now, if it moved")
     args = p.parse_args(argv)
-    check_topk(args.topk)
+    check_number("--topk", args.topk, POSITIVE_INT)  # the check LabelPredictor.predict makes: the same message
     descriptions = read_label_file(args.labels)
     lines = read_lines(args.input, "--input") if args.input else sys.stdin.read().splitlines()
     predictor = LabelPredictor.from_checkpoint(args.checkpoint, args.data, args.pretrained_encoder, command=PROG,

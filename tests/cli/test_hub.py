@@ -179,9 +179,15 @@ def test_refusals_are_the_commands(wan_checkpoint, translation_checkpoint, tmp_p
         with pytest.raises(errors.InputError, match=message):
             predictor.predict(TEXTS, labels=labels)
     for options, message in ((dict(seen_score_offset=float("nan")), "--seen-score-offset must be a finite number"),
-                             (dict(batch_size=0), "--batch-size must be positive")):
+                             (dict(batch_size=0), "--batch-size must be positive"),
+                             (dict(topk="3"), r"--topk must be positive \(an integer >= 1\), got '3'"),
+                             (dict(topk=2.5), "--topk must be positive .*got 2.5")):
         with pytest.raises(errors.OptionError, match=message):
             predictor.predict(TEXTS, labels=SAMPLE / "labels.tsv", **options)
+    for labels in (["devel::lang:python"], ("devel::lang:python", "Python"), None):  # a label without its description
+        with pytest.raises(errors.InputError, match=f"labels is a {type(labels).__name__}: give a label<TAB>description "
+                           "file's path or a {label: description} dict"):
+            predictor.predict(TEXTS, labels=labels)
     with pytest.raises(errors.MissingFileError, match="label file .* does not exist"):
         predictor.predict(TEXTS, labels=tmp_path / "no-labels.tsv")
     with pytest.raises(errors.CheckpointError, match="is a gile_classifier checkpoint; load_translator needs a "
