@@ -26,6 +26,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import numpy as np
 from gile_study import BASELINES, matrix_stats, valid_matrix
 from study_metrics import split_scores
+from study_reports import aggregate
+from study_reports import cell as mean_std_cell
 from study_runs import cached_evaluation
 
 from fairseq_joint.cli.common import fail, load_gile_model, parser, pyplot, run
@@ -99,10 +101,9 @@ def main(argv=None) -> int:
 
 
 def cell(rows, key) -> str:
-    values = [r[key] for r in rows if isinstance(r.get(key), (int, float)) and np.isfinite(r[key])]
-    if not values:
-        return "–"
-    return f"{np.mean(values):.2f}" + (f" ± {np.std(values):.2f}" if len(values) > 1 else "")
+    """Mean ± std over seeds (the sample std, as every study table) of ``key``'s finite values, "–" without one."""
+    values = [{key: r[key]} for r in rows if isinstance(r.get(key), (int, float)) and np.isfinite(r[key])]
+    return mean_std_cell(aggregate(values), key) if values else "–"
 
 
 def plot(table, baselines, path) -> None:
@@ -113,8 +114,9 @@ def plot(table, baselines, path) -> None:
     fig, ax = plt.subplots(figsize=(14, 0.45 * len(names) + 2))
     y = np.arange(len(names))
     for i, (key, label) in enumerate(keys):
-        means = [np.mean([r[key] for r in g if np.isfinite(r.get(key, np.nan))] or [0.0]) for g in groups]
-        stds = [np.std([r[key] for r in g if np.isfinite(r.get(key, np.nan))] or [0.0]) for g in groups]
+        values = [[r[key] for r in g if np.isfinite(r.get(key, np.nan))] or [0.0] for g in groups]
+        means = [np.mean(v) for v in values]
+        stds = [np.std(v, ddof=1) if len(v) > 1 else 0.0 for v in values]  # the tables' sample std
         ax.barh(y + (i - 1) * 0.27, means, height=0.27, xerr=stds, label=label)
     ax.set_yticks(y, [n.replace("+", " + ").replace("  ", " ") for n in names], fontsize=7)
     ax.invert_yaxis()
