@@ -93,7 +93,7 @@ fairseq-generate "$WORK/bin" --user-dir "$REPO/fairseq_joint" --path "$CKPT/chec
 grep -P '^H-\d+\t' "$WORK/generate-test.txt" | sed 's/^H-//' | sort -n -k1,1 | cut -f3 > "$WORK/test.hyp.$TGT"
 [ "$(wc -l < "$WORK/test.hyp.$TGT")" -eq "$(wc -l < "$DATA/test.$TGT")" ] || {
   echo "demo: $(wc -l < "$WORK/test.hyp.$TGT") hypotheses for $(wc -l < "$DATA/test.$TGT") test sentences" >&2; exit 1; }
-fairseq-joint-count-params "$CKPT/checkpoint_last.pt" 2>/dev/null | head -2
+fairseq-joint-count-params "$CKPT/checkpoint_last.pt" 2>/dev/null | sed -n 1,2p  # sed reads to the end: head could SIGPIPE the command, which pipefail turns into a failure
 log "sacreBLEU on detokenized output vs the raw references ($WORK/test.hyp.$TGT):"
 sacrebleu "$DATA/test.$TGT" -i "$WORK/test.hyp.$TGT" -m bleu chrf -b -w 2 > "$WORK/score.txt"
 sacrebleu "$DATA/test.$TGT" -i "$WORK/test.hyp.$TGT" -m bleu chrf -w 2 --format text | tee -a "$WORK/score.txt"

@@ -204,13 +204,18 @@ def test_train_sh_rejects_unknown_system_and_uses_sampling_for_large_joint(train
 
 def test_train_sh_starts_joint_systems_uniform(trained, tmp_path):
     """A joint system trains the paper's LSTM with the output layer started at U(-0.1, 0.1) (the study's
-    recommendation), a baseline with fairseq's start; here at 32-d (flags after SAVE_DIR override the preset's)."""
+    recommendation), a baseline with fairseq's start; ARCH and a later --output-layer-init give a joint system
+    fairseq's start; here at 32-d (flags after SAVE_DIR override the preset's)."""
     data_bin, _ = trained
     small = ["--max-update", "1", "--max-tokens", "2000", "--num-workers", "0", "--no-save"] + [
         flag for dim in ("encoder-embed-dim", "decoder-embed-dim", "encoder-hidden-size", "decoder-hidden-size",
                          "decoder-out-embed-dim") for flag in (f"--{dim}", "32")]
-    for system, arch, init in (("nmt-joint-16", "joint_lstm_wmt17_uniform_init", "uniform"),
-                               ("nmt-tied", "joint_lstm_wmt17", "fairseq")):
-        out = cli("bash", RECIPE / "train.sh", data_bin, system, tmp_path / system, *small, env=RECIPE_ENV)
+    for i, (system, arch_env, more, arch, init) in enumerate((
+            ("nmt-joint-16", "", [], "joint_lstm_wmt17_uniform_init", "uniform"),
+            ("nmt-tied", "", [], "joint_lstm_wmt17", "fairseq"),
+            ("nmt-joint-16", "joint_lstm_wmt17", [], "joint_lstm_wmt17", "fairseq"),
+            ("nmt-joint-16", "", ["--output-layer-init", "fairseq"], "joint_lstm_wmt17_uniform_init", "fairseq"))):
+        out = cli("bash", RECIPE / "train.sh", data_bin, system, tmp_path / str(i), *small, *more,
+                  env=dict(RECIPE_ENV, ARCH=arch_env))  # ARCH="": unset, whatever the caller exported
         log = out.stdout + out.stderr
         assert f"arch='{arch}'" in log and f"output_layer_init='{init}'" in log, log[-3000:]
