@@ -15,6 +15,7 @@ declared next to the option (a dataclass field's ``metadata={"range": Range(...)
 import argparse
 import dataclasses
 import math
+import numbers
 import os
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -71,9 +72,9 @@ def number_problem(value, allowed: Range) -> Optional[str]:
     """Why ``value`` is not a number of ``allowed`` ("must be ..., got ..."), or None: the one check of every numeric
     option (a bool is not a number; an integer range takes integers only; an integer beyond :data:`INT64_MAX`, where
     the range sets no bound, is refused too)."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)  # numpy's numbers too, not numpy's bool_
     if ok and allowed.integer:
-        ok = isinstance(value, int) or (math.isfinite(value) and float(value).is_integer())
+        ok = isinstance(value, numbers.Integral) or (math.isfinite(value) and float(value).is_integer())
     if ok:
         ok = math.isfinite(value)
     if ok and allowed.low is not None:

@@ -184,6 +184,9 @@ def test_refusals_are_the_commands(wan_checkpoint, translation_checkpoint, tmp_p
                              (dict(topk=2.5), "--topk must be positive .*got 2.5")):
         with pytest.raises(errors.OptionError, match=message):
             predictor.predict(TEXTS, labels=SAMPLE / "labels.tsv", **options)
+    import numpy as np  # numpy's integers are integers (e.g. a k picked with numpy)
+
+    assert [len(r) for r in predictor.predict(TEXTS[:2], labels=SAMPLE / "labels.tsv", topk=np.int64(2))] == [2, 2]
     for labels in (["devel::lang:python"], ("devel::lang:python", "Python"), None):  # a label without its description
         with pytest.raises(errors.InputError, match=f"labels is a {type(labels).__name__}: give a label<TAB>description "
                            "file's path or a {label: description} dict"):

@@ -12,6 +12,7 @@ import re
 import sys
 import types
 
+import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -53,6 +54,8 @@ def fake_checkpoint(path, model: str, task: str, task_cfg=None):
     (0.0, DROPOUT, True), (1.0, DROPOUT, False), (0.999, DROPOUT, True), (-0.1, DROPOUT, False),
     (1, POSITIVE_INT, True), (0, POSITIVE_INT, False), (2.5, POSITIVE_INT, False), (3.0, POSITIVE_INT, True),
     (2 ** 64 - 1, SEED, True), (2 ** 64, SEED, False), (-(2 ** 63), SEED, True), (-(2 ** 63) - 1, SEED, False),
+    (np.int64(3), POSITIVE_INT, True), (np.int64(0), POSITIVE_INT, False), (np.float32(0.5), DROPOUT, True),
+    (np.float64(NAN), ANY, False), (np.bool_(True), ANY, False), ("3", POSITIVE_INT, False), (None, ANY, False),
 ])
 def test_one_check_of_finite_numbers_in_range(value, allowed, ok):
     assert (number_problem(value, allowed) is None) == ok
