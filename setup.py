@@ -15,7 +15,10 @@ setup(
     long_description_content_type="text/markdown",
     license="MIT",
     python_requires=">=3.9",
-    packages=find_packages(include=["fairseq_joint", "fairseq_joint.*"]),
+    # fairseq_joint_studies: what only the studies (examples/) use, kept in the studies' folder, never imported by
+    # fairseq_joint
+    packages=find_packages(include=["fairseq_joint", "fairseq_joint.*"]) + ["fairseq_joint_studies"],
+    package_dir={"fairseq_joint_studies": "studies/fairseq_joint_studies"},
     install_requires=[
         "torch>=2.0",
         "numpy",

@@ -47,8 +47,8 @@ def pytest_collection_modifyitems(config, items):
 
 # ---------------------------------------------------------------------------------------------- running commands
 def log_records(text: str, kind: str, subset: str = "valid") -> list:
-    """The figures of fairseq's ``train_inner`` / ``train`` / ``valid`` log lines (studies/tools/fairseq_log.py)."""
-    import fairseq_log
+    """The figures of fairseq's ``train_inner`` / ``train`` / ``valid`` log lines (studies/fairseq_joint_studies/fairseq_log.py)."""
+    from fairseq_joint_studies import fairseq_log
 
     return fairseq_log.records(text, kind, subset)
 

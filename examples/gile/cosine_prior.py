@@ -18,19 +18,15 @@ import glob
 import json
 import os
 import re
-import sys
-
-# the studies' tools (run logs, tables, metrics) are in studies/tools/, beside the package, not part of it
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "studies", "tools"))
 
 import numpy as np
 from gile_study import BASELINES, matrix_stats, valid_matrix
-from study_metrics import split_scores
-from study_reports import aggregate
-from study_reports import cell as mean_std_cell
-from study_runs import cached_evaluation
 
 from fairseq_joint.cli.common import fail, load_gile_model, parser, pyplot, run
+from fairseq_joint_studies.study_metrics import split_scores
+from fairseq_joint_studies.study_reports import aggregate
+from fairseq_joint_studies.study_reports import cell as mean_std_cell
+from fairseq_joint_studies.study_runs import cached_evaluation
 
 COLUMNS = ("seen_avgpr", "unseen_avgpr", "gzsl_h", "cal_gzsl_seen_avgpr", "cal_gzsl_unseen_avgpr", "cal_gzsl_h",
            "gamma")

@@ -23,11 +23,7 @@ import sys
 from collections import Counter
 from typing import Optional, Sequence
 
-# the studies' tools (run logs, tables, metrics) are in studies/tools/, beside the package, not part of it
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "studies", "tools"))
-
 import numpy as np
-from study_metrics import split_scores
 
 from fairseq_joint.cli.common import (
     fail,
@@ -39,6 +35,7 @@ from fairseq_joint.cli.common import (
     setup_logging,
 )
 from fairseq_joint.data.gile_files import read_label_lines
+from fairseq_joint_studies.study_metrics import split_scores
 
 
 def parse_bins(text):

@@ -35,17 +35,14 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Optional, Sequence
 
-# the studies' tools (run logs, tables, metrics) are in studies/tools/, beside the package, not part of it
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "studies", "tools"))
-
-import fairseq_log
 import numpy as np
-from study_metrics import chance_level, cross_calibrated_gzsl, split_scores
-from study_reports import aggregate, cell
-from study_runs import USER_DIR, cached_evaluation, finished_log, run_logged
 
 from fairseq_joint.cli.common import fail, figure, load_gile_model, parser, run, setup_logging
 from fairseq_joint.metrics import ranking_metric_sums, summarize
+from fairseq_joint_studies import fairseq_log
+from fairseq_joint_studies.study_metrics import chance_level, cross_calibrated_gzsl, split_scores
+from fairseq_joint_studies.study_reports import aggregate, cell
+from fairseq_joint_studies.study_runs import USER_DIR, cached_evaluation, finished_log, run_logged
 
 logger = logging.getLogger("multilingual_study")
 BIN = os.path.dirname(sys.executable)

@@ -16,17 +16,12 @@ available here, so each bin is scored with a word-level F-measure instead:
         --hyp nmt=nmt/hyp.tok --hyp nmt-joint-512=joint/hyp.tok [--json bins.json] [--markdown bins.md]
 """
 
-import os
 import sys
 from collections import Counter
 from typing import Dict, Optional, Sequence
 
-# the studies' tools (run logs, tables, metrics) are in studies/tools/, beside the package, not part of it
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "studies", "tools"))
-
-from study_reports import write_report
-
 from fairseq_joint.cli.common import fail, named_paths, parser, read_lines, run
+from fairseq_joint_studies.study_reports import write_report
 
 BINS = ("high", "medium", "low")
 

@@ -15,13 +15,10 @@ import os
 import sys
 from typing import Dict, List, Optional, Sequence
 
-# the studies' tools (run logs, tables, metrics) are in studies/tools/, beside the package, not part of it
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "studies", "tools"))
-
 import torch
-from study_reports import write_report
 
 from fairseq_joint.cli.common import fail, load_translation_model, parser, positive_int, run
+from fairseq_joint_studies.study_reports import write_report
 
 
 def neighbours(matrix: torch.Tensor, words: List[str], queries: List[int], k: int, nspecial: int = 0) -> Dict[str, List[str]]:

@@ -39,13 +39,9 @@ import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Dict, List, Optional
 
-# the studies' tools (run logs, tables, metrics) are in studies/tools/, beside the package, not part of it
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "studies", "tools"))
-
-import fairseq_log
-from study_runs import run_logged
-
 from fairseq_joint.cli.common import fail, parser, pyplot, read_lines, run
+from fairseq_joint_studies import fairseq_log
+from fairseq_joint_studies.study_runs import run_logged
 
 RECIPE_DIR = os.path.dirname(os.path.abspath(__file__))
 

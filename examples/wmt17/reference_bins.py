@@ -29,14 +29,11 @@ import sys
 from collections import defaultdict
 from typing import Dict, List, Optional, Sequence, Tuple
 
-# the studies' tools (run logs, tables, metrics) are in studies/tools/, beside the package, not part of it
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "studies", "tools"))
-
 import torch
 from frequency_bins import BINS, frequency_bins  # the recipe's binning (this script's folder is on sys.path)
-from study_reports import write_report
 
 from fairseq_joint.cli.common import fail, named_paths, parser, positive_int, read_lines, run
+from fairseq_joint_studies.study_reports import write_report
 
 ROWS = BINS + ("unseen",)
 

@@ -13,12 +13,8 @@ import os
 import sys
 from typing import Dict, List, Optional, Sequence
 
-# the studies' tools (run logs, tables, metrics) are in studies/tools/, beside the package, not part of it
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "studies", "tools"))
-
-from study_reports import write_report
-
 from fairseq_joint.cli.common import fail, parser, run
+from fairseq_joint_studies.study_reports import write_report
 
 
 def load_run(path: str, eval_dir: str = "eval") -> Dict[str, object]:

@@ -18,10 +18,10 @@ from conftest import (
     valid_line,
     write_zero_shot_data,
 )
-from study_metrics import chance_level  # studies/tools (pytest.ini's pythonpath)
 
 from fairseq_joint.cli import preprocess_gile as preprocess_command
 from fairseq_joint.cli.common import CommandError, run
+from fairseq_joint_studies.study_metrics import chance_level
 
 HEADS = ["linear", "bil_yh15", "bil_n16", "gile", "gile_label_only", "gile_input_only"]
 FAST = GILE_FAST

@@ -64,9 +64,9 @@ def test_similarity_init_starts_at_the_encoders_cosine(data, tmp_path, sentence_
     """Before any update the gile head scores the encoder's cosine up to a constant (the study's cosine baseline), so
     it ranks as the cosine does, up to float32 noise between near-tied labels."""
     import numpy as np
-    from study_metrics import split_scores
 
     from fairseq_joint.metrics import gzsl_summary
+    from fairseq_joint_studies.study_metrics import split_scores
 
     train(data, tmp_path / "ck", sentence_encoder, "--head", "gile", "--similarity-init", "--max-update", "1",
           "--lr", "1e-12")

@@ -8,9 +8,10 @@ draws resume too). GILE: label sampling."""
 import re
 import shutil
 
-import fairseq_log  # studies/tools (pytest.ini's pythonpath)
 import pytest
 from conftest import GILE_FAST, GILE_TRAIN, USER_DIR, assert_same_tensors, cli, log_records, state
+
+from fairseq_joint_studies import fairseq_log
 
 TRANSLATION = ["--user-dir", USER_DIR, "--arch", "joint_transformer_tiny", "--output-layer", "joint", "--joint-dim",
                "12", "--criterion", "label_embedding_cross_entropy", "--label-embedding-dim", "8", "--sample-rate",

@@ -8,7 +8,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 from sklearn.metrics import f1_score, label_ranking_average_precision_score, label_ranking_loss
-from study_metrics import chance_level, split_scores  # studies/tools (pytest.ini's pythonpath)
 
 from fairseq_joint.criterions.multilabel_classification import (
     MultilabelClassificationCriterion,
@@ -25,6 +24,7 @@ from fairseq_joint.models.gile_classifier import (
 )
 from fairseq_joint.modules.cooccurrence_init import cooccurrence_init_, label_patterns, normalized_init_bound
 from fairseq_joint.modules.text_encoders import HierarchicalAttentionEncoder, WordAttentionEncoder
+from fairseq_joint_studies.study_metrics import chance_level, split_scores
 
 PAD = 1
 

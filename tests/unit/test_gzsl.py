@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from study_metrics import cross_calibrated_gzsl  # studies/tools (pytest.ini's pythonpath)
 
 from fairseq_joint.metrics import (
     calibrate_seen_offset,
@@ -15,6 +14,7 @@ from fairseq_joint.metrics import (
     summarize,
 )
 from fairseq_joint.models.gile_classifier import GileClassifier, GileClassifierConfig, GileModelInputs
+from fairseq_joint_studies.study_metrics import cross_calibrated_gzsl
 
 
 def test_gzsl_by_hand():

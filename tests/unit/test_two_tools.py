@@ -4,9 +4,9 @@ in training, the sentence encoder's cosine for the unseen ones, one γ between t
 import gile_study as study  # examples/gile (pytest.ini's pythonpath)
 import numpy as np
 import pytest
-from study_metrics import cross_calibrated_gzsl  # studies/tools (pytest.ini's pythonpath)
 
 from fairseq_joint.metrics import gzsl_summary
+from fairseq_joint_studies.study_metrics import cross_calibrated_gzsl
 
 LR = np.array([[0.9, 0.2, 0.0, 0.0],
                [0.1, 0.7, 0.0, 0.0],

@@ -1,5 +1,5 @@
-"""The one reader of fairseq's log lines, for the studies' drivers (examples/) and the tests (``import fairseq_log``:
-studies/tools/ on the path).
+"""The one reader of fairseq's log lines, for the studies' drivers (examples/) and the tests
+(``from fairseq_joint_studies import fairseq_log``).
 
 fairseq-train and fairseq-validate log their figures in two forms (``--log-format simple``, what they use without a
 terminal)::

@@ -1,8 +1,8 @@
 """The studies' figures beyond the package's metrics (:mod:`fairseq_joint.metrics`, GILE's ranking metrics and
 generalized zero-shot evaluation, Pappas & Henderson 2019, Sec. 4): a model's scores of every document of a split
 (:func:`split_scores`), the metrics of random scores (:func:`chance_level`) and GZSL with γ chosen on held-apart
-documents (:func:`cross_calibrated_gzsl`). Used by the GILE studies (examples/gile/) and their tests; studies/tools/ is
-on their path, not part of the package.
+documents (:func:`cross_calibrated_gzsl`). Used by the GILE studies (examples/gile/) and their tests; not part of
+fairseq_joint.
 """
 
 from typing import Dict

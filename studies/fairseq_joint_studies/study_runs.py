@@ -1,7 +1,7 @@
 """Running a study's fairseq commands: each run's output logged beside its checkpoints after the command line that made
 it, a finished run found again instead of run twice, and a checkpoint's evaluation cached while the checkpoint is the
 same file. Used by the studies' drivers (examples/gile/gile_study.py, multilingual_study.py, cosine_prior.py,
-examples/wmt17/nmt_study.py); studies/tools/ is on their path, not part of the package.
+examples/wmt17/nmt_study.py); not part of fairseq_joint.
 """
 
 import json
@@ -10,10 +10,9 @@ import os
 import subprocess
 from typing import Callable, Dict, Optional
 
-import fairseq_log
-
 import fairseq_joint
 from fairseq_joint.cli.common import fail
+from fairseq_joint_studies import fairseq_log
 
 #: fairseq's --user-dir for the runs of a study: the installed package, wherever the study runs from
 USER_DIR = os.path.dirname(os.path.abspath(fairseq_joint.__file__))

@@ -1,6 +1,6 @@
 """A study's tables: several seeds' figures as mean ± std (:func:`aggregate`, :func:`cell`) and a table printed and
 written with the figures behind it (:func:`write_report`, the tools' ``--markdown`` / ``--json``). Used by the studies'
-drivers and analysis tools in examples/; studies/tools/ is on their path, not part of the package.
+drivers and analysis tools in examples/; not part of fairseq_joint.
 """
 
 import json
