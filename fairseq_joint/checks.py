@@ -14,86 +14,23 @@ declared next to the option (a dataclass field's ``metadata={"range": Range(...)
 
 import argparse
 import dataclasses
-import math
-import numbers
 import os
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from fairseq_joint import errors
+from fairseq_joint.options import (
+    ANY,
+    DROPOUT,
+    NON_NEGATIVE,
+    NON_NEGATIVE_INT,
+    POSITIVE,
+    POSITIVE_INT,
+    RANGE,
+    Range,
+    check_number,
+    number_problem,
+)
 from fairseq_joint.precision import check_precision
-
-#: the metadata key of a dataclass field's :class:`Range`
-RANGE = "range"
-
-
-@dataclasses.dataclass(frozen=True)
-class Range:
-    """The values a numeric option accepts: finite (always), at least ``low`` and at most ``high`` (None: no bound;
-    ``low_open``/``high_open``: the bound itself excluded), a whole number with ``integer``."""
-
-    low: Optional[float] = None
-    high: Optional[float] = None
-    low_open: bool = False
-    high_open: bool = False
-    integer: bool = False
-    #: a word for the range (``positive``), said before it
-    name: str = ""
-
-    def __str__(self) -> str:
-        if self.name:
-            return f"{self.name} ({dataclasses.replace(self, name='')})"
-        what = "an integer" if self.integer else "a finite number"
-        low, high = (b if b is None or isinstance(b, int) else f"{b:g}" for b in (self.low, self.high))
-        if self.low is not None and self.high is not None:
-            return f"{what} in {'(' if self.low_open else '['}{low}, {high}{')' if self.high_open else ']'}"
-        if self.low is not None:
-            return f"{what} {'>' if self.low_open else '>='} {low}"
-        if self.high is not None:
-            return f"{what} {'<' if self.high_open else '<='} {high}"
-        return what
-
-
-#: the shapes most options take
-ANY = Range()
-POSITIVE = Range(0, low_open=True, name="positive")
-NON_NEGATIVE = Range(0)
-PROBABILITY = Range(0, 1)
-DROPOUT = Range(0, 1, high_open=True)
-POSITIVE_INT = Range(1, integer=True, name="positive")
-NON_NEGATIVE_INT = Range(0, integer=True)
-#: what ``torch.manual_seed`` accepts (a negative seed is mapped to 2^64 + seed)
-SEED = Range(-(2 ** 63), 2 ** 64 - 1, integer=True)
-#: the largest integer an option may take where its range sets no upper bound: what a 64-bit integer (a C long, numpy's
-#: and torch's int64) holds; beyond it fairseq and torch fail in "Python int too large to convert to C long"
-INT64_MAX = 2 ** 63 - 1
-
-
-def number_problem(value, allowed: Range) -> Optional[str]:
-    """Why ``value`` is not a number of ``allowed`` ("must be ..., got ..."), or None: the one check of every numeric
-    option (a bool is not a number; an integer range takes integers only; an integer beyond :data:`INT64_MAX`, where
-    the range sets no bound, is refused too)."""
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)  # numpy's numbers too, not numpy's bool_
-    if ok and allowed.integer:
-        ok = isinstance(value, numbers.Integral) or (math.isfinite(value) and float(value).is_integer())
-    if ok:
-        ok = math.isfinite(value)
-    if ok and allowed.low is not None:
-        ok = value > allowed.low if allowed.low_open else value >= allowed.low
-    if ok and allowed.high is not None:
-        ok = value < allowed.high if allowed.high_open else value <= allowed.high
-    if not ok:
-        return f"must be {allowed}, got {value!r}"
-    if (allowed.integer or isinstance(value, int)) and allowed.high is None and abs(value) > INT64_MAX:
-        return f"must be {allowed} and at most {INT64_MAX} in magnitude (a 64-bit integer), got {value!r}"
-    return None
-
-
-def check_number(option: str, value, allowed: Range):
-    """``value`` if :func:`number_problem` finds nothing, else an ``OptionError`` naming ``option``."""
-    problem = number_problem(value, allowed)
-    if problem is not None:
-        raise errors.OptionError(f"{option} {problem}: give a value in that range")
-    return value
 
 
 def plugin_dataclasses() -> List[type]:

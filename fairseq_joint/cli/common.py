@@ -16,8 +16,8 @@ import pickle
 import random
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from fairseq_joint import checks, errors
-from fairseq_joint.checks import Range, number_problem
+from fairseq_joint import checks, errors, options
+from fairseq_joint.options import Range, number_problem
 from fairseq_joint.text_files import read_text, text_lines
 
 #: set to 1 to see the traceback of a refusal
@@ -59,7 +59,7 @@ def parser(doc: str, **kwargs) -> ArgumentParser:
 
 def number(allowed: Range) -> Callable[[str], float]:
     """An argparse ``type`` for a numeric option: the text as an int (``allowed.integer``) or a float, refused by
-    argparse (one ``error: argument --x: must be ...`` line) unless :func:`fairseq_joint.checks.number_problem` finds
+    argparse (one ``error: argument --x: must be ...`` line) unless :func:`fairseq_joint.options.number_problem` finds
     it finite and in ``allowed``."""
     def parse(text: str):
         try:
@@ -76,12 +76,12 @@ def number(allowed: Range) -> Callable[[str], float]:
 
 
 #: the argparse types of the commands' numeric options (:func:`number`)
-finite_float = number(checks.ANY)
-positive_float = number(checks.POSITIVE)
-probability = number(checks.PROBABILITY)
-positive_int = number(checks.POSITIVE_INT)
-non_negative_int = number(checks.NON_NEGATIVE_INT)
-seed = number(checks.SEED)
+finite_float = number(options.ANY)
+positive_float = number(options.POSITIVE)
+probability = number(options.PROBABILITY)
+positive_int = number(options.POSITIVE_INT)
+non_negative_int = number(options.NON_NEGATIVE_INT)
+seed = number(options.SEED)
 
 
 def setup_logging(levels: bool = False) -> None:

@@ -23,8 +23,8 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
-from fairseq_joint.checks import Range
 from fairseq_joint.cli.common import fail, load_translation_model, model_from_flags, number, parser, run
+from fairseq_joint.options import Range
 
 PROG = "fairseq-joint-count-params"
 #: a dictionary size of the configuration mode: fairseq's 4 special symbols and at least one word; at most 10 million

@@ -22,10 +22,10 @@ import json
 import sys
 from typing import Optional, Sequence
 
-from fairseq_joint.checks import POSITIVE_INT, check_number
 from fairseq_joint.cli.common import parser, positive_int, read_lines, run
 from fairseq_joint.data.gile_files import read_label_file
 from fairseq_joint.hub import LabelPredictor
+from fairseq_joint.options import POSITIVE_INT, check_number
 
 PROG = "fairseq-joint-predict-labels"
 

@@ -52,7 +52,6 @@ from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEn
 from omegaconf import II
 
 from fairseq_joint.checkpoints import dictionary_fingerprint
-from fairseq_joint.checks import NON_NEGATIVE_INT, POSITIVE_INT, PROBABILITY
 from fairseq_joint.criterions.decoder_features import decoder_features
 from fairseq_joint.criterions.sampled_cross_entropy import (
     CandidateSamplingConfig,
@@ -69,6 +68,7 @@ from fairseq_joint.modules.label_embedding import (
 )
 from fairseq_joint.modules.output_layers import OutputLayer, OutputLayerSpec
 from fairseq_joint.modules.sampling import sampling_requested
+from fairseq_joint.options import NON_NEGATIVE_INT, POSITIVE_INT, PROBABILITY
 
 logger = logging.getLogger(__name__)
 

@@ -31,7 +31,6 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
-from fairseq_joint.checks import NON_NEGATIVE
 from fairseq_joint.criterions.decoder_features import features_and_target, output_layer_of
 from fairseq_joint.errors import OptionError
 from fairseq_joint.modules.chunked_softmax import check_chunk_size, chunked_cross_entropy, token_chunk_size
@@ -44,6 +43,7 @@ from fairseq_joint.modules.sampling import (
     candidate_logits,
     sampling_requested,
 )
+from fairseq_joint.options import NON_NEGATIVE
 
 logger = logging.getLogger(__name__)
 

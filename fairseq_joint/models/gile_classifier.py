@@ -42,7 +42,6 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 from omegaconf import OmegaConf, open_dict
 
-from fairseq_joint.checks import DROPOUT, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE_INT
 from fairseq_joint.data.gile_files import LEXICAL_FILE, label_counts
 from fairseq_joint.errors import CheckpointError, InputError, MissingFileError, OptionError
 from fairseq_joint.models.output_layer_model import DataFingerprintMixin, UpdateCountMixin
@@ -53,6 +52,7 @@ from fairseq_joint.modules.pretrained_embedding import load_word_vectors_
 from fairseq_joint.modules.sentence_encoder import PretrainedSentenceEncoder
 from fairseq_joint.modules.text_encoders import ENCODER_CHOICES as TEXT_ENCODER_CHOICES
 from fairseq_joint.modules.text_encoders import LAYER_CHOICES, HierarchicalAttentionEncoder, WordAttentionEncoder
+from fairseq_joint.options import DROPOUT, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE_INT
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,6 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 
 from fairseq_joint.checkpoints import dictionary_fingerprint
-from fairseq_joint.checks import DROPOUT, POSITIVE_INT, SEED
 from fairseq_joint.errors import CheckpointError, OptionError
 from fairseq_joint.modules.output_layers import (
     ACTIVATION_CHOICES,
@@ -29,6 +28,7 @@ from fairseq_joint.modules.output_layers import (
     OutputLayer,
     OutputLayerSpec,
 )
+from fairseq_joint.options import DROPOUT, POSITIVE_INT, SEED
 
 
 @dataclass

@@ -18,9 +18,20 @@ import torch
 from omegaconf import OmegaConf
 
 import fairseq_joint  # noqa: F401  (registers the plugin's dataclasses)
-from fairseq_joint import checks, errors, fairseq_patches
-from fairseq_joint.checks import ANY, DROPOUT, POSITIVE, POSITIVE_INT, SEED, Range, check_number, number_problem
+from fairseq_joint import checks, errors, fairseq_patches, options
 from fairseq_joint.cli import common
+from fairseq_joint.options import (
+    ANY,
+    DROPOUT,
+    NON_NEGATIVE,
+    NON_NEGATIVE_INT,
+    POSITIVE,
+    POSITIVE_INT,
+    SEED,
+    Range,
+    check_number,
+    number_problem,
+)
 
 NAN, INF = float("nan"), float("inf")
 
@@ -106,7 +117,7 @@ def test_every_real_valued_option_of_the_plugin_is_checked():
     assert len(checked) >= 15
     for cls in checks.plugin_dataclasses():
         for f in checks.own_fields(cls):
-            if f.type in (float, "float") or str(f.type) == "typing.Optional[float]" or checks.RANGE in f.metadata:
+            if f.type in (float, "float") or str(f.type) == "typing.Optional[float]" or options.RANGE in f.metadata:
                 assert (cls, f.name) in checked, (cls, f.name)
 
 
@@ -352,9 +363,9 @@ def test_fairseq_options_are_checked_finite_and_in_range():
 
     args = parsed("--lr", "0.001", "--dropout", "0.3", "--update-freq", "2", "--clip-norm", "0")
     assert list(checks.fairseq_option_problems(args)) == []  # fairseq's defaults and good values pass
-    for name, value, allowed in (("dropout", 1.5, DROPOUT), ("dropout", NAN, DROPOUT), ("clip_norm", NAN, checks.NON_NEGATIVE),
+    for name, value, allowed in (("dropout", 1.5, DROPOUT), ("dropout", NAN, DROPOUT), ("clip_norm", NAN, NON_NEGATIVE),
                                  ("update_freq", [0], POSITIVE_INT), ("lr", [0.0], POSITIVE), ("beam", 0, POSITIVE_INT),
-                                 ("lenpen", NAN, ANY), ("max_update", -1, checks.NON_NEGATIVE_INT)):
+                                 ("lenpen", NAN, ANY), ("max_update", -1, NON_NEGATIVE_INT)):
         bad = argparse.Namespace(**{**vars(args), name: value})
         problems = list(checks.fairseq_option_problems(bad))
         assert [(p[0], p[2]) for p in problems] == [("--" + name.replace("_", "-"), allowed)], (name, problems)
@@ -434,7 +445,7 @@ def test_integers_beyond_64_bits_are_refused_where_the_range_sets_no_bound(capsy
     big = 10 ** 30
     assert number_problem(big, POSITIVE_INT) == ("must be positive (an integer >= 1) and at most 9223372036854775807 "
                                                  f"in magnitude (a 64-bit integer), got {big}")
-    assert number_problem(checks.INT64_MAX, POSITIVE_INT) is None
+    assert number_problem(options.INT64_MAX, POSITIVE_INT) is None
     assert number_problem(2 ** 64 - 1, SEED) is None  # a range with its own bound keeps it
     assert number_problem(float(big), Range(0, integer=True)) is not None  # 1e30 as an integer option too
     assert number_problem(1e30, ANY) is None  # a finite float is a float

@@ -1,0 +1,130 @@
+"""The options' checks, in one leaf module that models, criteria, tasks and commands import without importing each
+other: the one number check and a configuration's validation.
+
+* Numbers: every numeric field of a configuration dataclass declares the values it accepts next to it,
+  ``metadata={"range": Range(...)}``; every command's numeric argument is an argparse type of the same
+  :class:`Range` (:func:`fairseq_joint.command_line.number`). :func:`number_problem` is the one check of all of them:
+  finite, a whole number where the range says so, inside the range.
+* Cross-field rules: a configuration dataclass's ``validate(cfg)`` (a static method; ``cfg`` is the whole fairseq
+  configuration, so a rule may read another section as fairseq's own ``II("model.…")`` interpolations do). It
+  refuses with :mod:`fairseq_joint.errors`' types.
+* :func:`check` runs both for one section; ``fairseq_joint.checks.validate`` runs it for the task, model and
+  criterion a configuration names, found through fairseq's registries, once before fairseq starts (and for a
+  checkpoint's configuration before its model is built).
+"""
+
+import dataclasses
+import math
+import numbers
+from typing import Iterator, Optional, Tuple
+
+from fairseq_joint.errors import OptionError
+
+#: the metadata key of a dataclass field's :class:`Range`
+RANGE = "range"
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """The values a numeric option accepts: finite (always), at least ``low`` and at most ``high`` (None: no bound;
+    ``low_open``/``high_open``: the bound itself excluded), a whole number with ``integer``."""
+
+    low: Optional[float] = None
+    high: Optional[float] = None
+    low_open: bool = False
+    high_open: bool = False
+    integer: bool = False
+    #: a word for the range (``positive``), said before it
+    name: str = ""
+
+    def __str__(self) -> str:
+        if self.name:
+            return f"{self.name} ({dataclasses.replace(self, name='')})"
+        what = "an integer" if self.integer else "a finite number"
+        low, high = (b if b is None or isinstance(b, int) else f"{b:g}" for b in (self.low, self.high))
+        if self.low is not None and self.high is not None:
+            return f"{what} in {'(' if self.low_open else '['}{low}, {high}{')' if self.high_open else ']'}"
+        if self.low is not None:
+            return f"{what} {'>' if self.low_open else '>='} {low}"
+        if self.high is not None:
+            return f"{what} {'<' if self.high_open else '<='} {high}"
+        return what
+
+
+#: the shapes most options take
+ANY = Range()
+POSITIVE = Range(0, low_open=True, name="positive")
+NON_NEGATIVE = Range(0)
+PROBABILITY = Range(0, 1)
+#: a fraction of a set that is at least one member: (0, 1] (--sample-rate, --label-sample-rate)
+FRACTION = Range(0, 1, low_open=True)
+DROPOUT = Range(0, 1, high_open=True)
+POSITIVE_INT = Range(1, integer=True, name="positive")
+NON_NEGATIVE_INT = Range(0, integer=True)
+#: what ``torch.manual_seed`` accepts (a negative seed is mapped to 2^64 + seed)
+SEED = Range(-(2 ** 63), 2 ** 64 - 1, integer=True)
+#: the largest integer an option may take where its range sets no upper bound: what a 64-bit integer (a C long, numpy's
+#: and torch's int64) holds; beyond it fairseq and torch fail in "Python int too large to convert to C long"
+INT64_MAX = 2 ** 63 - 1
+
+
+def number_problem(value, allowed: Range) -> Optional[str]:
+    """Why ``value`` is not a number of ``allowed`` ("must be ..., got ..."), or None: the one check of every numeric
+    option (a bool is not a number; an integer range takes integers only; an integer beyond :data:`INT64_MAX`, where
+    the range sets no bound, is refused too)."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)  # numpy's numbers too, not numpy's bool_
+    if ok and allowed.integer:
+        ok = isinstance(value, numbers.Integral) or (math.isfinite(value) and float(value).is_integer())
+    if ok:
+        ok = math.isfinite(value)
+    if ok and allowed.low is not None:
+        ok = value > allowed.low if allowed.low_open else value >= allowed.low
+    if ok and allowed.high is not None:
+        ok = value < allowed.high if allowed.high_open else value <= allowed.high
+    if not ok:
+        return f"must be {allowed}, got {value!r}"
+    if (allowed.integer or isinstance(value, int)) and allowed.high is None and abs(value) > INT64_MAX:
+        return f"must be {allowed} and at most {INT64_MAX} in magnitude (a 64-bit integer), got {value!r}"
+    return None
+
+
+def check_number(option: str, value, allowed: Range):
+    """``value`` if :func:`number_problem` finds nothing, else an ``OptionError`` naming ``option``."""
+    problem = number_problem(value, allowed)
+    if problem is not None:
+        raise OptionError(f"{option} {problem}: give a value in that range")
+    return value
+
+
+def flag(name: str) -> str:
+    """The command-line option of a configuration field (``joint_dim`` -> ``--joint-dim``)."""
+    return "--" + name.replace("_", "-")
+
+
+def ranges(config: type) -> Iterator[Tuple[str, Range]]:
+    """``(field, range)`` of every field of the dataclass ``config`` (its own and those it inherits) that declares a
+    :class:`Range`."""
+    for f in dataclasses.fields(config):
+        if RANGE in f.metadata:
+            yield f.name, f.metadata[RANGE]
+
+
+def check(config: type, options, cfg) -> None:
+    """The options ``options`` (a section of ``cfg``, the whole configuration: a DictConfig, or the Namespace of a
+    legacy model) as the dataclass ``config`` declares them: every number set in its :class:`Range`, then the
+    cross-field rules, ``validate(cfg)`` of ``config`` and of each dataclass it extends, each once (a base's first)."""
+    for name, allowed in ranges(config):
+        value = getattr(options, name)
+        if value is not None:  # an unset optional number
+            check_number(flag(name), value, allowed)
+    for cls in reversed(config.__mro__):
+        if "validate" in vars(cls):
+            vars(cls)["validate"].__func__(cfg)
+
+
+class Configured:
+    """A fairseq model of the legacy kind (registered without a dataclass: fairseq keeps its options in ``cfg.model``
+    as one flat namespace) whose own options are the fields of the dataclasses :attr:`configs`, checked by
+    :func:`check` as a dataclass model's are."""
+
+    configs: Tuple[type, ...] = ()
