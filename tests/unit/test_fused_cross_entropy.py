@@ -1,0 +1,215 @@
+"""The fused GPU path of the exact softmax (fairseq_joint/modules/fused_cross_entropy.py): its Triton kernels run here
+in Triton's CPU interpreter (``TRITON_INTERPRET=1``, set by tests/conftest.py when there is no CUDA; on a GPU they run
+compiled). Every output layer, per-class, shared and no bias, label smoothing, ignored tokens: the loss and every
+gradient equal the plain ``log_softmax`` path's; non-finite logits give what the plain path gives, on every path."""
+
+import logging
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
+
+from fairseq_joint.modules import chunked_softmax, fused_cross_entropy
+from fairseq_joint.modules.chunked_softmax import chunked_cross_entropy, exact_softmax_path
+from fairseq_joint.modules.fused_cross_entropy import ROW_ALIGNMENT, fused_chunk_rows, fused_path_problem
+from fairseq_joint.modules.output_layers import OUTPUT_LAYER_CHOICES, OutputLayer, OutputLayerSpec
+
+pytest.importorskip("triton")
+
+V, D, DJ, N = 300, 16, 24, 21
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+PAD = -100
+
+
+def make(kind, bias="per_class", dtype=torch.float32, seed=0):
+    torch.manual_seed(seed)
+    E = nn.Embedding(V, D)
+    nn.init.normal_(E.weight, 0, D ** -0.5)
+    layer = OutputLayer(OutputLayerSpec(kind, joint_dim=DJ, bias=bias), V, D, None if kind == "softmax" else E)
+    with torch.no_grad():  # non-zero biases, so that their gradients are exercised
+        for name, p in layer.named_parameters():
+            if name.endswith("bias"):
+                p.normal_()
+    layer.to(DEVICE, dtype)
+    E.to(DEVICE, dtype)
+    h = torch.randn(N, D, device=DEVICE, dtype=dtype, requires_grad=True)
+    t = torch.randint(0, V, (N,), device=DEVICE)
+    t[[3, 11]] = PAD
+    return layer, [h] + list(layer.parameters()) + ([] if kind == "softmax" else [E.weight]), h, t
+
+
+def plain(layer, h, t, eps):
+    keep = t != PAD
+    return label_smoothed_nll_loss(F.log_softmax(layer(h).float(), -1)[keep], t[keep], eps)
+
+
+@pytest.mark.parametrize("kind", OUTPUT_LAYER_CHOICES)
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_loss_and_every_gradient_equal_the_plain_path(kind, eps):
+    layer, params, h, t = make(kind)
+    ref, ref_nll = plain(layer, h, t, eps)
+    out, nll = chunked_cross_entropy(layer, h, t, 128, ignore_index=PAD, label_smoothing=eps, path="fused")
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(nll, ref_nll, rtol=1e-5, atol=1e-4)
+    assert not nll.requires_grad
+    for p, a, b in zip(params, torch.autograd.grad(out, params), torch.autograd.grad(ref, params)):
+        assert a.dtype == p.dtype
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("bias", ["shared", "none"])
+@pytest.mark.parametrize("kind", ["tied", "joint"])
+def test_shared_bias_and_no_bias(kind, bias):
+    """GILE's one scalar bias (Eq. 14) and a layer without b: the same loss and gradients as the plain path."""
+    layer, params, h, t = make(kind, bias=bias)
+    ref, _ = plain(layer, h, t, 0.0)
+    out, _ = chunked_cross_entropy(layer, h, t, 100, ignore_index=PAD, path="fused")
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-4)
+    for a, b in zip(torch.autograd.grad(out, params), torch.autograd.grad(ref, params)):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_chunk_rows_are_aligned_and_cover_the_vocabulary():
+    assert fused_chunk_rows(8192, 128_000) == 8192
+    assert fused_chunk_rows(1000, 128_000) == 1024  # the nearest multiple of 128
+    assert fused_chunk_rows(10, 128_000) == ROW_ALIGNMENT  # at least one aligned block
+    assert fused_chunk_rows(300, 300) == fused_chunk_rows(10 ** 6, 300) == 300  # one chunk: the whole vocabulary
+    layer, params, h, t = make("joint")
+    ref, _ = plain(layer, h, t, 0.1)
+    grads = torch.autograd.grad(ref, params)
+    for chunk in (1, 129, 299, 300, 5000):  # one chunk of 128, uneven last chunks, one chunk
+        out, _ = chunked_cross_entropy(layer, h, t, chunk, ignore_index=PAD, label_smoothing=0.1, path="fused")
+        torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-4)
+        for a, b in zip(torch.autograd.grad(out, params), grads):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_validation_computes_the_loss_alone_and_repeats_exactly():
+    layer, params, h, t = make("joint")
+    layer.eval()
+    with torch.no_grad():
+        ref, ref_nll = plain(layer, h, t, 0.1)
+        out, nll = chunked_cross_entropy(layer, h, t, 128, ignore_index=PAD, label_smoothing=0.1, path="fused")
+    assert not out.requires_grad
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(nll, ref_nll, rtol=1e-5, atol=1e-4)
+    layer.train()
+    first = [g.clone() for g in torch.autograd.grad(chunked_cross_entropy(layer, h, t, 128, ignore_index=PAD,
+                                                                          path="fused")[0], params)]
+    again = torch.autograd.grad(chunked_cross_entropy(layer, h, t, 128, ignore_index=PAD, path="fused")[0], params)
+    for a, b in zip(first, again):  # no atomics: the same bits every time
+        assert torch.equal(a, b)
+
+
+def test_a_weighted_loss_scales_every_gradient():
+    """Backward takes the upstream gradient (fp16 loss scaling, a weighted sum of losses) as the plain path does."""
+    layer, params, h, t = make("label")
+    out, _ = chunked_cross_entropy(layer, h, t, 128, ignore_index=PAD, label_smoothing=0.1, path="fused")
+    ref, _ = plain(layer, h, t, 0.1)
+    for a, b in zip(torch.autograd.grad(3.0 * out, params), torch.autograd.grad(3.0 * ref, params)):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_16_bit_parameters_and_features():
+    """``--fp16``/``--bf16`` keep the parameters in 16 bits: the logits GEMMs run in that dtype, the log-sum-exp and
+    the gradients accumulate in fp32 and come back in the parameters' dtype, within 16-bit rounding of fp32 (fp16
+    here: Triton's interpreter reads no bf16; the GPU tests run bf16)."""
+    ref_layer, ref_params, ref_h, t = make("joint")
+    ref, _ = plain(ref_layer, ref_h, t, 0.1)
+    layer, params, h, _ = make("joint", dtype=torch.float16)
+    out, _ = chunked_cross_entropy(layer, h, t, 128, ignore_index=PAD, label_smoothing=0.1, path="fused")
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, ref, rtol=1e-2, atol=1e-2)
+    for p, a, b in zip(params, torch.autograd.grad(out, params), torch.autograd.grad(ref, ref_params)):
+        assert a.dtype == p.dtype == torch.float16 and torch.isfinite(a).all()
+        assert F.cosine_similarity(a.float().flatten(), b.flatten(), dim=0) > 0.999
+
+
+# ---------------------------------------------------------------------------------------------- non-finite logits
+def poisoned(layer, h, t, case):
+    """A batch whose logits hold the non-finite value of ``case`` (through the features of one token, or the bias)."""
+    h, t = h.detach().clone(), t.clone()
+    row = 0
+    if case == "nan feature":
+        h[row, 0] = float("nan")
+    elif case == "+inf logit":
+        with torch.no_grad():
+            layer.bias[5] = float("inf")
+    elif case == "-inf at the target":
+        with torch.no_grad():
+            layer.bias[7] = float("-inf")
+        t[row] = 7
+    elif case == "-inf elsewhere":  # a masked class: every loss stays finite
+        with torch.no_grad():
+            layer.bias[7] = float("-inf")
+        t[t == 7] = 8
+    elif case == "nan in an ignored token":  # padding is not scored, whatever its logits
+        h[3, 0] = float("nan")
+    return h.requires_grad_(), t
+
+
+CASES = ["nan feature", "+inf logit", "-inf at the target", "-inf elsewhere", "nan in an ignored token"]
+
+
+def plain_terms(layer, h, t, eps):
+    """The plain path's loss and nll with ``log_softmax``, each term counted only when its weight is not 0: equal to
+    fairseq's ``label_smoothed_nll_loss`` except where that multiplies an infinite smoothing term (a -inf logit) by
+    ε_i = 0 and gets NaN."""
+    keep = t != PAD
+    lprobs = F.log_softmax(layer(h).float(), -1)[keep]
+    nll = -lprobs.gather(-1, t[keep].unsqueeze(-1)).sum()
+    eps_i = eps / (V - 1)
+    loss = (1 - eps - eps_i) * nll
+    return (loss - eps_i * lprobs.sum() if eps else loss), nll
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("path", ["fused", "tokens", "vocabulary"])
+@pytest.mark.parametrize("kind", ["tied", "joint"])
+def test_non_finite_logits_give_the_plain_paths_loss(kind, path, case):
+    layer, _, h, t = make(kind)
+    h, t = poisoned(layer, h, t, case)
+    for eps in (0.0, 0.1):
+        ref, ref_nll = plain_terms(layer, h, t, eps)
+        out, nll = chunked_cross_entropy(layer, h, t, 128, ignore_index=PAD, label_smoothing=eps, path=path)
+        for ours, theirs in ((out, ref), (nll, ref_nll)):
+            assert torch.isnan(ours) == torch.isnan(theirs) and torch.isinf(ours) == torch.isinf(theirs), (ours, theirs)
+            if torch.isfinite(theirs):
+                torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------- which path runs
+def test_the_cpu_keeps_its_paths_and_a_gpu_without_the_kernels_says_why(monkeypatch, caplog):
+    layer, _, _, _ = make("tied")
+    cpu = torch.device("cpu")
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert fused_path_problem(cpu) == "cpu is not a CUDA device"
+    with caplog.at_level(logging.INFO, logger=chunked_softmax.__name__):
+        assert exact_softmax_path(layer, cpu, N, 128) == "tokens"
+    assert not caplog.records  # the CPU path is the CPU's own: nothing to say
+    monkeypatch.setattr(chunked_softmax, "fused_path_problem", lambda device: "Triton is not installed (pip install "
+                        "triton; CUDA builds of torch ship it)")
+    monkeypatch.setattr(chunked_softmax, "_said", set())
+    gpu = torch.device("cuda", 0)
+    with caplog.at_level(logging.INFO, logger=chunked_softmax.__name__):
+        for _ in range(3):
+            assert exact_softmax_path(layer, gpu, N, 128) == "tokens"
+    notices = [r.getMessage() for r in caplog.records]
+    assert notices == ["--vocab-chunk-size 128: the exact softmax runs the CPU-tuned tokens path on cuda:0, not the "
+                       "fused GPU path: Triton is not installed (pip install triton; CUDA builds of torch ship it)"]
+    monkeypatch.setattr(chunked_softmax, "fused_path_problem", lambda device: None)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=chunked_softmax.__name__):
+        assert exact_softmax_path(layer, gpu, N, 1000) == "fused"
+    assert [r.getMessage() for r in caplog.records] == [
+        "--vocab-chunk-size 1000: the exact softmax runs fused on cuda:0 in chunks of 300 vocabulary rows"]
+
+
+def test_an_old_gpu_is_named_with_its_capability(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (6, 1))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla P100")
+    monkeypatch.setattr(fused_cross_entropy, "_triton_problem", lambda: None)
+    assert fused_path_problem(torch.device("cuda", 0)) == ("Tesla P100 has compute capability 6.1; the kernels need "
+                                                           "7.0 or newer")
