@@ -17,12 +17,15 @@ b. ``table4``: the paper's Table 4, target tokens/s of a whole training step (fo
    ``--table4-rates`` (the paper's 50/25/5%) at the largest |V| of ``--vocabs`` (the paper's |V| ≈ 128K), for NMT
    (``softmax``), NMT-tied (``tied``) and NMT-joint at each dj; the batch is benchmarks/bench_label_embedding.py's
    (``--tokens`` // 32 sentences of 32 target and 32 source tokens).
-c. ``exact``: the plugin's chunked exact softmax against ``torch.nn.functional.linear_cross_entropy`` (reference path
-   and its chunked path, ``LinearCrossEntropyOptions()``) and the plain ``cross_entropy(layer(h))``, ``tied`` at each
-   |V| (torch's op takes a plain class matrix): time, peak memory (``torch.cuda.max_memory_allocated`` above the
-   inputs; ``n/a`` on the CPU, where this process's resident set would not isolate one step: see
-   benchmarks/bench_exact_softmax.py for fresh-process figures on the CPU) and the loss, each against torch's chunked
-   op. Without ``linear_cross_entropy`` (torch before 2.13) only ours and the plain path run, and the report says so.
+c. ``exact``: the exact softmax of ``--vocab-chunk-size --chunk`` (``ours``: on a CUDA GPU the fused kernels of
+   fairseq_joint/modules/fused_cross_entropy.py) against the plain ``cross_entropy(layer(h))`` for every output layer
+   (``tied`` also without its bias; ``joint`` at each dj of ``--exact-joint-dims``), at each |V|: with fp32
+   parameters under ``--dtype``'s autocast (fairseq's ``--amp``) and with 16-bit parameters (``--bf16``), and for
+   ``tied`` the fused kernels users have for a plain class matrix, where installed: Cut Cross-Entropy (the bias as an
+   extra column), Liger's fused linear cross-entropy, torch's ``linear_cross_entropy``. Time, peak memory
+   (``torch.cuda.max_memory_allocated`` above the inputs, the step's gradients included; ``n/a`` on the CPU, where this
+   process's resident set would not isolate one step: benchmarks/bench_exact_softmax.py has fresh-process figures on
+   the CPU), both as ratios to the plain path of the same parameters, and the loss against an fp64 reference.
 
 Time budget (``--time-budget-s``, counted from the start of the run): each part runs one warm-up round and one round
 that estimates the round's seconds, then as many timed rounds as fit its share of the budget left (layers 3 : table4
@@ -32,15 +35,17 @@ not yet measured: on one H100 or H200 at the defaults a round takes about 1 s (l
 minute: the script fits one device call of under 8 minutes; a slower device gets fewer timed rounds (at least 3).
 
 Targets: ``joint`` at the first dj, full softmax, smallest |V|: ≥ 0.85x ``tied`` (bench_output_layers' target); the
-chunked exact softmax no slower than torch's chunked op, ``tied`` at the smallest |V|, and (on CUDA) at no more peak
-memory (bench_exact_softmax's targets).
+exact softmax at the largest |V|, every layer, both parameter dtypes: ≤ 1.2x the plain path's time and ≤ 0.1x its
+peak memory, and for ``tied`` without bias no slower than Cut Cross-Entropy.
 
     python benchmarks/bench_gpu.py --json gpu.json --markdown gpu-tables.md     # on the GPU: the tables of docs/gpu.md
     python benchmarks/bench_gpu.py --quick                                       # tiny sizes on the CPU, seconds
 """
 
 import contextlib
+import functools
 import gc
+import importlib.util
 import logging
 import math
 import os
@@ -50,14 +55,13 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
-from bench_exact_softmax import TARGET_VS_TORCH, exact_loss
-from bench_exact_softmax import build as build_exact_layer
 from bench_harness import Timing, bars_with_spread, parse_args, parser, print_table, round_robin, target, training_step
 from bench_harness import main as run_benchmark
 from bench_label_embedding import SRC_LEN, make_batch
 from bench_large_vocab import embedding, step_fn
 from bench_output_layers import TARGET_JOINT_VS_TIED, layer_names
 
+from fairseq_joint.modules.chunked_softmax import chunked_cross_entropy
 from fairseq_joint.modules.output_layers import PAPER_EQUATION, OutputLayer, OutputLayerSpec
 
 logger = logging.getLogger("bench_gpu")
@@ -69,8 +73,11 @@ PART_WEIGHTS = {"layers": 3, "table4": 3, "exact": 1}  # shares of the time budg
 MIN_REPEATS = 3
 MODES = ("full", "sampled", "chunked")
 PAPER_MODEL = {"softmax": "NMT", "tied": "NMT-tied", "joint": "NMT-joint"}
-EXACT_LAYER = "tied"
-TORCH_BASE = "torch-chunked"  # the row the exact part's ratios are taken against
+#: the exact path's targets against the plain path of the same parameters' dtype, at the largest |V|: time and peak
+#: memory above the inputs; and against Cut Cross-Entropy where it applies (tied without bias), time
+TARGET_EXACT_TIME = 1.2
+TARGET_EXACT_MEMORY = 0.1
+TARGET_EXACT_VS_CCE = 1.0
 
 
 # ---------------------------------------------------------------------------------------------- device and budget
@@ -96,12 +103,13 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def timed_case(step: Callable[[], object], args) -> Callable[[], None]:
-    """``step`` under ``--dtype``'s autocast, finished on the device before the harness stops its clock."""
+def timed_case(step: Callable[[], object], args, autocast: bool = True) -> Callable[[], None]:
+    """``step`` (under ``--dtype``'s autocast unless ``autocast`` is False: it sets its own), finished on the device
+    before the harness stops its clock."""
     device = torch.device(args.device)
 
     def case() -> None:
-        with precision(args):
+        with precision(args) if autocast else contextlib.nullcontext():
             step()
         synchronize(device)
 
@@ -235,72 +243,140 @@ def bench_table4(args, budget: Budget) -> Dict[str, object]:
 
 
 # ---------------------------------------------------------------------------------------------- c. exact softmax
-def exact_impls(chunk: int) -> List[str]:
-    """The implementations of the exact part: plain, ours, and torch's two paths where torch has the op."""
-    return ["plain", f"chunked-{chunk}"] + (["torch", TORCH_BASE] if has_linear_cross_entropy() else [])
+def exact_layers(joint_dims: Sequence[int]) -> List[tuple]:
+    """(name, preset, dj, bias) of the exact part: every layer with its per-class bias, ``tied`` also without one
+    (where Cut Cross-Entropy applies as it is), ``joint`` at each dj."""
+    return ([("softmax", "softmax", 0, "per_class"), ("tied", "tied", 0, "per_class"), ("tied no-bias", "tied", 0, "none"),
+             ("bilinear", "bilinear", 0, "per_class"), ("label", "label", 0, "per_class"),
+             ("context", "context", 0, "per_class")]
+            + [(f"joint-{dj}", "joint", dj, "per_class") for dj in joint_dims])
 
 
-def peak_mib(step: Callable[[], torch.Tensor], params: Sequence[torch.Tensor], device: torch.device, args) -> tuple:
-    """``(peak MiB above the memory allocated before it, None on the CPU; loss)`` of one ``step`` of ``params``, their
-    gradients freed before it (the step's own gradients count in its peak)."""
-    for p in params:
-        p.grad = None
+def has_module(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def exact_impls(preset: str, bias: str) -> List[str]:
+    """The implementations of one layer: the plain path and ours, with fp32 parameters under autocast (``--amp``) and
+    with 16-bit parameters (``--bf16``/``--fp16``); for ``tied`` the fused kernels of others where installed: Cut
+    Cross-Entropy (the bias as an extra column, as a user would give it), Liger's fused linear cross-entropy, torch's
+    ``linear_cross_entropy`` (torch 2.13 and later)."""
+    impls = ["plain", "ours", "plain 16-bit", "ours 16-bit"]
+    if preset == "tied":
+        if has_module("cut_cross_entropy"):
+            impls.append("cce" if bias == "none" else "cce bias-column")
+        if has_module("liger_kernel"):
+            impls.append("liger")
+        if has_linear_cross_entropy():
+            impls.append("torch")
+    return impls
+
+
+def exact_layer(preset: str, dj: int, bias: str, vocab: int, dim: int, dtype: torch.dtype, device: torch.device, seed):
+    """A layer of fairseq's scales (N(0, d^-1/2) weights) and its E, in ``dtype`` (the same values whatever dtype)."""
+    torch.manual_seed(seed)
+    E = torch.nn.Embedding(vocab, dim)
+    torch.nn.init.normal_(E.weight, 0, dim ** -0.5)
+    layer = OutputLayer(OutputLayerSpec(preset, joint_dim=dj or dim, bias=bias), vocab, dim,
+                        None if preset == "softmax" else E)
+    return layer.to(device, dtype), E.to(device, dtype)
+
+
+def exact_step(impl: str, layer: OutputLayer, h: torch.Tensor, targets: torch.Tensor, chunk: int,
+               half: torch.dtype) -> torch.Tensor:
+    """The summed exact cross-entropy of ``layer(h)`` by ``impl`` (see :func:`exact_impls`)."""
+    if impl.startswith("plain"):
+        return F.cross_entropy(layer(h).float(), targets, reduction="sum")
+    if impl.startswith("ours"):
+        return chunked_cross_entropy(layer, h, targets, chunk)[0]
+    classes, bias = layer.class_side()
+    if impl.startswith("cce"):
+        from cut_cross_entropy import linear_cross_entropy
+
+        x, c = h.to(half), classes.to(half)  # CCE takes 16-bit inputs: the casts of an --amp step
+        if bias is not None:  # the bias as an extra column of the classes, a column of ones beside the features
+            x = torch.cat([x, x.new_ones(x.size(0), 1)], 1)
+            c = torch.cat([c, bias.to(half).unsqueeze(1)], 1)
+        return linear_cross_entropy(x, c, targets, reduction="sum")
+    if impl == "liger":
+        from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
+
+        return LigerFusedLinearCrossEntropyLoss(reduction="sum")(classes, h, targets, bias)
+    if impl == "torch":
+        return F.linear_cross_entropy(h, classes, targets, linear_bias=bias, reduction="sum",
+                                      options=torch.nn.LinearCrossEntropyOptions())
+    raise ValueError(f"unknown implementation {impl!r}")
+
+
+def peak_mib(step: Callable[[], torch.Tensor], device: torch.device) -> tuple:
+    """``(peak MiB above the memory allocated before it, None on the CPU; loss)`` of one ``step`` (whose gradients
+    count in its peak; it frees them when done)."""
     free_device_memory(device)
     if device.type != "cuda":
-        with precision(args):
-            return None, float(step())
+        return None, float(step())
     synchronize(device)
     base = torch.cuda.memory_allocated(device)
     torch.cuda.reset_peak_memory_stats(device)
-    with precision(args):
-        loss = float(step())
+    loss = float(step())
     synchronize(device)
     return (torch.cuda.max_memory_allocated(device) - base) / MiB, loss
 
 
 def bench_exact(args, budget: Budget) -> Dict[str, object]:
     device = torch.device(args.device)
-    impls = exact_impls(args.chunk)
-    steps, cases = {}, {}
+    half = DTYPES[args.dtype] if args.dtype != "fp32" else torch.bfloat16
+    steps, cases, references = {}, {}, {}
     for vocab in args.vocabs:
-        layer, E = build_exact_layer(EXACT_LAYER, vocab, args.dim)
-        layer, E = layer.to(device), E.to(device)
         g = torch.Generator(device=device).manual_seed(args.seed)
-        h = torch.randn(args.tokens, args.dim, generator=g, device=device).requires_grad_()
+        h32 = torch.randn(args.tokens, args.dim, generator=g, device=device)
         probs = 1.0 / torch.arange(1, vocab + 1, dtype=torch.float64, device=device)  # Zipf-like targets
         targets = torch.multinomial(probs, args.tokens, replacement=True, generator=g)
-        params = [*layer.parameters(), E.weight, h]
-        for impl in impls:
-            def step(impl=impl, layer=layer, h=h, targets=targets, params=params) -> torch.Tensor:
-                for p in params:
-                    p.grad = None
-                loss = exact_loss(impl, layer, h, targets)
-                loss.backward()
-                return loss.detach()
+        for name, preset, dj, bias in exact_layers(args.exact_joint_dims):
+            with torch.no_grad():  # the loss in fp64, the reference of every implementation's
+                layer64, _ = exact_layer(preset, dj, bias, vocab, args.dim, torch.float64, device, args.seed)
+                references[(name, vocab)] = float(F.cross_entropy(layer64(h32.double()), targets, reduction="sum"))
+                del layer64
+            built = {}
+            for impl in exact_impls(preset, bias):
+                sixteen = impl.endswith("16-bit")
+                dtype = half if sixteen else torch.float32
+                if dtype not in built:
+                    layer, E = exact_layer(preset, dj, bias, vocab, args.dim, dtype, device, args.seed)
+                    h = h32.to(dtype).requires_grad_()
+                    built[dtype] = layer, h, [*layer.parameters(), *([] if preset == "softmax" else [E.weight]), h]
+                layer, h, params = built[dtype]
+                # fp32 parameters run under --dtype's autocast (--amp); 16-bit ones without (--bf16, --fp16)
+                context = contextlib.nullcontext if sixteen else functools.partial(precision, args)
 
-            steps[(vocab, impl)] = step, params
-            cases[f"{vocab}|{impl}"] = timed_case(step, args)
-    logger.info("exact: %d cases (%s at |V| = %s), %d tokens", len(cases), ", ".join(impls),
-                "/".join(map(str, args.vocabs)), args.tokens)
+                def step(impl=impl, layer=layer, h=h, params=params, context=context, targets=targets) -> torch.Tensor:
+                    with context():
+                        loss = exact_step(impl, layer, h, targets, args.chunk, half)
+                        loss.backward()
+                    for p in params:
+                        p.grad = None
+                    return loss.detach()
+
+                steps[(name, vocab, impl)] = step
+                cases[f"{name}|{vocab}|{impl}"] = timed_case(step, args, autocast=False)
+    logger.info("exact: %d cases (%d layers at |V| = %s), %d tokens", len(cases),
+                len(exact_layers(args.exact_joint_dims)), "/".join(map(str, args.vocabs)), args.tokens)
     times = budgeted_rounds(cases, "exact", budget, args)
     rows = []
-    for (vocab, impl), (step, params) in steps.items():
-        peak, loss = peak_mib(step, params, device, args)
-        t = times[f"{vocab}|{impl}"]
-        rows.append({"layer": EXACT_LAYER, "vocab": vocab, "impl": impl, **t.fields(),
-                     "tokens_per_s": args.tokens / t.median, "peak_mib": peak, "loss": loss})
+    for (name, vocab, impl), step in steps.items():
+        peak, loss = peak_mib(step, device)
+        t = times[f"{name}|{vocab}|{impl}"]
+        rows.append({"layer": name, "vocab": vocab, "impl": impl, **t.fields(), "tokens_per_s": args.tokens / t.median,
+                     "peak_mib": peak, "loss": loss, "loss_vs_fp64": loss / references[(name, vocab)] - 1.0})
     del steps, cases
     free_device_memory(device)
-    base = {r["vocab"]: r for r in rows if r["impl"] == TORCH_BASE}
-    plain = {r["vocab"]: r for r in rows if r["impl"] == "plain"}
-    for row in rows:
-        ref = base.get(row["vocab"])
-        row["time_vs_torch"] = row["seconds_median"] / ref["seconds_median"] if ref else None
-        row["memory_vs_torch"] = (row["peak_mib"] / max(ref["peak_mib"], 1e-9)
-                                  if ref and row["peak_mib"] is not None else None)
-        row["loss_vs_plain"] = row["loss"] / plain[row["vocab"]]["loss"] - 1.0
-    return {"tokens": args.tokens, "dim": args.dim, "chunk": args.chunk, "rounds": len(rows[0]["seconds_all"]),
-            "linear_cross_entropy": has_linear_cross_entropy(), "rows": rows}
+    by = {(r["layer"], r["vocab"], r["impl"]): r for r in rows}
+    for row in rows:  # ours and the others against the plain path of the same parameters' dtype
+        plain = by[(row["layer"], row["vocab"], "plain 16-bit" if row["impl"].endswith("16-bit") else "plain")]
+        row["time_vs_plain"] = row["seconds_median"] / plain["seconds_median"]
+        row["memory_vs_plain"] = (row["peak_mib"] / max(plain["peak_mib"], 1e-9)
+                                  if row["peak_mib"] is not None else None)
+    return {"tokens": args.tokens, "dim": args.dim, "chunk": args.chunk, "half": str(half).split(".")[-1],
+            "rounds": len(rows[0]["seconds_all"]), "rows": rows}
 
 
 # ---------------------------------------------------------------------------------------------- run and targets
@@ -313,13 +389,25 @@ def evaluate_targets(result: Dict[str, object], args) -> List[Dict[str, object]]
                    if r["layer"] == f"joint-{dj}" and r["vocab"] == small and r["mode"] == "full")
         targets.append(target(f"joint-{dj} |V|={small} full softmax step vs tied", row["vs_tied"],
                               TARGET_JOINT_VS_TIED))
-    if "exact" in result and result["exact"]["linear_cross_entropy"]:
-        ours = next(r for r in result["exact"]["rows"] if r["vocab"] == small and r["impl"] == f"chunked-{args.chunk}")
-        targets.append(target(f"{EXACT_LAYER} |V|={small}: {ours['impl']} / torch chunked time", ours["time_vs_torch"],
-                              TARGET_VS_TORCH, higher_is_better=False))
-        if ours["memory_vs_torch"] is not None:
-            targets.append(target(f"{EXACT_LAYER} |V|={small}: {ours['impl']} / torch chunked peak memory",
-                                  ours["memory_vs_torch"], TARGET_VS_TORCH, higher_is_better=False))
+    if "exact" in result:
+        rows = result["exact"]["rows"]
+        large = max(args.vocabs)
+        by = {(r["layer"], r["vocab"], r["impl"]): r for r in rows}
+        for name, _, _, _ in exact_layers(args.exact_joint_dims):
+            for impl, what in (("ours", f"{args.dtype} autocast, fp32 parameters"),
+                               ("ours 16-bit", f"{result['exact']['half']} parameters")):
+                row = by[(name, large, impl)]
+                targets.append(target(f"exact softmax, {name} |V|={large} ({what}): time / plain",
+                                      row["time_vs_plain"], TARGET_EXACT_TIME, higher_is_better=False))
+                if row["memory_vs_plain"] is not None:
+                    targets.append(target(f"exact softmax, {name} |V|={large} ({what}): peak memory / plain",
+                                          row["memory_vs_plain"], TARGET_EXACT_MEMORY, higher_is_better=False))
+        cce = by.get(("tied no-bias", large, "cce"))
+        if cce is not None:
+            ours = by[("tied no-bias", large, "ours")]
+            targets.append(target(f"exact softmax, tied no-bias |V|={large}: ours / Cut Cross-Entropy time",
+                                  ours["seconds_median"] / cce["seconds_median"], TARGET_EXACT_VS_CCE,
+                                  higher_is_better=False))
     return targets
 
 
@@ -394,17 +482,16 @@ def report(result: Dict[str, object]) -> None:
                      ("scored", ">8", lambda r: rate_label(r["rate"])), *speed_columns(part)], part["rows"])
     if "exact" in result:
         part = result["exact"]
-        print(f"\nc. Exact softmax, {EXACT_LAYER}, {part['tokens']} tokens, d = dh = {part['dim']}, {part['rounds']} "
-              f"rounds; peak: memory allocated above the inputs (CUDA only); ratios to torch's chunked op")
-        if not part["linear_cross_entropy"]:
-            print(f"(torch {result['config']['torch']} has no torch.nn.functional.linear_cross_entropy: "
-                  "plain and chunked only)")
-        print_table([("|V|", ">7", lambda r: vocab_label(r["vocab"])), "  ", ("implementation", "<16", lambda r: r["impl"]),
+        print(f"\nc. Exact softmax, every output layer, training step, {part['tokens']} tokens, d = dh = {part['dim']}, "
+              f"--vocab-chunk-size {part['chunk']}, {part['rounds']} rounds; peak: memory allocated above the inputs "
+              f"(CUDA only); ratios to the plain path with parameters of the same dtype; loss against fp64")
+        print_table([("layer", "<13", lambda r: r["layer"]), ("|V|", ">7", lambda r: vocab_label(r["vocab"])), "  ",
+                     ("implementation", "<16", lambda r: r["impl"]),
                      ("ms/step (min-max)", ">26", lambda r: Timing.of(r).show(1000, ".2f")),
                      ("peak MiB", ">10", lambda r: fmt(r["peak_mib"], ".0f")),
-                     ("time/torch", ">11", lambda r: fmt(r["time_vs_torch"], ".2f", "x")),
-                     ("mem/torch", ">10", lambda r: fmt(r["memory_vs_torch"], ".2f", "x")),
-                     ("loss/plain-1", ">13", lambda r: f"{r['loss_vs_plain']:.1e}")], part["rows"])
+                     ("time/plain", ">11", lambda r: f"{r['time_vs_plain']:.2f}x"),
+                     ("mem/plain", ">10", lambda r: fmt(r["memory_vs_plain"], ".3f", "x")),
+                     ("loss/fp64-1", ">12", lambda r: f"{r['loss_vs_fp64']:.1e}")], part["rows"])
 
 
 def fmt(value: Optional[float], spec: str, suffix: str = "") -> str:
@@ -444,14 +531,16 @@ def markdown(result: Dict[str, object]) -> List[str]:
                 for r in rates) + " |")
     if "exact" in result:
         part = result["exact"]
-        lines += ["", f"Exact softmax, `{EXACT_LAYER}`, {part['tokens']} target tokens, d = dh = {part['dim']}: "
-                      f"chunked (ours) vs `torch.nn.functional.linear_cross_entropy`, median of {part['rounds']} rounds",
-                  "", "| \\|V\\| | implementation | ms per step | peak MiB | time x torch chunked | memory x torch chunked |",
-                  "|---|---|---|---|---|---|"]
+        lines += ["", f"Exact softmax, training step (output layer + loss), {part['tokens']} target tokens, d = dh = "
+                      f"{part['dim']}, `--vocab-chunk-size {part['chunk']}`: fp32 parameters under {cfg['dtype']} "
+                      f"autocast (`--amp`) and {part['half']} parameters; median of {part['rounds']} rounds; peak: "
+                      "memory allocated above the inputs; ratios to the plain path of the same parameters", "",
+                  "| layer | \\|V\\| | implementation | ms per step | peak MiB | time x plain | memory x plain | loss vs fp64 |",
+                  "|---|---|---|---|---|---|---|---|"]
         for r in part["rows"]:
-            lines.append(f"| {vocab_label(r['vocab'])} | {r['impl']} | {1000 * r['seconds_median']:.2f} | "
-                         f"{fmt(r['peak_mib'], '.0f')} | {fmt(r['time_vs_torch'], '.2f', 'x')} | "
-                         f"{fmt(r['memory_vs_torch'], '.2f', 'x')} |")
+            lines.append(f"| {r['layer']} | {vocab_label(r['vocab'])} | {r['impl']} | {1000 * r['seconds_median']:.2f} | "
+                         f"{fmt(r['peak_mib'], '.0f')} | {r['time_vs_plain']:.2f}x | "
+                         f"{fmt(r['memory_vs_plain'], '.3f', 'x')} | {r['loss_vs_fp64']:.1e} |")
     return lines
 
 
@@ -475,7 +564,7 @@ def plot(result: Dict[str, object], path: str) -> None:
             elif part == "table4":
                 labels = [f"{r['model']} {rate_label(r['rate'])}" for r in rows]
             else:
-                labels = [f"{vocab_label(r['vocab'])} {r['impl']}" for r in rows]
+                labels = [f"{r['layer']} {vocab_label(r['vocab'])} {r['impl']}" for r in rows]
             tokens = result[part]["tokens"]
             bars_with_spread(ax, labels, [Timing.of(r) for r in rows], lambda s, n=tokens: n / s)
             ax.tick_params(axis="y", labelsize=6)
@@ -485,8 +574,8 @@ def plot(result: Dict[str, object], path: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- CLI
-QUICK = dict(device="cpu", vocabs=[256], tokens=64, dim=16, joint_dims=[16, 32], chunk=64, repeats=3,
-             time_budget_s=60)
+QUICK = dict(device="cpu", vocabs=[256], tokens=64, dim=16, joint_dims=[16, 32], exact_joint_dims=[16, 32], chunk=64,
+             repeats=3, time_budget_s=60)
 
 
 def check(args) -> Optional[str]:
@@ -517,14 +606,16 @@ def parse(argv=None):
     p.add_argument("--sample-rate", type=float, default=0.25, help="|V'| / |V| of the sampled scoring (part a)")
     p.add_argument("--table4-rates", type=float, nargs="+", default=[0.5, 0.25, 0.05],
                    help="sample rates of Table 4 (the paper's 50/25/5%%)")
-    p.add_argument("--chunk", type=int, default=4096, help="--vocab-chunk-size of the chunked exact softmax")
+    p.add_argument("--chunk", type=int, default=8192, help="--vocab-chunk-size of the chunked exact softmax")
+    p.add_argument("--exact-joint-dims", type=int, nargs="+", default=[512, 2048],
+                   help="dj of the joint layers of the exact part (c)")
     p.add_argument("--repeats", type=int, default=10, help="timed rounds per part at most (at least 3)")
     p.add_argument("--time-budget-s", type=float, default=360.0,
                    help="seconds for the whole run; each part's rounds are bounded by its share of what is left")
     p.add_argument("--seed", type=int, default=1, help="random seed of weights, features and targets")
     p.add_argument("--markdown", metavar="FILE", help="write the Markdown rows of docs/gpu.md's speed tables to FILE")
-    args = parse_args(p, argv, QUICK, positive=("vocabs", "tokens", "dim", "joint_dims", "chunk", "repeats",
-                                                 "time_budget_s"), check=check)
+    args = parse_args(p, argv, QUICK, positive=("vocabs", "tokens", "dim", "joint_dims", "exact_joint_dims", "chunk",
+                                                 "repeats", "time_budget_s"), check=check)
     if args.markdown:
         args.markdown = os.path.abspath(args.markdown)
     return args

@@ -20,7 +20,9 @@ TABLE4_RATES = [0.5, 0.25]
 TABLE4_TOKENS = 32  # bench_label_embedding's batch: at least one sentence of 32 target tokens
 REPEATS = 3
 SIZES = ["--device", "cpu", "--vocabs", *map(str, VOCABS), "--tokens", str(TOKENS), "--dim", "8", "--joint-dims", "8",
-         "16", "--chunk", "16", "--table4-rates", *map(str, TABLE4_RATES), "--repeats", str(REPEATS)]
+         "16", "--exact-joint-dims", "8", "16", "--chunk", "16", "--table4-rates", *map(str, TABLE4_RATES),
+         "--repeats", str(REPEATS)]
+EXACT_LAYERS = ["softmax", "tied", "tied no-bias", "bilinear", "label", "context", "joint-8", "joint-16"]
 
 
 def median(row):
@@ -70,40 +72,47 @@ def test_table4_whole_joint_lstm_step_at_the_largest_vocabulary(run):
         assert row["vs_tied"] == pytest.approx(median(rows[("tied", rate)]) / median(row))
 
 
-def test_exact_softmax_ours_against_torch_linear_cross_entropy(run):
+def test_exact_softmax_every_layer_against_the_plain_path(run):
     result, _, stdout, _ = run
     part = result["exact"]
-    assert part["linear_cross_entropy"] is True  # torch 2.13
-    rows = {(r["vocab"], r["impl"]): r for r in part["rows"]}
-    assert list(rows) == [(v, i) for v in VOCABS for i in ("plain", "chunked-16", "torch", "torch-chunked")]
-    for (vocab, _), row in rows.items():
+    rows = {(r["layer"], r["vocab"], r["impl"]): r for r in part["rows"]}
+    impls = ["plain", "ours", "plain 16-bit", "ours 16-bit"]
+    # CCE and Liger are not installed here; torch 2.13 has linear_cross_entropy
+    assert list(rows) == [(name, v, i) for v in VOCABS for name in EXACT_LAYERS
+                          for i in impls + (["torch"] if name.startswith("tied") else [])]
+    for (name, vocab, impl), row in rows.items():
         assert_timed(row, TOKENS)
-        assert row["peak_mib"] is None and row["memory_vs_torch"] is None  # no honest per-step peak on the CPU
+        assert row["peak_mib"] is None and row["memory_vs_plain"] is None  # no honest per-step peak on the CPU
         assert math.isfinite(row["loss"]) and row["loss"] > 0
-        assert abs(row["loss_vs_plain"]) < 0.02  # the same loss in bf16
-        assert row["time_vs_torch"] == pytest.approx(median(row) / median(rows[(vocab, "torch-chunked")]))
+        assert abs(row["loss_vs_fp64"]) < 0.01  # every implementation computes the same loss, in bf16 at worst
+        plain = rows[(name, vocab, "plain 16-bit" if impl.endswith("16-bit") else "plain")]
+        assert row["time_vs_plain"] == pytest.approx(median(row) / median(plain))
+    assert part["half"] == "bfloat16"
     targets = {t["target"]: t for t in result["targets"]}
-    assert set(targets) == {"joint-8 |V|=64 full softmax step vs tied", "tied |V|=64: chunked-16 / torch chunked time"}
-    assert targets["tied |V|=64: chunked-16 / torch chunked time"]["value"] == rows[(64, "chunked-16")]["time_vs_torch"]
+    exact = [t for t in targets if t.startswith("exact softmax")]
+    assert len(exact) == 2 * len(EXACT_LAYERS)  # time only: no memory figure on the CPU, no CCE installed
+    joint = targets["exact softmax, joint-16 |V|=128 (bfloat16 parameters): time / plain"]
+    assert joint["value"] == rows[("joint-16", 128, "ours 16-bit")]["time_vs_plain"] and joint["threshold"] == 1.2
     for t in targets.values():
         assert f"{'PASS' if t['pass'] else 'FAIL'}  {t['target']}: {t['value']:.3f}" in stdout
-    assert "n/a" in stdout
+    assert "c. Exact softmax, every output layer" in stdout and "n/a" in stdout
 
 
 def test_markdown_rows_hold_the_json_figures(run):
     result, lines, _, tmp = run
     assert lines[0].startswith("<!-- benchmarks/bench_gpu.py on CPU") and "bf16 autocast" in lines[0]
     table_rows = [line for line in lines if line.startswith("| ") and not line.startswith(("| layer", "| model", "| \\|V"))]
-    assert len(table_rows) == len(LAYERS) * len(VOCABS) + 4 + 4 * len(VOCABS)
+    exact = {(r["layer"], r["vocab"], r["impl"]): r for r in result["exact"]["rows"]}
+    assert len(table_rows) == len(LAYERS) * len(VOCABS) + 4 + len(exact)
     layers = {(r["layer"], r["vocab"], r["mode"]): r for r in result["layers"]["rows"]}
     joint = next(line for line in table_rows if line.startswith("| joint-16 | Eqs. 14-15 | 128 |"))
     for mode in ("full", "sampled", "chunked"):
         row = layers[("joint-16", 128, mode)]
         assert f"{bench_gpu.per_second(row['tokens_per_s'])} ({row['vs_tied']:.2f}x)" in joint
     assert "| NMT-tied (tied) | - | " in "\n".join(lines) and "| 50% | 25% |" in "\n".join(lines)
-    exact = {(r["vocab"], r["impl"]): r for r in result["exact"]["rows"]}
-    torch_row = next(line for line in table_rows if line.startswith("| 128 | torch-chunked |"))
-    assert torch_row == f"| 128 | torch-chunked | {1000 * exact[(128, 'torch-chunked')]['seconds_median']:.2f} | n/a | 1.00x | n/a |"
+    row = exact[("joint-16", 128, "ours")]
+    assert (f"| joint-16 | 128 | ours | {1000 * row['seconds_median']:.2f} | n/a | {row['time_vs_plain']:.2f}x | n/a | "
+            f"{row['loss_vs_fp64']:.1e} |") in table_rows
     assert (tmp / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
