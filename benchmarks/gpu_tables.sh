@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The GPU tables of docs/gpu.md and docs/large-vocabularies.md, measured in one go on one GPU machine (about 8
+# minutes on one H100/H200 at the defaults, the install included):
+#
+#   bash benchmarks/gpu_tables.sh wheels        # on a machine with the package index: fairseq-fixed and the two
+#                                               # anchors (Cut Cross-Entropy, Liger) as wheels into .whl/ (~23 MB)
+#   bash benchmarks/gpu_tables.sh run [OUT]     # on the GPU machine (its CUDA torch, Triton, sentencepiece, sacrebleu,
+#                                               # scikit-learn already there): installs .whl/ into /tmp/site if it is
+#                                               # there, then writes OUT/ (default gpu-results/)
+#
+# OUT/gpu-tables.md, gpu.json, gpu.png: benchmarks/bench_gpu.py (each output layer's training step; the paper's Table
+# 4; the exact softmax of every layer against the plain path, Cut Cross-Entropy and Liger);
+# OUT/training.md, training.json, training.png: benchmarks/bench_gpu_training.py (whole-model fairseq-train tokens/s,
+# MFU and where the time goes). BUDGET_S bounds bench_gpu.py's timed rounds (default 150 s).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WHEELS=${WHEELS:-.whl}
+
+case "${1:-}" in
+wheels)
+    # CPython 3.12 on x86-64 Linux: what the lent GPU machines run (fairseq-fixed has a prebuilt wheel for it)
+    mkdir -p "$WHEELS"
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$WHEELS" \
+        fairseq-fixed==0.12.3.1 hydra-core==1.3.2 omegaconf==2.3.0 bitarray sacremoses tensorboardX subword-nmt cffi \
+        pycparser liger-kernel==0.8.5 cut-cross-entropy==25.1.1
+    python3 -m pip wheel -q --no-deps -w "$WHEELS" antlr4-python3-runtime==4.9.3  # an sdist only
+    ls "$WHEELS"
+    ;;
+run)
+    OUT=${2:-gpu-results}
+    mkdir -p "$OUT"
+    start=$SECONDS
+    if [ -d "$WHEELS" ]; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$WHEELS"/*.whl
+        export PYTHONPATH=/tmp/site:$PWD:$PWD/studies${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/site/bin:$PATH
+    fi
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+    python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+    echo "installed in $((SECONDS - start)) s"
+    python3 benchmarks/bench_gpu.py --time-budget-s "${BUDGET_S:-150}" --json "$OUT/gpu.json" \
+        --markdown "$OUT/gpu-tables.md" --plot "$OUT/gpu.png" 2>&1 | tee "$OUT/gpu.log"
+    echo "bench_gpu.py done at $((SECONDS - start)) s"
+    python3 benchmarks/bench_gpu_training.py --json "$OUT/training.json" --markdown "$OUT/training.md" \
+        --plot "$OUT/training.png" 2>&1 | tee "$OUT/training.log"
+    echo "all done in $((SECONDS - start)) s"
+    ;;
+*)
+    echo "usage: bash benchmarks/gpu_tables.sh wheels | run [OUT]" >&2
+    exit 2
+    ;;
+esac
