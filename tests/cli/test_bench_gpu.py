@@ -133,3 +133,53 @@ def test_cuda_without_cuda_is_one_line(capsys):
         bench_gpu.parse(["--device", "cuda"])
     assert exit_.value.code == 2
     assert "--device cuda: CUDA is not available" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+# ---------------------------------------------------------------------------------------------- bench_gpu_training.py
+def test_whole_model_training_runs_fairseq_train_per_case_and_counts_its_flops(tmp_path):
+    """bench_gpu_training.py --quick: each case a fresh fairseq-train run on the synthetic corpus; the timed window's
+    tokens/s, the counted FLOPs (the same model's for its exact softmax), the ratios and the Markdown row agree."""
+    python_script("benchmarks/bench_gpu_training.py", "--quick", "--cases", "fairseq+plugin", "tied", "tied exact",
+                  "--json", "t.json", "--markdown", "t.md", cwd=tmp_path)
+    result = json.loads((tmp_path / "t.json").read_text())
+    rows = {r["name"]: r for r in result["rows"]}
+    assert list(rows) == ["fairseq+plugin", "tied", "tied exact"] and result["device"] == "CPU"
+    for row in rows.values():
+        assert row["tokens"] > 0 and row["tokens_per_s"] == pytest.approx(row["tokens"] / row["seconds"])
+        assert row["flops_per_token"] > 0 and row["mfu"] == pytest.approx(
+            row["model_flops_per_token"] * row["tokens_per_s"] / (result["peak_tflops"] * 1e12))
+        assert row["profile"]["clock"] == "cpu" and row["profile"]["top"]
+    assert "--vocab-chunk-size 128" in rows["tied exact"]["flags"]
+    assert rows["tied exact"]["reference"] == "tied"
+    assert rows["tied exact"]["vs"] == pytest.approx(rows["tied exact"]["tokens_per_s"] / rows["tied"]["tokens_per_s"])
+    # the exact path's recomputed GEMM is not the model's work: its MFU counts the model's FLOPs
+    assert rows["tied exact"]["model_flops_per_token"] == rows["tied"]["flops_per_token"]
+    assert rows["fairseq+plugin"]["vs"] is None  # fairseq alone did not run
+    assert result["targets"] == []  # the targets are a GPU's
+    lines = (tmp_path / "t.md").read_text().splitlines()
+    exact = rows["tied exact"]
+    assert (f"| tied exact | 512 | {exact['tokens_per_s'] / 1e3:.1f}K | {100 * exact['mfu']:.1f}% | - | "
+            f"{exact['vs']:.2f}x tied |") in lines
+
+
+def test_whole_model_ratios_and_targets():
+    import bench_gpu_training as bgt
+
+    args = bgt.parse(["--vocabs", "1024", "--joint-dims", "64"])
+    rows = [{"name": n, "vocab": 1024, "tokens_per_s": t, "flops_per_token": f} for n, t, f in (
+        ("fairseq", 200_000, 10.0), ("fairseq+plugin", 196_000, 10.0), ("tied", 100_000, 11.0),
+        ("tied exact", 85_000, 12.0), ("joint-64", 88_000, 13.0), ("joint-64 exact", 60_000, 15.0))]
+    bgt.ratios(rows, args)
+    vs = {r["name"]: (r["reference"], r["vs"]) for r in rows}
+    assert vs == {"fairseq": (None, None), "fairseq+plugin": ("fairseq", pytest.approx(0.98)),
+                  "tied": (None, None), "tied exact": ("tied", pytest.approx(0.85)),
+                  "joint-64": ("tied", pytest.approx(0.88)), "joint-64 exact": ("joint-64", pytest.approx(60 / 88))}
+    assert [r["model_flops_per_token"] for r in rows] == [10.0, 10.0, 11.0, 11.0, 13.0, 13.0]
+    targets = {t["target"]: t["pass"] for t in bgt.targets(rows, args, torch.device("cuda"))}
+    assert targets == {
+        "transformer_wmt_en_de with the plugin loaded, |V|=1024: target tokens/s": True,  # 196K >= 150K
+        "transformer_wmt_en_de, |V|=1024: tokens/s with the plugin / without": True,  # 0.98 >= 0.97
+        "tied exact / full softmax, |V|=1024": True,  # 0.85 >= 0.8
+        "joint-64 / tied, |V|=1024, full softmax": False,  # 0.88 < 0.9
+        "joint-64 exact / full softmax, |V|=1024": False,  # 0.68 < 0.8
+    }

@@ -221,9 +221,18 @@ FIGURES = {
           "trained side by side for 8 minutes, which reached 5,000 updates each"),
         Q("(one short run: 1,250 updates in 2.5 minutes, start-up included)", "examples/wmt17/results/nmt-study-gpu-u5500.md",
           "trained for 2.5 minutes alone on the GPU, 1,250 updates"),
-        N("full / 25% sampled / chunked exact softmax", "the benchmark's settings"),
+        N("joint dj = 512, chunked exact, 25% sampled), `--bf16`, 8K tokens per batch", "the runs' settings"),
+        Q("about 3.4 updates/s each (about 27K target tokens/s), 1-2% of the GPU", BENCH,
+          "all ran at about 3.4 updates/s (about 27K target tokens/s)", "about\n1-2% of what the GPU does"),
+        Q("`joint` dj = {512} 0.90x `tied` at {32K} (full softmax); `joint` dj = {2048} 0.52x, dj = {4096} 0.31x at "
+          "{128K}; `tied` at {128K} chunked (the CPU-tuned path) 86.7K target tokens/s, 0.17x its full softmax", BENCH,
+          "full softmax, 0.90x", "dj = 2048 0.52x and dj = 4096 0.31x", "chunked, 86.7K target tokens/s", "(0.17x)"),
         N("50/25/5% sampled", "the paper's Table 4 settings"),
-        N("(before 2.13)", "a version"),
+        Q("every model 47-53K target tokens/s (0.91-1.05x `tied`)", BENCH,
+          "every model at 47-53K target tokens/s (0.91-1.05x `tied`)"),
+        Q("plain 7.63 ms / 5,252 MiB; the CPU-tuned chunked path 46.98 ms / 393 MiB; Cut Cross-Entropy (no bias) 7.88 "
+          "ms / 134 MiB", BENCH, "{| 4096 x 512 x 128K |} 7.63 ms / 5,252 MiB | 46.98 ms / 393 MiB",
+          "{38.87 ms / 393 MiB |} 7.88 ms / 134 MiB"),
         Q("trains 1,200-2,300 target tokens/s on one thread", NMT,
           "the 256-d LSTM trains 1,200-2,300 target tokens/s on one CPU thread"),
         N("four GPUs at 4,000 tokens make one update of 16,000 tokens", "arithmetic of an example"),
@@ -242,6 +251,11 @@ FIGURES = {
         N("(the paper's 0.5 / 0.25 / 0.05)", "the paper's settings"),
         N("default 0.75)", "a default"),
         N("torch 2.13's `linear_cross_entropy`", "a version"),
+        N("older than compute capability\n  7.0", "a hardware requirement of the kernels (MIN_CAPABILITY)"),
+        Q("took 46.98 ms for `tied` at {4096 x 512 x 128K} under bf16 autocast against the plain path's 7.63 ms, at 393 "
+          "against 5,252 MiB; Cut Cross-Entropy without a bias took 7.88 ms at 134 MiB", BENCH,
+          "{| 4096 x 512 x 128K |} 7.63 ms / 5,252 MiB | 46.98 ms / 393 MiB", "{38.87 ms / 393 MiB |} 7.88 ms / 134 MiB"),
+        Q("(with the bias as an extra column CCE took 38.87 ms)", BENCH, "{57.46 ms / 137 MiB |} 38.87 ms / 393 MiB"),
         R("`softmax` and `tied` at 32K at 0.86-0.95x the plain path's time", BENCH,
           "{softmax 32768 chunked-4096 3.479 (3.465-3.918) 199} 0.86x {0.130x -8.8e-08}",
           "{softmax 32768 chunked-1024 3.865 (3.845-4.594) 119} 0.95x {0.078x -8.8e-08}",
@@ -281,6 +295,9 @@ FIGURES = {
         Q("the chunked exact softmax needs 0.11x the plain path's memory", BENCH, "chunked / plain peak memory: 0.113"),
     ],
     "studies/README.md": [
+        C("plain 7.63 ms, the CPU-tuned chunked path 46.98 ms (6.2x), Cut Cross-Entropy 7.88 ms", BENCH,
+          ["{| 4096 x 512 x 128K |} 7.63 ms / 5,252 MiB | 46.98 ms / 393 MiB", "{38.87 ms / 393 MiB |} 7.88 ms / 134 MiB"],
+          "n[0], n[2], n[2] / n[0], n[4]"),
         # translation
         Q("LSTM, 1,500 updates, seeds {1, 2} | NMT-joint-512 26.14 ± 1.49 sacreBLEU vs NMT 12.31 ± 0.94 and NMT-tied "
           "12.11 ± 3.70 (‡ every seed), NMT-tied's final perplexity in 762 and 900 of 1,500 updates; NMT-joint-2048 "
