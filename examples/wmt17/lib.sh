@@ -126,7 +126,9 @@ prepare_text() {
         check_pair "$clean/$split.$l1" "$clean/$split.$l2" "the $split corpus left by cleaning" \
             "--max-len $MAX_LEN and --ratio $RATIO dropped every pair; raise them"
     done
-    for l in "$l1" "$l2"; do [[ -e "$clean/test.$l" ]] || ln -s "$tok/test.$l" "$clean/test.$l"; done
+    # test is never cleaned: linked as it is, relative to $clean (beside $tok under $WORK), so that a relative --work
+    # does not leave a link that points nowhere
+    for l in "$l1" "$l2"; do [[ -e "$clean/test.$l" ]] || ln -s "../tok/test.$l" "$clean/test.$l"; done
 
     local seg tag codes_sha
     case "$BPE_MODE" in

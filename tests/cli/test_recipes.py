@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import RECIPE, RECIPE_ENV, TINY_BPE, cli, prepare_recipe, recipe
+from conftest import RECIPE, RECIPE_ENV, TINY_BPE, cli, prepare_recipe, recipe, write_slice
 
 from fairseq_joint.cli import score as score_translations
 
@@ -64,6 +64,18 @@ def test_prepare_is_idempotent(prepared, mirror):
     after = {p: p.stat().st_mtime_ns for p in d.rglob("*") if p.is_file()}
     assert before == after
     assert "exists, skipped" in proc.stderr and proc.stdout.strip().endswith(str(bins["wmt17-en-de"]))
+
+
+def test_prepare_parallel_with_a_relative_work_directory(tmp_path):
+    """A relative --work (docs/translation.md's corpus guide): the uncleaned test set is linked relative to the
+    directory it is linked in, not to the working directory (that link pointed nowhere and binarizing failed)."""
+    write_slice(tmp_path / "corpus", n_train=60, n_eval=8)
+    proc = cli("bash", RECIPE / "prepare-parallel.sh", "--train", "corpus/train", "--valid", "corpus/valid", "--test",
+               "corpus/test", "--src", "en", "--tgt", "de", "--work", "w", *TINY_BPE, env=RECIPE_ENV, cwd=tmp_path)
+    data_bin = Path(tmp_path, proc.stdout.strip().splitlines()[-1])
+    assert (data_bin / "test.en-de.de.bin").stat().st_size > 0
+    link = tmp_path / "w" / "clean-len50-ratio1.5" / "test.en"
+    assert link.is_symlink() and lines(link) == lines(tmp_path / "w" / "tok" / "test.en")
 
 
 def test_missing_raw_file_says_which_where_and_how_to_get_it(tmp_path):
