@@ -183,7 +183,7 @@ def report(result: Dict[str, object]) -> None:
 
 
 def plot(result: Dict[str, object], path: str) -> None:
-    from fairseq_joint.cli.common import figure
+    from fairseq_joint.plots import figure
 
     rows = result["rows"]
     groups = list(dict.fromkeys((r["layer"], r["vocab"]) for r in rows))

@@ -274,7 +274,7 @@ def spread_chart(path: str, labels: Sequence[str], timings: Sequence[Timing], va
     """A one-panel PNG at ``path``: :func:`bars_with_spread` (``kwargs`` go to the bars), the axis labels, the title
     (in ``title_size`` points, else matplotlib's title size) and, at ``target_x``, a dashed grey line (a target);
     ``log_x``: a logarithmic value axis (values that differ by orders of magnitude)."""
-    from fairseq_joint.cli.common import figure
+    from fairseq_joint.plots import figure
 
     with figure(path, figsize=figsize) as (fig, ax):
         bars_with_spread(ax, labels, timings, value, **kwargs)

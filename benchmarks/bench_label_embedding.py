@@ -96,7 +96,7 @@ def run_case(cfg, case: Sequence[str]) -> List[float]:
     from fairseq import options
 
     import fairseq_joint  # noqa: F401  (registers the models and criteria)
-    from fairseq_joint.cli.common import translation_task
+    from fairseq_joint.loaders import translation_task
 
     level, rate, crit_name = case
     keep_freed_memory()

@@ -178,7 +178,7 @@ def report(result: Dict[str, object]) -> None:
 
 
 def plot(result: Dict[str, object], path: str) -> None:
-    from fairseq_joint.cli.common import figure
+    from fairseq_joint.plots import figure
 
     cfg = result["config"]
     panels = [p for p in ("speed", "memory") if p in result]

@@ -203,7 +203,7 @@ def benchmark_training(args) -> Dict[str, object]:
 # ---------------------------------------------------------------------------------------------- beam search
 def decoding_model(kind: str, args):
     """A random ``joint_transformer`` with a fake |V|-symbol dictionary, in eval mode."""
-    from fairseq_joint.cli.common import model_from_flags
+    from fairseq_joint.loaders import model_from_flags
 
     d = args.dec_dim
     flags = [
@@ -327,7 +327,7 @@ def report(result: Dict[str, object]) -> None:
 
 
 def plot(result: Dict[str, object], path: str) -> None:
-    from fairseq_joint.cli.common import figure
+    from fairseq_joint.plots import figure
 
     layers = result["training"]["layers"]
     names = list(layers)

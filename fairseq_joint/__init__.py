@@ -1,22 +1,19 @@
 """fairseq-joint: structure-aware output layers for fairseq (``--user-dir`` or ``import fairseq_joint``).
 
-Importing registers every model, criterion and task of the plugin, allowlists the classes that fairseq checkpoints
-pickle, so torch's ``weights_only`` loading keeps its safety check on, and applies the plugin's changes to fairseq's
-behaviour, every one of them listed in ``fairseq_joint.fairseq_patches`` (one-line refusals, configuration checks
-before any work, checkpoints that cannot load wrong, exact resume; ``FAIRSEQ_JOINT_PATCHES=0`` leaves fairseq as it
-is).
+Importing registers every model, criterion and task of the plugin and applies the plugin's changes to fairseq's
+behaviour, every one of them listed in ``fairseq_joint.fairseq_patches`` (the checkpoint classes torch's
+``weights_only`` loading may unpickle, one-line refusals, configuration checks before any work, checkpoints that cannot
+load wrong, exact resume; ``FAIRSEQ_JOINT_PATCHES=0`` leaves fairseq as it is).
 """
 
 import importlib
 import os
 
 from fairseq_joint import fairseq_patches
-from fairseq_joint.checkpoint_allowlist import allowlist_fairseq_checkpoint_classes
 
 __version__ = "0.1.0"
 
 with fairseq_patches.quiet_import():
-    allowlist_fairseq_checkpoint_classes()
     fairseq_patches.apply()
     for _package in ("models", "criterions", "tasks"):
         _folder = os.path.join(os.path.dirname(__file__), _package)

@@ -1,8 +1,8 @@
 """Classes fairseq pickles into checkpoints, allowlisted for ``torch.load(weights_only=True)`` (torch >= 2.6).
 
-fairseq imports a ``--user-dir`` before it loads any checkpoint, so allowlisting here at import time
-makes fairseq-generate, fairseq-interactive, resume and ``load_model_ensemble_and_task`` work without
-switching the safety check off.
+fairseq imports a ``--user-dir`` before it loads any checkpoint, so allowlisting when the plugin is imported (the
+``safe_checkpoints`` change of ``fairseq_joint.fairseq_patches``) makes fairseq-generate, fairseq-interactive, resume
+and ``load_model_ensemble_and_task`` work without switching the safety check off.
 """
 
 import argparse
@@ -36,10 +36,12 @@ def _optional_classes():
     return out
 
 
-def allowlist_fairseq_checkpoint_classes() -> None:
+def allowlist_fairseq_checkpoint_classes() -> bool:
+    """The patch ``safe_checkpoints`` of ``fairseq_joint.fairseq_patches``; True if torch checks (torch >= 2.4)."""
     if not hasattr(torch.serialization, "add_safe_globals"):  # torch < 2.4 does not check
-        return
+        return False
     torch.serialization.add_safe_globals(
         [argparse.Namespace, typing.Any, collections.defaultdict, dict, list, int, float, str]
         + _optional_classes()
     )
+    return True

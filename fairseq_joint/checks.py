@@ -1,23 +1,27 @@
-"""The plugin's checks of a whole fairseq configuration, run before fairseq starts any work.
+"""The plugin's checks of a whole fairseq configuration, run before fairseq starts any work, by every route into
+fairseq (its console scripts, ``python -m fairseq_cli.*``, ``torchrun --no-python``, fairseq's hub and the plugin's
+loaders), through the changes of ``fairseq_joint.fairseq_patches``:
 
-fairseq-train, fairseq-validate and fairseq-interactive parse their arguments (importing the plugin through
-``--user-dir``), then hand the configuration to ``fairseq.distributed.utils.call_main``.
-``fairseq_joint.fairseq_patches`` wraps that function so that :func:`before_main` runs first: a refusal comes before any data is loaded or model built.
-(fairseq-generate calls its main directly: its checkpoint's options, ``--model-overrides`` applied, are
-checked by :func:`checkpoint_checks` when fairseq loads it, the ``checkpoint_kind`` patch of ``fairseq_patches``.)
-
-Numbers: every numeric option of the plugin (its commands' arguments, and the fields of its models', criteria's and
-task's configurations) is checked by one function, :func:`number_problem`: finite, and inside the :class:`Range`
-declared next to the option (a dataclass field's ``metadata={"range": Range(...)}``, a command's
-``fairseq_joint.cli.common.number(...)`` argument type).
+* fairseq's commands parse their arguments (importing the plugin through ``--user-dir``): fairseq's own numbers are
+  checked there (:func:`check_fairseq_options`, the ``option_numbers`` patch);
+* fairseq-train, -validate and -interactive hand the configuration to ``fairseq.distributed.utils.call_main``:
+  :func:`before_main` runs first (the ``checks`` patch), so a refusal comes before any data is loaded or model built;
+  :func:`validate` checks the plugin's options there, each section as the dataclasses fairseq's registries hold for
+  what it names declare them (their :class:`~fairseq_joint.options.Range` and ``validate()``;
+  :mod:`fairseq_joint.options`);
+* a checkpoint's configuration, ``--model-overrides`` applied, is checked when fairseq (fairseq-generate too) or the
+  plugin loads it (:func:`checkpoint_checks`, the ``checkpoint_kind`` patch);
+* fairseq-preprocess's text is checked before anything is binarized (:func:`check_parallel_text`).
 """
 
 import argparse
-import dataclasses
 import os
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+import pickle
+import sys
+from typing import Dict, Iterator, Optional, Sequence, Tuple
 
-from fairseq_joint import errors
+from fairseq_joint import checkpoints, errors
+from fairseq_joint.models.gile_classifier import GileClassifier
 from fairseq_joint.options import (
     ANY,
     DROPOUT,
@@ -25,69 +29,49 @@ from fairseq_joint.options import (
     NON_NEGATIVE_INT,
     POSITIVE,
     POSITIVE_INT,
-    RANGE,
+    SECTIONS,
+    Configured,
     Range,
+    arch,
+    check,
     check_number,
+    declared,
+    flag,
     number_problem,
+    ranges,
+    registered,
 )
 from fairseq_joint.precision import check_precision
+from fairseq_joint.tasks.gile_classification import GileClassificationTask
 
 
-def plugin_dataclasses() -> List[type]:
-    """Every fairseq configuration dataclass the plugin defines (its models', criteria's and tasks')."""
-    from fairseq.dataclass import FairseqDataclass
+def plugin_configs() -> Tuple[type, ...]:
+    """The dataclasses of the plugin's options that fairseq's registries hold: its tasks', criteria's and models'
+    (a legacy model's :attr:`~fairseq_joint.options.Configured.configs`)."""
+    from fairseq.criterions import CRITERION_DATACLASS_REGISTRY
+    from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_DATACLASS_REGISTRY
+    from fairseq.tasks import TASK_DATACLASS_REGISTRY
 
-    found, todo = [], list(FairseqDataclass.__subclasses__())
-    while todo:
-        cls = todo.pop()
-        todo += cls.__subclasses__()
-        if cls.__module__.startswith("fairseq_joint.") and cls not in found:
-            found.append(cls)
-    return sorted(found, key=lambda c: (c.__module__, c.__qualname__))
-
-
-def own_fields(cls) -> Iterator[dataclasses.Field]:
-    """The fields ``cls`` declares itself (not those it inherits)."""
-    own = cls.__dict__.get("__annotations__", {})
-    return (f for f in dataclasses.fields(cls) if f.name in own)
+    found = [*TASK_DATACLASS_REGISTRY.values(), *CRITERION_DATACLASS_REGISTRY.values(),
+             *MODEL_DATACLASS_REGISTRY.values()]
+    found += [c for model in ARCH_MODEL_REGISTRY.values() if issubclass(model, Configured) for c in model.configs]
+    return tuple(sorted({c for c in found if c.__module__.startswith("fairseq_joint.")},
+                        key=lambda c: (c.__module__, c.__qualname__)))
 
 
-def numeric_fields(section) -> Dict[str, Tuple[Range, str]]:
-    """``{field: (range, declaring dataclass)}`` of the plugin's numeric options in one section of a configuration
-    (``cfg.model``, ``cfg.criterion``, ``cfg.task``: a DictConfig or, for a legacy model, a Namespace): the fields
-    of every plugin dataclass whose fields the section all holds, with the range declared next to the field (a
-    float without one: any finite number)."""
-    names = set(vars(section) if isinstance(section, argparse.Namespace) else section.keys())
-    out = {}
-    for cls in plugin_dataclasses():
-        fields = [f for f in dataclasses.fields(cls) if f.name != "_name"]
-        if not fields or any(f.name not in names for f in fields):
-            continue
-        for f in own_fields(cls):
-            allowed = f.metadata.get(RANGE)
-            if allowed is None and f.type in (float, Optional[float]):
-                allowed = ANY
-            if allowed is not None:
-                out.setdefault(f.name, (allowed, cls.__qualname__))
-    return out
-
-
-def check_numbers(cfg) -> None:
-    """:func:`check_number` on every numeric option of the plugin in ``cfg``'s model, criterion and task
-    (:func:`numeric_fields`; an unset optional one, None, is not checked)."""
-    for part in ("model", "criterion", "task"):
-        section = getattr(cfg, part, None)
-        if section is None:
-            continue
-        for name, (allowed, _) in numeric_fields(section).items():
-            value = getattr(section, name)
-            if value is not None:
-                check_number("--" + name.replace("_", "-"), value, allowed)
+def validate(cfg, training: bool = True) -> None:
+    """The plugin's options in ``cfg`` (a whole fairseq configuration: the command's, or a checkpoint's), each section
+    as the dataclasses fairseq's registries hold for what it names declare them (:func:`fairseq_joint.options.check`):
+    their numbers always, their cross-field rules (``validate(cfg)``) for a training run, whose task, model and
+    criterion come from one command line."""
+    for section in SECTIONS:
+        for config in declared(cfg, section):
+            check(config, getattr(cfg, section), cfg, rules=training)
 
 
 #: fairseq's own numeric options the plugin checks the range of (every other float fairseq parses: finite), by
-#: argument name; the plugin's own options are checked with their declared ranges (:func:`numeric_fields`; one
-#: named as one of these, ``dropout``, declares the same range)
+#: argument name; the plugin's own options are checked with their declared ranges (:func:`validate`; one named as one
+#: of these, ``dropout``, declares the same range)
 FAIRSEQ_RANGES: Dict[str, Range] = {
     **{name: POSITIVE for name in ("lr", "adam_eps")},
     **{name: NON_NEGATIVE for name in ("clip_norm", "weight_decay", "stop_time_hours", "max_len_a")},
@@ -109,8 +93,8 @@ FAIRSEQ_LITERALS: Dict[str, Range] = {"adam_betas": Range(0, 1, high_open=True)}
 def fairseq_option_problems(args: argparse.Namespace) -> Iterator[Tuple[str, object, Range]]:
     """``(--option, value, range)`` of every numeric value fairseq parsed into ``args`` (each of a list: ``--lr``,
     ``--update-freq``) that :func:`number_problem` refuses: not finite, or outside :data:`FAIRSEQ_RANGES`. The
-    plugin's own options are left to :func:`check_numbers`, which knows their ranges."""
-    plugin = {f.name for cls in plugin_dataclasses() for f in own_fields(cls)}
+    plugin's own options are left to :func:`validate`, which knows their ranges."""
+    plugin = {name for config in plugin_configs() for name, _ in ranges(config)}
     for name, value in sorted(vars(args).items()):
         if name in FAIRSEQ_LITERALS and isinstance(value, str):
             try:  # as fairseq reads it (its optimizer evaluates the text), without builtins but float
@@ -121,7 +105,7 @@ def fairseq_option_problems(args: argparse.Namespace) -> Iterator[Tuple[str, obj
                 value = [value]
             for item in value if isinstance(value, (list, tuple)) else []:
                 if number_problem(item, FAIRSEQ_LITERALS[name]) is not None:
-                    yield "--" + name.replace("_", "-"), item, FAIRSEQ_LITERALS[name]
+                    yield flag(name), item, FAIRSEQ_LITERALS[name]
             continue
         allowed = FAIRSEQ_RANGES.get(name)
         if name in plugin and allowed is None:
@@ -131,7 +115,7 @@ def fairseq_option_problems(args: argparse.Namespace) -> Iterator[Tuple[str, obj
                 continue
             rule = allowed or ANY  # finite; an integer one within 64 bits
             if number_problem(item, rule) is not None:
-                yield "--" + name.replace("_", "-"), item, rule
+                yield flag(name), item, rule
 
 
 def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = ()) -> None:
@@ -154,94 +138,80 @@ def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = ()) -
                                       "to resume from --save-dir's checkpoint_last.pt")
 
 
-def check_configuration(cfg, training: bool = True) -> None:
-    """Everything the plugin can check from fairseq's configuration alone; ``training``: for fairseq-train (whose
-    trainer needs the hardware of a precision flag; validate/interactive/generate run a half model on the CPU)."""
-    check_numbers(cfg)
-    common = getattr(cfg, "common", None)
-    if common is not None and training:
-        check_precision(common)
-    criterion = getattr(cfg, "criterion", None)
-    if criterion is not None and training:
-        check_criterion_options(criterion)
-    if training and getattr(cfg, "task", None) is not None and getattr(cfg, "model", None) is not None:
-        check_task_model_criterion(cfg)
-    if getattr(getattr(cfg, "task", None), "language_weights", None):
-        check_language_weights(cfg.task)
+# ---------------------------------------------------------------------------------------------- the patches' logic
+def parse_args_and_arch(original, parser, input_args=None, parse_known=False, *args, **kwargs):
+    """fairseq's ``parse_args_and_arch``, its numbers checked (:func:`check_fairseq_options`; the ``option_numbers``
+    patch of ``fairseq_joint.fairseq_patches``)."""
+    parsed = original(parser, input_args, parse_known, *args, **kwargs)
+    check_fairseq_options(parsed[0] if parse_known else parsed, sys.argv[1:] if input_args is None else input_args)
+    return parsed
 
 
-def check_language_weights(task) -> None:
-    """The λ of ``--language-weights`` (as ``data.gile_files.parse_language_weights`` reads them, which refuses an
-    unknown language or a negative weight) finite: ``pl=nan`` trained into NaN gradients."""
-    from fairseq_joint.data.gile_files import parse_language_weights, parse_languages
-
-    for lang, weight in parse_language_weights(task.language_weights, parse_languages(task.languages)).items():
-        if number_problem(weight, NON_NEGATIVE) is not None:
-            raise errors.OptionError(f"--language-weights {lang}={weight}: the weight must be {NON_NEGATIVE}: give "
-                                     "LANG=W with a finite W")
+def preprocess(original, args):
+    """fairseq-preprocess's ``main`` after :func:`check_parallel_text` (the ``parallel_text`` patch)."""
+    check_parallel_text(args)
+    return original(args)
 
 
-#: the criteria that train a gile_classifier (on the gile_classification task), and only one
-GILE_CRITERIA = ("multilabel_classification", "gile_label_embedding_cross_entropy")
-#: a translation criterion's GILE counterpart (the same loss for labels)
-GILE_COUNTERPARTS = {"label_embedding_cross_entropy": "gile_label_embedding_cross_entropy"}
+def call_main(original, cfg, main, **kwargs):
+    """fairseq's ``call_main`` after :func:`before_main` (the ``checks`` patch)."""
+    before_main(cfg, main)
+    try:
+        return original(cfg, main, **kwargs)
+    finally:
+        training_finished()
 
 
-def check_task_model_criterion(cfg) -> None:
-    """fairseq-train's ``--task``, ``--arch`` and ``--criterion`` belong together: the ``gile_classification`` task
-    trains a ``gile_classifier`` model (any of its presets) with one of :data:`GILE_CRITERIA`, and these train nothing
-    else (fairseq otherwise fails mid-run: a shape error of cross_entropy, a translation model's missing
-    ``prev_output_tokens``, a configuration key the task lacks)."""
-    task, criterion = cfg.task._name, getattr(cfg.criterion, "_name", None)
-    model = checkpoint_model(cfg)
-    arch = cfg.model.arch if isinstance(cfg.model, argparse.Namespace) else cfg.model._name
-    if task == GILE_TASK and model != GILE_MODEL:
-        raise errors.OptionError(f"--task {GILE_TASK} trains a {GILE_MODEL} model, not --arch {arch} ({model}): use "
-                                 f"--arch {GILE_MODEL} (or one of its presets, e.g. gile_pretrained)")
-    if task != GILE_TASK and model == GILE_MODEL:
-        raise errors.OptionError(f"--arch {arch} is a {GILE_MODEL}, which only --task {GILE_TASK} trains (not --task "
-                                 f"{task}): add --task {GILE_TASK}")
-    if task == GILE_TASK and criterion not in GILE_CRITERIA:
-        default = " (fairseq's default)" if criterion == "cross_entropy" else ""
-        fix = GILE_COUNTERPARTS.get(criterion, GILE_CRITERIA[0])
-        raise errors.OptionError(f"--task {GILE_TASK} trains with --criterion {' or '.join(GILE_CRITERIA)}, not "
-                                 f"{criterion}{default}: use --criterion {fix}")
-    if task != GILE_TASK and criterion in GILE_CRITERIA:
-        raise errors.OptionError(f"--criterion {criterion} trains a {GILE_MODEL} on --task {GILE_TASK}, not --task "
-                                 f"{task}: use another criterion (cross_entropy, label_smoothed_cross_entropy, "
-                                 "sampled_cross_entropy, label_embedding_cross_entropy) or --task " + GILE_TASK)
+def load_checkpoint_to_cpu(original, path, *args, **kwargs):
+    """fairseq's ``load_checkpoint_to_cpu`` through :func:`fairseq_joint.checkpoints.load`; a file torch's
+    ``weights_only`` unpickler refuses is :func:`fairseq_joint.errors.unsafe_checkpoint`; under fairseq-train a
+    checkpoint of the other kind is refused (:func:`check_training_checkpoint`; the ``verified_load`` patch)."""
+    try:
+        state = checkpoints.load(original, path, *args, **kwargs)
+    except pickle.UnpicklingError as err:
+        raise errors.unsafe_checkpoint(path, err) from err
+    check_training_checkpoint(path, state)
+    return state
 
 
-def check_criterion_options(c) -> None:
-    """The options of fairseq-joint's criteria, with the checks the criteria run themselves (fairseq builds a
-    criterion only after loading the validation data and building the model)."""
-    from fairseq_joint.modules.chunked_softmax import check_chunk_size
-    from fairseq_joint.modules.label_embedding import check_label_embedding_options
-    from fairseq_joint.modules.sampling import sampling_requested
+def load_model_ensemble_and_task(original, filenames, arg_overrides=None, task=None, strict=True, suffix="",
+                                 num_shards=1, state=None):
+    """fairseq's ``load_model_ensemble_and_task`` after :func:`checkpoint_checks` of each file (a missing one refused
+    first; the ``checkpoint_kind`` patch); one checkpoint is read once (its state is handed on), an ensemble's
+    twice."""
+    from fairseq import checkpoint_utils
+    from fairseq.file_io import PathManager
 
-    name = getattr(c, "_name", None)
-    if name in ("sampled_cross_entropy", "label_embedding_cross_entropy", "gile_label_embedding_cross_entropy"):
-        sampling_requested(c.sample_rate, c.num_samples)
-        if name == "sampled_cross_entropy" and c.vocab_chunk_size is not None:  # the only one with chunks
-            check_chunk_size(c.vocab_chunk_size)
-    if name in ("label_embedding_cross_entropy", "gile_label_embedding_cross_entropy"):
-        check_label_embedding_options(tau=c.label_embedding_tau, p=c.label_embedding_hinge_p,
-                                      beta=c.label_embedding_beta, warmup_updates=c.label_embedding_warmup_updates,
-                                      dim=c.label_embedding_dim)
-    if name == "multilabel_classification":
-        from fairseq_joint.criterions.multilabel_classification import check_classification_options
+    states = []
+    for filename in filenames:
+        first = checkpoint_utils.get_maybe_sharded_checkpoint_filename(filename, suffix, 0, num_shards)
+        if not PathManager.exists(first):
+            raise errors.MissingFileError(f"checkpoint {first}: file not found; give a checkpoint written by "
+                                          "fairseq-train (--path)")
+        loaded = state if state is not None else checkpoint_utils.load_checkpoint_to_cpu(first, arg_overrides)
+        checkpoint_checks(first, loaded, task, arg_overrides, errors.program())
+        states.append(loaded)
+    handed = states[0] if len(filenames) == 1 and num_shards == 1 else state
+    return original(filenames, arg_overrides, task, strict, suffix, num_shards, handed)
 
-        check_classification_options(c.label_sample_rate, c.threshold)
+
+def fairseq_program(main) -> str:
+    """The module of fairseq's command whose ``main`` this is (``fairseq_cli.train``): its name also when Python runs
+    it as ``__main__`` (``python -m fairseq_cli.train``), from the module's spec."""
+    spec = sys.modules[main.__module__].__spec__
+    return spec.name if spec is not None else main.__module__
 
 
 def before_main(cfg, main) -> None:
-    """What runs before fairseq's ``call_main(cfg, main)`` starts ``main``: :func:`check_configuration`, and for
-    fairseq-train the SIGTERM handler and resume note of :func:`fairseq_joint.errors.training_started` and the kind
-    of checkpoint it may load (:func:`check_training_checkpoint`)."""
-    training = getattr(main, "__module__", "") == "fairseq_cli.train"
-    check_configuration(cfg, training=training)
+    """What runs before fairseq's ``call_main(cfg, main)`` starts ``main`` (fairseq-train, -validate, -interactive, by
+    any route): :func:`validate`, and for fairseq-train the precision flags against the hardware, the SIGTERM handler
+    and resume note of :func:`fairseq_joint.errors.training_started` and the kind of checkpoint it may load
+    (:func:`check_training_checkpoint`)."""
+    training = fairseq_program(main) == "fairseq_cli.train"
+    validate(cfg, training=training)
     if training:
-        _training_kind["labels"] = cfg.task._name == GILE_TASK
+        check_precision(cfg.common)
+        _training_kind["labels"] = issubclass(registered(cfg, "task"), GileClassificationTask)
         checkpoint = getattr(cfg, "checkpoint", None)
         errors.training_started(None if checkpoint is None or checkpoint.no_save else checkpoint.save_dir)
 
@@ -254,29 +224,24 @@ def check_parallel_text(args: argparse.Namespace) -> None:
     langs = [lang for lang in (args.source_lang, None if args.only_source else args.target_lang) if lang]
     for option in ("trainpref", "validpref", "testpref"):
         for prefix in filter(None, (getattr(args, option, None) or "").split(",")):
-            flag = "--" + option
+            option_flag = "--" + option
             counts = {}
             for lang in langs or [None]:
                 path = f"{prefix}.{lang}" if lang else prefix
                 if not os.path.isfile(path):
-                    raise errors.MissingFileError(f"{flag} {prefix}: {path} does not exist (fairseq-preprocess reads "
+                    raise errors.MissingFileError(f"{option_flag} {prefix}: {path} does not exist (fairseq-preprocess reads "
                                                   "PREFIX.LANG for --source-lang and --target-lang)")
                 with open(path, "rb") as f:
                     counts[path] = sum(1 for _ in f)
                 if counts[path] == 0:
-                    raise errors.InputError(f"{flag} {prefix}: {path} is empty: give a text with one sentence a line")
+                    raise errors.InputError(f"{option_flag} {prefix}: {path} is empty: give a text with one sentence a line")
             if len(set(counts.values())) > 1:
                 (a, na), (b, nb) = counts.items()
-                raise errors.InputError(f"{flag} {prefix} is misaligned: {a} has {na} lines but {b} has {nb}; give "
+                raise errors.InputError(f"{option_flag} {prefix} is misaligned: {a} has {na} lines but {b} has {nb}; give "
                                         "files whose line i translate each other")
 
 
 # ---------------------------------------------------------------------------------------------- checkpoint kinds
-#: the model (and task) of the plugin's text classifier: its checkpoints score labels, every other one translates
-GILE_MODEL = "gile_classifier"
-GILE_TASK = "gile_classification"
-
-
 def checkpoint_cfg(state: Dict[str, object]):
     """The configuration a fairseq checkpoint dict records (``cfg``, or converted from an old one's ``args``)."""
     if state.get("cfg") is not None:
@@ -291,22 +256,30 @@ def checkpoint_model(cfg) -> str:
     its ``--arch`` mapped to the model it belongs to."""
     from fairseq.models import ARCH_MODEL_NAME_REGISTRY
 
-    arch = cfg.model.arch if isinstance(cfg.model, argparse.Namespace) else cfg.model._name
-    return ARCH_MODEL_NAME_REGISTRY.get(arch, str(arch))
+    return ARCH_MODEL_NAME_REGISTRY.get(arch(cfg.model), str(arch(cfg.model)))
+
+
+def scores_labels(cfg) -> bool:
+    """Whether the model a configuration names scores labels (a :class:`GileClassifier`; every other one
+    translates)."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    model = ARCH_MODEL_REGISTRY.get(arch(cfg.model))
+    return model is not None and issubclass(model, GileClassifier)
 
 
 def check_checkpoint_kind(path: str, cfg, labels: bool, command: str) -> None:
-    """Refuse ``path`` (configuration ``cfg``) unless it is the kind ``command`` needs: a ``gile_classifier`` model
-    when ``labels`` (the command scores labels: ``--task gile_classification``, fairseq-joint-predict-labels), a
+    """Refuse ``path`` (configuration ``cfg``) unless it is the kind ``command`` needs: a label classifier when
+    ``labels`` (the command scores labels: ``--task gile_classification``, fairseq-joint-predict-labels), a
     translation model otherwise (fairseq-generate, -interactive, -validate of a translation task)."""
-    model = checkpoint_model(cfg)
-    if (model == GILE_MODEL) == labels:
+    if scores_labels(cfg) == labels:
         return
     if labels:
         raise errors.CheckpointError(
-            f"{path} is a {model} checkpoint (task {cfg.task._name}); {command} needs a {GILE_MODEL} model (trained "
-            f"by fairseq-train --task {GILE_TASK}; fairseq-generate and fairseq-interactive translate with this one)")
-    raise errors.CheckpointError(f"{path} is a {GILE_MODEL} checkpoint; {command} needs a translation model "
+            f"{path} is a {checkpoint_model(cfg)} checkpoint (task {cfg.task._name}); {command} needs a gile_classifier "
+            "model (trained by fairseq-train --task gile_classification; fairseq-generate and fairseq-interactive "
+            "translate with this one)")
+    raise errors.CheckpointError(f"{path} is a {checkpoint_model(cfg)} checkpoint; {command} needs a translation model "
                                  "(fairseq-joint-predict-labels scores labels with this one)")
 
 
@@ -331,20 +304,20 @@ def checkpoint_checks(path: str, state: Dict[str, object], task, arg_overrides: 
     """What fairseq's ``load_model_ensemble_and_task`` is about to build from the checkpoint dict ``state`` of
     ``path``, checked first: the kind of model the command's task needs (``task``, or the ``task`` of
     ``arg_overrides``, fairseq-validate's; neither: the checkpoint's own task is used) and the numbers of its
-    options, overrides applied (:func:`check_numbers`)."""
+    options, overrides applied (:func:`validate`)."""
+    from fairseq.tasks import TASK_REGISTRY
+
     cfg = checkpoint_cfg(state)
     labels = None
     if task is not None:
-        from fairseq_joint.tasks.gile_classification import GileClassificationTask
-
         labels = isinstance(task, GileClassificationTask)
-    elif arg_overrides and arg_overrides.get("task"):
-        labels = arg_overrides["task"] == GILE_TASK
+    elif arg_overrides and arg_overrides.get("task") in TASK_REGISTRY:
+        labels = issubclass(TASK_REGISTRY[arg_overrides["task"]], GileClassificationTask)
     if labels is not None:
         check_checkpoint_kind(path, cfg, labels, command)
     if task is None:  # the checkpoint's own task is set up: it reads the files it records
         check_recorded_files(path, cfg, arg_overrides, command)
-    check_numbers(cfg)
+    validate(cfg, training=False)
 
 
 #: the files a checkpoint's configuration records besides its data directory (whose refusal, naming --data, is the
@@ -373,17 +346,17 @@ def check_recorded_files(path: str, cfg, overrides: Optional[dict], command: str
         directory = option == "pretrained_encoder"
         if not isinstance(value, str) or not value or (os.path.isdir(value) if directory else os.path.isfile(value)):
             continue
-        flag = "--" + option.replace("_", "-")
+        option_flag = flag(option)
         if given:
-            raise errors.MissingFileError(f"{flag} {value}: no such {'directory' if directory else 'file'}: give "
+            raise errors.MissingFileError(f"{option_flag} {value}: no such {'directory' if directory else 'file'}: give "
                                           f"{what}")
         fairseq = command.startswith("fairseq-") and not command.startswith("fairseq-joint-")
         if command in FLAG_COMMANDS or (fairseq and group == "task"):
-            fix = f"give {command} {flag} where it is now"
+            fix = f"give {command} {option_flag} where it is now"
         elif fairseq:
             fix = f"give {command} --model-overrides \"{{'{option}': 'WHERE IT IS NOW'}}\""
         else:
             fix = (f"put it back, or give where it is now ({option}= of LabelPredictor.from_checkpoint or "
-                   f"fairseq_joint.cli.common.load_gile_model; fairseq-joint-predict-labels {flag})")
-        raise errors.MissingFileError(f"{flag} {value}, which {path} was trained with (a checkpoint records "
+                   f"fairseq_joint.loaders.load_gile_model; fairseq-joint-predict-labels {option_flag})")
+        raise errors.MissingFileError(f"{option_flag} {value}, which {path} was trained with (a checkpoint records "
                                       f"{records}), does not exist: {fix}")

@@ -3,13 +3,15 @@
 A refusal is a :class:`Refusal` (or one of its subclasses, which say what was wrong): raised by fairseq-joint's own
 code for a user's mistake, its message says what is wrong and the fix. fairseq prints it after a ~30-line traceback, or
 hides it in the chain of its own exception ("Cannot load model parameters from checkpoint ...; please ensure that the
-architectures match" when a checkpoint of another ``--joint-dim`` is resumed). Under ``fairseq-*`` programs the
-plugin's exception hook (:func:`uncaught`, installed by ``fairseq_joint.fairseq_patches``) prints ``error: <the
-refusal>`` as the only line on stderr instead (exit status 1); ``FAIRSEQ_JOINT_DEBUG=1`` shows the traceback. Anything
-that is not a ``Refusal`` (a bug's ``ValueError`` included) keeps its traceback, except the errors fairseq and torch
-raise for a user's mistake, which :func:`translate` turns into the refusal they mean (a file torch's ``weights_only``
-unpickler refuses, a file named on the command line that does not exist or already does, an empty binarized corpus,
-fairseq-validate without ``--task`` or a batch size).
+architectures match" when a checkpoint of another ``--joint-dim`` is resumed). One printer, :func:`report`, prints
+``error: <the refusal>`` as the only line on stderr instead, with one exit status, :data:`REFUSED` (argparse's for a
+command line it refuses), for the plugin's commands and under ``fairseq-*`` programs (the exception hook
+:func:`uncaught`, installed by ``fairseq_joint.fairseq_patches``); ``FAIRSEQ_JOINT_DEBUG=1`` shows the traceback too.
+A refusal is no builtin exception type (not a ``ValueError``): anything else (a bug's ``ValueError`` included) keeps its
+traceback, except the errors fairseq and torch raise for a user's mistake, which :func:`translate` turns into the
+refusal they mean, by their type and what they say (a file torch's ``weights_only`` unpickler refuses, a file named on
+the command line that does not exist or already does, an empty binarized corpus, fairseq-validate without ``--task``
+or a batch size).
 
 A training run stopped by SIGINT (Ctrl-C) or SIGTERM ends with one line: the run can be resumed with the same command,
 and from which checkpoint (resumes are exact: fairseq_joint/resume.py).
@@ -26,16 +28,18 @@ from typing import Optional
 
 #: set to 1 to see the traceback of a refusal
 DEBUG_ENV = "FAIRSEQ_JOINT_DEBUG"
+#: the exit status of a refused command, whichever command: argparse's for a command line it refuses
+REFUSED = 2
 #: the save directory of the training run in this process (set before fairseq-train starts; for the note)
 _training = {}
 
 
-class Refusal(ValueError):
+class Refusal(Exception):
     """A user's mistake, refused: the message names the option, file or checkpoint and says how to fix it.
 
-    Printed as one ``error: ...`` line by the plugin's commands and under ``fairseq-*`` programs; any other exception
-    (a bug included) keeps its traceback. A ``ValueError`` so that callers that caught the plain ``ValueError`` of
-    earlier versions still catch it. Raise the subclass that says what was wrong."""
+    Printed as one ``error: ...`` line by the plugin's commands and under ``fairseq-*`` programs (:func:`report`); any
+    other exception (a bug's ``ValueError`` included) keeps its traceback. Raise the subclass that says what was
+    wrong."""
 
 
 class OptionError(Refusal):
@@ -46,7 +50,7 @@ class InputError(Refusal):
     """An input file or value is malformed or inconsistent (a line, a label, a dimension, a text that is not one)."""
 
 
-class MissingFileError(InputError, FileNotFoundError):
+class MissingFileError(InputError):
     """A file the user must provide (data, label file, encoder directory) does not exist."""
 
 
@@ -97,14 +101,15 @@ def _frame_value(tb, function: str, names) -> Optional[object]:
     return found
 
 
-def _raised_in_fairseq(err: BaseException) -> bool:
-    """Whether ``err`` was raised by fairseq's own code (its package or ``fairseq_cli``), not the plugin's or a
-    library's."""
-    tb, last = err.__traceback__, None
-    while tb is not None:
-        last, tb = tb.tb_frame.f_code.co_filename, tb.tb_next
-    parts = os.path.normpath(last or "").split(os.sep)
-    return "site-packages" in parts and any(p in ("fairseq", "fairseq_cli") for p in parts)
+def program() -> str:
+    """This process's command as a user types it: ``fairseq-train`` for fairseq-train, ``torchrun --no-python
+    fairseq-train`` and ``python -m fairseq_cli.train`` alike (the module Python runs as ``__main__``), the plugin's
+    ``fairseq-joint-*``; "this command" where there is none (``python -c``, an interactive session)."""
+    spec = sys.modules["__main__"].__spec__
+    if spec is not None and spec.name.startswith("fairseq_cli."):
+        return "fairseq-" + spec.name.split(".")[1]
+    name = os.path.basename(sys.argv[0]) if sys.argv else ""
+    return name if name not in ("", "-", "-c") else "this command"
 
 
 def option_of(value: str) -> str:
@@ -132,8 +137,8 @@ def translate(err: BaseException) -> Optional[Refusal]:
     * fairseq-validate was not told the task (``KeyError: None`` of fairseq's task registry) or the batch size (an
       ``AssertionError``);
     * fairseq refused a combination of options itself, in an ``AssertionError`` or ``ValueError`` whose message
-      names the option (``--sampling requires --nbest to be equal to --beam``, ``--finetune-from-model X does not
-      exist``);
+      starts with the option (``--sampling requires --nbest to be equal to --beam``, ``--finetune-from-model X does
+      not exist``; the plugin raises no such error: it refuses with :class:`Refusal`);
     * fairseq's translation task found no language pair in DATA's file names (e.g. a GILE data directory given to
       fairseq-generate)."""
     if isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in str(err):
@@ -164,7 +169,7 @@ def translate(err: BaseException) -> Optional[Refusal]:
         return MissingFileError(f"{option_of(name)}: no such file or directory (give an existing path; a relative one "
                                 f"is read from {os.getcwd()})")
     found = re.fullmatch(r"Dataset not found: (\S+) \((.*)\)", str(err))
-    if isinstance(err, FileNotFoundError) and found and _raised_in_fairseq(err):
+    if isinstance(err, FileNotFoundError) and found:
         split, data = found.groups()
         given = option_of(split)
         default = {"train": "--train-subset", "valid": "--valid-subset", "test": "--gen-subset"}.get(split, "the split")
@@ -183,9 +188,8 @@ def translate(err: BaseException) -> Optional[Refusal]:
                                                                            ("parser",)) is not None:
         return OptionError("no task was given: add --task (translation, or gile_classification for a "
                            "gile_classifier checkpoint)")
-    if isinstance(err, (AssertionError, ValueError)) and str(err).startswith("--") and _raised_in_fairseq(err):
-        prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "the command"
-        return OptionError(f"{one_line(err).rstrip('!.')}: change the options (see {prog} --help)")
+    if isinstance(err, (AssertionError, ValueError)) and str(err).startswith("--"):  # the plugin refuses as Refusals
+        return OptionError(f"{one_line(err).rstrip('!.')}: change the options (see {program()} --help)")
     if isinstance(err, AssertionError) and str(err) == "Source and target must contain the same number of examples":
         prefix = _frame_value(err.__traceback__, "load_langpair_dataset", ("prefix",))
         src = _frame_value(err.__traceback__, "load_langpair_dataset", ("src",))
@@ -196,7 +200,7 @@ def translate(err: BaseException) -> Optional[Refusal]:
                           "text; fix them (wc -l) and run fairseq-preprocess again")
     if isinstance(err, AssertionError) and str(err) == "Must specify batch size either with --max-tokens or --batch-size":
         return OptionError("no batch size was given: add --max-tokens or --batch-size")
-    if str(err) == "Could not infer language pair, please provide it explicitly" and _raised_in_fairseq(err):
+    if isinstance(err, Exception) and str(err) == "Could not infer language pair, please provide it explicitly":
         cfg = _frame_value(err.__traceback__, "setup_task", ("cfg",))
         data = getattr(cfg, "data", None) or "DATA"
         return InputError(f"{data} holds no binarized translation corpus whose languages fairseq can read from its "
@@ -245,10 +249,11 @@ def usage_problem(parser, message: str) -> str:
 
 def argparse_error(original, parser, message: str) -> None:
     """``ArgumentParser.error`` under ``fairseq-*`` programs (``original``: argparse's, kept with
-    :data:`DEBUG_ENV`): :func:`usage_problem` as one ``error:`` line instead of the usage block, exit status 2."""
+    :data:`DEBUG_ENV`): :func:`usage_problem` as one ``error:`` line instead of the usage block, exit status
+    :data:`REFUSED`."""
     if os.environ.get(DEBUG_ENV):
         return original(parser, message)
-    parser.exit(2, f"error: {usage_problem(parser, message)}\n")
+    parser.exit(REFUSED, f"error: {usage_problem(parser, message)}\n")
 
 
 def interruption_note(save_dir: Optional[str], signal_name: str) -> str:
@@ -265,25 +270,21 @@ def interruption_note(save_dir: Optional[str], signal_name: str) -> str:
 
 def uncaught(original, kind, err, tb) -> None:
     """The exception hook under ``fairseq-*`` programs (``original``: the hook it wraps): the resume note of an
-    interrupted training run, one ``error:`` line for a refusal, ``original`` (the traceback) for anything else."""
-    if os.environ.get(DEBUG_ENV):
-        return original(kind, err, tb)
-    if isinstance(err, KeyboardInterrupt) and "save_dir" in _training:
+    interrupted training run, :func:`report` of a refusal, ``original`` (the traceback) for anything else."""
+    if isinstance(err, KeyboardInterrupt) and "save_dir" in _training and not os.environ.get(DEBUG_ENV):
         name = "SIGTERM" if isinstance(err, Interrupted) else "SIGINT"
         print(f"error: {interruption_note(_training['save_dir'], name)}", file=sys.stderr)
         sys.stdout.flush()
         sys.stderr.flush()
         # exit now, as the signal would have: fairseq's background threads die with the process
         os._exit(128 + (signal.SIGTERM if name == "SIGTERM" else signal.SIGINT))
-    found = refusal(err)
-    if found is None:
+    if not report(err):
         return original(kind, err, tb)
-    print(f"error: {one_line(found)}", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
-    # the line is all: exit now (status 1, as after any uncaught exception), before the destructors of what the
-    # traceback held print their own errors (fairseq's MMapIndexedDataset of an empty .bin file does)
-    os._exit(1)
+    # the line is all: exit now, before the destructors of what the traceback held print their own errors
+    # (fairseq's MMapIndexedDataset of an empty .bin file does)
+    os._exit(REFUSED)
 
 
 def training_started(save_dir: Optional[str]) -> None:
@@ -297,8 +298,9 @@ def training_started(save_dir: Optional[str]) -> None:
         signal.signal(signal.SIGTERM, on_sigterm)
 
 
-def print_refusal(err: BaseException) -> bool:
-    """For commands that catch errors themselves: print the one line of a refusal in ``err`` (True), or nothing."""
+def report(err: BaseException) -> bool:
+    """The one printer of refusals: the ``error: ...`` line of the refusal in ``err`` (:func:`refusal`) on stderr, after
+    the traceback with :data:`DEBUG_ENV` (True); nothing for anything else (False: its traceback is its own)."""
     found = refusal(err)
     if found is None:
         return False

@@ -9,6 +9,10 @@ lives in the module named in the table, this module only installs it (:func:`app
 =================  ============================================  =====================================================
 name               fairseq (or Python) target                    what it changes, and where
 =================  ============================================  =====================================================
+safe_checkpoints   ``torch.serialization`` safe globals          the classes fairseq checkpoints pickle are allowlisted
+                                                                 for torch's ``weights_only`` loading, so every route
+                                                                 loads them with the safety check on
+                                                                 (``checkpoint_allowlist``)
 one_line_errors    ``sys.excepthook``                            under ``fairseq-*`` programs only: a ``Refusal`` (or
                                                                  an error of fairseq's or torch's that means one:
                                                                  ``errors.translate``) is one ``error:`` line, an
@@ -36,8 +40,10 @@ option_numbers     ``options.parse_args_and_arch``               every fairseq c
 checks             ``distributed.utils.call_main``               fairseq-train/-validate/-interactive: the plugin's
                                                                  option checks before any data is loaded
                                                                  (``checks.before_main``); SIGTERM stops fairseq-train
-                                                                 as Ctrl-C does
-parallel_text      ``fairseq_cli.preprocess:main``               fairseq-preprocess: a text file of --trainpref,
+                                                                 as Ctrl-C does; without it, the plugin's options are
+                                                                 taken as given
+parallel_text      ``fairseq_cli.preprocess:main``               fairseq-preprocess (also ``python -m``, whose ``main`` is
+                                                                 ``__main__``'s): a text file of --trainpref,
                                                                  --validpref or --testpref that is missing or empty,
                                                                  or two sides of other line counts, is refused in one
                                                                  line before anything is binarized
@@ -67,7 +73,9 @@ resume_changes     ``trainer.Trainer.load_checkpoint``           fairseq-train r
                                                                  (``resume.load_checkpoint``)
 =================  ============================================  =====================================================
 
-Why each, and the upstream issue it works around, is :data:`PATCHES` (and docs/fairseq-patches.md, for users).
+"Under ``fairseq-*`` programs" means every route into fairseq's commands: their console scripts, ``python -m
+fairseq_cli.*`` and ``torchrun --no-python fairseq-*`` (:func:`fairseq_joint.errors.program`). Why each change, and the
+upstream issue it works around, is :data:`PATCHES` (and docs/fairseq-patches.md, for users).
 """
 
 import argparse
@@ -76,14 +84,14 @@ import functools
 import inspect
 import logging
 import os
-import pickle
 import sys
 import warnings
 from typing import Callable, Dict, List, NamedTuple, Tuple
 
-from fairseq_joint import checkpoints, checks, errors, resume
+from fairseq_joint import checkpoint_allowlist, checkpoints, errors, resume
 
-#: set to 0 to leave fairseq's behaviour as it is (the plugin still registers, trains and decodes)
+#: set to 0 to leave fairseq's behaviour as it is (the plugin still registers and trains; torch >= 2.6 then loads
+#: fairseq's checkpoints only with its own TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1, as without the plugin)
 ENV = "FAIRSEQ_JOINT_PATCHES"
 
 
@@ -96,6 +104,12 @@ class Patch(NamedTuple):
 
 
 PATCHES: Tuple[Patch, ...] = (
+    Patch("safe_checkpoints", "torch.serialization:add_safe_globals",
+          "the classes fairseq pickles into its checkpoints (argparse.Namespace, omegaconf's containers, numpy's "
+          "arrays and scalars) may be unpickled by torch.load(weights_only=True), which refuses every other object",
+          "torch >= 2.6 loads with weights_only=True by default and refuses fairseq's checkpoints: without the "
+          "allowlist only switching the check off (TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1) loads them, for any file",
+          "none filed"),
     Patch("one_line_errors", "sys:excepthook",
           "under fairseq-* programs: a Refusal (a user's mistake) prints as one 'error:' line, exit status 1, and so "
           "do the errors of fairseq, torch and Python that mean one (a file named on the command line that does not "
@@ -186,18 +200,13 @@ PATCHES: Tuple[Patch, ...] = (
 
 #: a wrapper's mark: ``fairseq_joint_<patch name>`` = True
 MARK = "fairseq_joint_{}"
-#: what :func:`wrap` replaced in this process: ``{patch name: (owner, attribute, the original as stored)}``
-_wrapped: Dict[str, Tuple[object, str, object]] = {}
+#: what :func:`wrap` replaced in this process: ``{patch name: [(owner, attribute, the original as stored)]}``
+_wrapped: Dict[str, List[Tuple[object, str, object]]] = {}
 
 
 def enabled() -> bool:
     """Whether the changes are on (``FAIRSEQ_JOINT_PATCHES`` is not ``0``)."""
     return os.environ.get(ENV, "1").strip() != "0"
-
-
-def under_fairseq_program() -> bool:
-    """Whether this process is one of fairseq's commands (``fairseq-train``, ``fairseq-generate``, ...)."""
-    return os.path.basename(sys.argv[0] if sys.argv else "").startswith("fairseq-")
 
 
 def wrap(owner, attribute: str, make_wrapper: Callable[[Callable], Callable], patch: str) -> bool:
@@ -210,20 +219,25 @@ def wrap(owner, attribute: str, make_wrapper: Callable[[Callable], Callable], pa
     wrapper = functools.update_wrapper(make_wrapper(original), original)
     setattr(wrapper, MARK.format(patch), True)
     setattr(owner, attribute, staticmethod(wrapper) if isinstance(stored, staticmethod) else wrapper)
-    _wrapped[patch] = (owner, attribute, stored)
+    _wrapped.setdefault(patch, []).append((owner, attribute, stored))
     return True
 
 
 def wrapped() -> List[str]:
-    """The patches whose wrapper is in place now, in the order :func:`apply` wrapped them (tests)."""
-    return [name for name, (owner, attribute, _) in _wrapped.items()
-            if getattr(getattr(owner, attribute), MARK.format(name), False)]
+    """The patches whose wrappers are in place now, in the order :func:`apply` wrapped them (tests)."""
+    return [name for name, places in _wrapped.items()
+            if all(getattr(getattr(owner, attribute), MARK.format(name), False) for owner, attribute, _ in places)]
+
+
+def original(patch: str) -> Callable:
+    """What ``patch`` wrapped (its first place), as fairseq has it (tests)."""
+    return _wrapped[patch][0][2]
 
 
 def undo(patch: str) -> None:
     """Put back what :func:`wrap` replaced for ``patch`` (tests)."""
-    owner, attribute, stored = _wrapped.pop(patch)
-    setattr(owner, attribute, stored)
+    for owner, attribute, stored in _wrapped.pop(patch):
+        setattr(owner, attribute, stored)
 
 
 def around(logic: Callable) -> Callable[[Callable], Callable]:
@@ -235,64 +249,18 @@ def around(logic: Callable) -> Callable[[Callable], Callable]:
     return make_wrapper
 
 
-def _parse_args_and_arch(original, parser, input_args=None, parse_known=False, *args, **kwargs):
-    """fairseq's ``parse_args_and_arch``, its numbers checked (:func:`fairseq_joint.checks.check_fairseq_options`)."""
-    parsed = original(parser, input_args, parse_known, *args, **kwargs)
-    checks.check_fairseq_options(parsed[0] if parse_known else parsed, sys.argv[1:] if input_args is None else input_args)
-    return parsed
+def under_fairseq_program() -> bool:
+    """Whether this process is one of fairseq's commands (``fairseq-train``, ``fairseq-generate``, ..., by any route)
+    or the plugin's (``fairseq-joint-*``)."""
+    return errors.program().startswith("fairseq-")
 
 
-def _preprocess(original, args):
-    """fairseq-preprocess's ``main`` after :func:`fairseq_joint.checks.check_parallel_text`."""
-    checks.check_parallel_text(args)
-    return original(args)
-
-
-def _call_main(original, cfg, main, **kwargs):
-    """fairseq's ``call_main`` after :func:`fairseq_joint.checks.before_main`."""
-    checks.before_main(cfg, main)
-    try:
-        return original(cfg, main, **kwargs)
-    finally:
-        checks.training_finished()
-
-
-def _load_checkpoint(original, path, *args, **kwargs):
-    """fairseq's ``load_checkpoint_to_cpu`` through :func:`fairseq_joint.checkpoints.load`; a file torch's
-    ``weights_only`` unpickler refuses is :func:`fairseq_joint.errors.unsafe_checkpoint`; under fairseq-train a
-    checkpoint of the other kind is refused (:func:`fairseq_joint.checks.check_training_checkpoint`)."""
-    try:
-        state = checkpoints.load(original, path, *args, **kwargs)
-    except pickle.UnpicklingError as err:
-        raise errors.unsafe_checkpoint(path, err) from err
-    checks.check_training_checkpoint(path, state)
-    return state
-
-
-def _load_ensemble(original, filenames, arg_overrides=None, task=None, strict=True, suffix="", num_shards=1,
-                   state=None):
-    """fairseq's ``load_model_ensemble_and_task`` after :func:`fairseq_joint.checks.checkpoint_checks` of each file (a
-    missing one refused first); one checkpoint is read once (its state is handed on), an ensemble's twice."""
-    from fairseq import checkpoint_utils
-    from fairseq.file_io import PathManager
-
-    states = []
-    for filename in filenames:
-        first = checkpoint_utils.get_maybe_sharded_checkpoint_filename(filename, suffix, 0, num_shards)
-        if not PathManager.exists(first):
-            raise errors.MissingFileError(f"checkpoint {first}: file not found; give a checkpoint written by "
-                                          "fairseq-train (--path)")
-        loaded = state if state is not None else checkpoint_utils.load_checkpoint_to_cpu(first, arg_overrides)
-        checks.checkpoint_checks(first, loaded, task, arg_overrides, program())
-        states.append(loaded)
-    handed = states[0] if len(filenames) == 1 and num_shards == 1 else state
-    return original(filenames, arg_overrides, task, strict, suffix, num_shards, handed)
-
-
-def program() -> str:
-    """This process's command, as a user typed it (``fairseq-generate``, ``fairseq-joint-predict-labels``, ...)."""
-    name = os.path.basename(sys.argv[0]) if sys.argv else ""
-    return name if name not in ("", "-", "-c") else "this command"
+def running_as_main(module) -> List[object]:
+    """``module`` and, when Python runs the same file as ``__main__`` (``python -m fairseq_cli.preprocess``), that
+    module too: the places whose function the command calls by its own global name."""
+    main = sys.modules["__main__"]
+    same = main.__spec__ is not None and main.__spec__.name == module.__name__ and main is not module
+    return [module, main] if same else [module]
 
 
 def apply() -> List[str]:
@@ -307,7 +275,11 @@ def apply() -> List[str]:
     from fairseq.trainer import Trainer
     from fairseq_cli import preprocess
 
+    from fairseq_joint import checks  # the checks of fairseq's configurations import fairseq's registries
+
     done = []
+    if checkpoint_allowlist.allowlist_fairseq_checkpoint_classes():
+        done.append("safe_checkpoints")
     if under_fairseq_program():
         if wrap(sys, "excepthook", around(errors.uncaught), "one_line_errors"):
             done.append("one_line_errors")
@@ -317,18 +289,18 @@ def apply() -> List[str]:
         done.append("quiet_notices")
         if fairseq_logging():
             done.append("fairseq_logging")
-    for owner, attribute, logic, patch in (
-        (options, "parse_args_and_arch", _parse_args_and_arch, "option_numbers"),
-        (distributed_utils, "call_main", _call_main, "checks"),
-        (preprocess, "main", _preprocess, "parallel_text"),
-        (PathManager, "copy", checkpoints.copy, "atomic_copy"),
-        (checkpoint_utils, "torch_persistent_save", checkpoints.save, "checksums"),
-        (checkpoint_utils, "load_checkpoint_to_cpu", _load_checkpoint, "verified_load"),
-        (checkpoint_utils, "load_model_ensemble_and_task", _load_ensemble, "checkpoint_kind"),
-        (FairseqTask, "get_batch_iterator", resume.get_batch_iterator, "resume"),
-        (Trainer, "load_checkpoint", resume.load_checkpoint, "resume_changes"),
+    for owners, attribute, logic, patch in (
+        ([options], "parse_args_and_arch", checks.parse_args_and_arch, "option_numbers"),
+        ([distributed_utils], "call_main", checks.call_main, "checks"),
+        (running_as_main(preprocess), "main", checks.preprocess, "parallel_text"),
+        ([PathManager], "copy", checkpoints.copy, "atomic_copy"),
+        ([checkpoint_utils], "torch_persistent_save", checkpoints.save, "checksums"),
+        ([checkpoint_utils], "load_checkpoint_to_cpu", checks.load_checkpoint_to_cpu, "verified_load"),
+        ([checkpoint_utils], "load_model_ensemble_and_task", checks.load_model_ensemble_and_task, "checkpoint_kind"),
+        ([FairseqTask], "get_batch_iterator", resume.get_batch_iterator, "resume"),
+        ([Trainer], "load_checkpoint", resume.load_checkpoint, "resume_changes"),
     ):
-        if wrap(owner, attribute, around(logic), patch):
+        if [wrap(owner, attribute, around(logic), patch) for owner in owners][0]:
             done.append(patch)
     return done
 

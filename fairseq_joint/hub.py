@@ -23,12 +23,12 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, 
 
 import torch
 
-from fairseq_joint.cli.common import load_checkpoint, load_gile_checkpoint
 from fairseq_joint.criterions.multilabel_classification import probabilities
 from fairseq_joint.data.gile_files import check_label, read_label_file
 from fairseq_joint.data.gile_text import tokenize
 from fairseq_joint.data.label_set import LabelSet
 from fairseq_joint.errors import CheckpointError, InputError, MissingFileError, OptionError
+from fairseq_joint.loaders import load_checkpoint, load_gile_checkpoint
 from fairseq_joint.options import ANY, POSITIVE_INT, check_number
 
 #: what :meth:`LabelPredictor.predict` takes as ``labels``: a ``label<TAB>description`` file or {label: description}

@@ -23,7 +23,7 @@ Ranking metrics are defined only for documents with at least one relevant label 
 others are not counted (``n`` says how many were). Micro-F1 counts every document given.
 """
 
-from typing import Dict, Optional
+from typing import Dict, NamedTuple, Optional, Sequence
 
 import numpy as np
 from sklearn.metrics import label_ranking_average_precision_score, label_ranking_loss
@@ -134,13 +134,24 @@ def macro_average(meters, keys) -> float:
     return round(float(np.mean(values)), 2) if values else 0.0
 
 
-def pooled_seen_offset(batches) -> float:
-    """:func:`calibrate_seen_offset` over the documents of several batches ``(scores, targets, seen)`` of one label set
-    (a validation's batches, collected by the task when it calibrates γ)."""
-    seen = np.asarray(batches[0][2], dtype=bool)
-    if any(not np.array_equal(np.asarray(b[2], dtype=bool), seen) for b in batches):
+class LabelScores(NamedTuple):
+    """One batch's scores of every label of a label set: what γ is calibrated on."""
+
+    #: (n x L) the logits
+    scores: np.ndarray
+    #: (n x L) the gold labels
+    gold: np.ndarray
+    #: (L,) whether each label was seen in training
+    seen: np.ndarray
+
+
+def pooled_seen_offset(batches: Sequence[LabelScores]) -> float:
+    """:func:`calibrate_seen_offset` over the documents of several batches of one label set (a validation's batches,
+    collected by the task when it calibrates γ)."""
+    seen = np.asarray(batches[0].seen, dtype=bool)
+    if any(not np.array_equal(np.asarray(b.seen, dtype=bool), seen) for b in batches):
         raise ValueError("the batches to calibrate γ on were scored against different label sets")
-    return calibrate_seen_offset(np.concatenate([b[0] for b in batches]), np.concatenate([b[1] for b in batches]),
+    return calibrate_seen_offset(np.concatenate([b.scores for b in batches]), np.concatenate([b.gold for b in batches]),
                                  seen)
 
 

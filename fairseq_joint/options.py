@@ -109,17 +109,64 @@ def ranges(config: type) -> Iterator[Tuple[str, Range]]:
             yield f.name, f.metadata[RANGE]
 
 
-def check(config: type, options, cfg) -> None:
+def check(config: type, options, cfg, rules: bool = True) -> None:
     """The options ``options`` (a section of ``cfg``, the whole configuration: a DictConfig, or the Namespace of a
-    legacy model) as the dataclass ``config`` declares them: every number set in its :class:`Range`, then the
-    cross-field rules, ``validate(cfg)`` of ``config`` and of each dataclass it extends, each once (a base's first)."""
+    legacy model) as the dataclass ``config`` declares them: every number set in its :class:`Range`, then with
+    ``rules`` the cross-field rules, ``validate(cfg)`` of ``config`` and of each dataclass it extends, each once (a
+    base's first)."""
     for name, allowed in ranges(config):
+        if not hasattr(options, name):
+            continue  # a checkpoint's configuration older than the option: fairseq gives it the default
         value = getattr(options, name)
         if value is not None:  # an unset optional number
             check_number(flag(name), value, allowed)
-    for cls in reversed(config.__mro__):
+    for cls in reversed(config.__mro__) if rules else ():
         if "validate" in vars(cls):
             vars(cls)["validate"].__func__(cfg)
+
+
+#: the sections of a fairseq configuration whose options a registered class declares, in the order their rules run (a
+#: criterion's rules name the criterion to use before the task's name the criteria it trains with)
+SECTIONS = ("criterion", "model", "task")
+
+
+def arch(model_options) -> str:
+    """The ``--arch`` of a configuration's model section (a DictConfig names it ``_name``, a legacy namespace
+    ``arch``)."""
+    return model_options.arch if hasattr(model_options, "arch") else model_options._name
+
+
+def registered(cfg, section: str) -> type:
+    """The class fairseq's registries hold for what ``cfg`` names in ``section``: its task, its criterion, or the model
+    of its ``--arch``."""
+    from fairseq.criterions import CRITERION_REGISTRY
+    from fairseq.models import ARCH_MODEL_REGISTRY
+    from fairseq.tasks import TASK_REGISTRY
+
+    options = getattr(cfg, section)
+    if section == "model":
+        return ARCH_MODEL_REGISTRY[arch(options)]
+    return {"task": TASK_REGISTRY, "criterion": CRITERION_REGISTRY}[section][options._name]
+
+
+def declared(cfg, section: str) -> Tuple[type, ...]:
+    """The dataclasses that declare the options of what ``cfg`` names in ``section``: the one fairseq registered with
+    it, or a legacy model's :attr:`Configured.configs`; none for what fairseq's registries do not hold."""
+    from fairseq.criterions import CRITERION_DATACLASS_REGISTRY
+    from fairseq.models import ARCH_MODEL_NAME_REGISTRY, MODEL_DATACLASS_REGISTRY
+    from fairseq.tasks import TASK_DATACLASS_REGISTRY
+
+    options = getattr(cfg, section, None)
+    if options is None:
+        return ()
+    if section == "model":
+        model = ARCH_MODEL_NAME_REGISTRY.get(arch(options))
+        if model in MODEL_DATACLASS_REGISTRY:
+            return (MODEL_DATACLASS_REGISTRY[model],)
+        cls = registered(cfg, section) if model is not None else None
+        return cls.configs if cls is not None and issubclass(cls, Configured) else ()
+    found = {"task": TASK_DATACLASS_REGISTRY, "criterion": CRITERION_DATACLASS_REGISTRY}[section].get(options._name)
+    return () if found is None else (found,)
 
 
 class Configured:

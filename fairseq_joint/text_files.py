@@ -2,20 +2,24 @@
 
 UTF-8, with or without a byte-order mark (Windows editors write one: it must not become part of the first label
 or word); a byte sequence that is not UTF-8 is refused with the file, the line and the fix, instead of a
-``UnicodeDecodeError`` traceback that names neither.
+``UnicodeDecodeError`` traceback that names neither, and so is a file that does not exist.
 """
 
 import codecs
 from typing import Iterator, List, Tuple
 
-from fairseq_joint.errors import InputError
+from fairseq_joint.errors import InputError, MissingFileError
 
 
 def text_lines(path: str, what: str = "") -> Iterator[Tuple[int, str]]:
     """``(line number, line without its line end)`` of a UTF-8 text file; ``what`` names the file's role in errors
-    (e.g. ``"--labels"``)."""
+    (e.g. ``"--labels"``), a missing file's too."""
     name = f"{what} {path}".strip()
-    with open(path, "rb") as f:
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise MissingFileError(f"{name}: file not found") from None
+    with f:
         for lineno, raw in enumerate(f, 1):
             if lineno == 1 and raw.startswith(codecs.BOM_UTF8):
                 raw = raw[len(codecs.BOM_UTF8):]

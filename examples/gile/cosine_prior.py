@@ -22,7 +22,9 @@ import re
 import numpy as np
 from gile_study import BASELINES, matrix_stats, valid_matrix
 
-from fairseq_joint.cli.common import fail, load_gile_model, parser, pyplot, run
+from fairseq_joint.cli.common import CommandError, fail, parser, run
+from fairseq_joint.loaders import load_gile_model
+from fairseq_joint.plots import pyplot
 from fairseq_joint_studies.study_metrics import split_scores
 from fairseq_joint_studies.study_reports import aggregate
 from fairseq_joint_studies.study_reports import cell as mean_std_cell
@@ -72,7 +74,7 @@ def main(argv=None) -> int:
             stats = cached_evaluation(checkpoint, cache, lambda checkpoint=checkpoint: {
                 f"{lam:g}": matrix_stats(matrix, targets, seen)
                 for lam, matrix in scores_with_prior(checkpoint, bin_dir, lambdas).items()})
-        except ValueError:
+        except CommandError:
             continue  # a system without a frozen sentence encoder
         for lam, row in stats.items():
             table.setdefault(f"{system} + --cosine-prior {lam}", {})[seed] = row

@@ -25,16 +25,11 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from fairseq_joint.cli.common import (
-    fail,
-    figure,
-    load_gile_model,
-    named_paths,
-    parser,
-    run,
-    setup_logging,
-)
+from fairseq_joint.cli.common import fail, parser, run, setup_logging
 from fairseq_joint.data.gile_files import read_label_lines
+from fairseq_joint.data.inputs import named_paths
+from fairseq_joint.loaders import load_gile_model
+from fairseq_joint.plots import figure
 from fairseq_joint_studies.study_metrics import split_scores
 
 

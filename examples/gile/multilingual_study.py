@@ -37,8 +37,10 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from fairseq_joint.cli.common import fail, figure, load_gile_model, parser, run, setup_logging
+from fairseq_joint.cli.common import fail, parser, run, setup_logging
+from fairseq_joint.loaders import load_gile_model
 from fairseq_joint.metrics import ranking_metric_sums, summarize
+from fairseq_joint.plots import figure
 from fairseq_joint_studies import fairseq_log
 from fairseq_joint_studies.study_metrics import chance_level, cross_calibrated_gzsl, split_scores
 from fairseq_joint_studies.study_reports import aggregate, cell

@@ -20,7 +20,9 @@ import sys
 from collections import Counter
 from typing import Dict, Optional, Sequence
 
-from fairseq_joint.cli.common import fail, named_paths, parser, read_lines, run
+from fairseq_joint.cli.common import fail, parser, run
+from fairseq_joint.data.inputs import named_paths
+from fairseq_joint.text_files import read_text
 from fairseq_joint_studies.study_reports import write_report
 
 BINS = ("high", "medium", "low")
@@ -79,11 +81,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--json", help="write the per-bin figures to this JSON file")
     p.add_argument("--markdown", help="write the table to this Markdown file")
     a = p.parse_args(argv)
-    word_bin = frequency_bins(read_lines(a.train_tgt, "--train-tgt"))
-    refs = read_lines(a.ref, "--ref")
+    word_bin = frequency_bins(read_text(a.train_tgt, "--train-tgt"))
+    refs = read_text(a.ref, "--ref")
     results = {}
     for name, path in named_paths(a.hyp):
-        hyps = read_lines(path, "--hyp")
+        hyps = read_text(path, "--hyp")
         if len(hyps) != len(refs):
             raise fail(f"{path} has {len(hyps):,d} lines but {a.ref} has {len(refs):,d}; use the same test set")
         results[name] = bin_scores(word_bin, hyps, refs)

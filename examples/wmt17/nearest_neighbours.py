@@ -17,7 +17,8 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
-from fairseq_joint.cli.common import fail, load_translation_model, parser, positive_int, run
+from fairseq_joint.cli.common import fail, parser, positive_int, run
+from fairseq_joint.loaders import load_translation_model
 from fairseq_joint_studies.study_reports import write_report
 
 

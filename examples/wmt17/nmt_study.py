@@ -39,7 +39,9 @@ import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Dict, List, Optional
 
-from fairseq_joint.cli.common import fail, parser, pyplot, read_lines, run
+from fairseq_joint.cli.common import fail, parser, run
+from fairseq_joint.plots import pyplot
+from fairseq_joint.text_files import read_text
 from fairseq_joint_studies import fairseq_log
 from fairseq_joint_studies.study_runs import run_logged
 
@@ -234,8 +236,8 @@ def bootstrap(a, hyp: str, base_hyp: str, ref: str, names) -> Dict[str, object]:
     """Paired bootstrap of sacreBLEU (fairseq-joint-score) between two systems' detokenized test translations."""
     from fairseq_joint.cli.score import paired_bootstrap
 
-    refs = read_lines(ref, "reference")
-    return paired_bootstrap(read_lines(base_hyp, "hypotheses"), read_lines(hyp, "hypotheses"), refs,
+    refs = read_text(ref, "reference")
+    return paired_bootstrap(read_text(base_hyp, "hypotheses"), read_text(hyp, "hypotheses"), refs,
                             lowercase=False, names=names)
 
 
@@ -251,8 +253,8 @@ def collect(a) -> Dict[str, object]:
     from frequency_bins import bin_scores, frequency_bins
 
     recipe = dict(line.rstrip("\n").split("=", 1) for line in open(os.path.join(a.data_bin, "recipe.env")) if "=" in line)
-    word_bin = frequency_bins(read_lines(recipe["RECIPE_TRAIN_TGT_TOK"], "training target"))
-    refs = read_lines(recipe["RECIPE_REF_TOK"], "tokenized reference")
+    word_bin = frequency_bins(read_text(recipe["RECIPE_TRAIN_TGT_TOK"], "training target"))
+    refs = read_text(recipe["RECIPE_REF_TOK"], "tokenized reference")
     runs = []
     for model in sorted(os.listdir(a.workdir)):
         if not os.path.isdir(os.path.join(a.workdir, model)):
@@ -270,7 +272,7 @@ def collect(a) -> Dict[str, object]:
             with open(os.path.join(ev, "params.json")) as f:
                 params = json.load(f)
             curve = [p for p in learning_curve(out) if p["updates"] <= a.max_update]
-            word_f1 = {b: s["f1"] for b, s in bin_scores(word_bin, read_lines(os.path.join(ev, "hyp.tok"), "hypotheses"),
+            word_f1 = {b: s["f1"] for b, s in bin_scores(word_bin, read_text(os.path.join(ev, "hyp.tok"), "hypotheses"),
                                                          refs).items()}
             runs.append({"model": model, "system": m.group(1), "seed": int(m.group(2)), "dir": out, "eval": ev,
                          "scores": scores, "params": params, "curve": curve,

@@ -10,7 +10,8 @@ from typing import Optional, Sequence
 
 from results_table import load_run  # one reader of evaluated runs, beside this script
 
-from fairseq_joint.cli.common import fail, figure, parser, run
+from fairseq_joint.cli.common import fail, parser, run
+from fairseq_joint.plots import figure
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -32,7 +32,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 from frequency_bins import BINS, frequency_bins  # the recipe's binning (this script's folder is on sys.path)
 
-from fairseq_joint.cli.common import fail, named_paths, parser, positive_int, read_lines, run
+from fairseq_joint.cli.common import fail, parser, positive_int, run
+from fairseq_joint.data.inputs import named_paths
+from fairseq_joint.text_files import read_text
 from fairseq_joint_studies.study_reports import write_report
 
 ROWS = BINS + ("unseen",)
@@ -136,7 +138,7 @@ def text_pieces(sentences, ref_bpe: Optional[str]) -> List[List[str]]:
             raise fail(f"the references hold {unk} <unk> pieces, whose word boundaries the dictionary does not keep: "
                        "pass --ref-bpe, the BPE text that was binarized (the recipe's WORK/bpe<OPS>/test.<tgt>)")
         return pieces
-    text = [line.split() for line in read_lines(ref_bpe, "--ref-bpe")]
+    text = [line.split() for line in read_text(ref_bpe, "--ref-bpe")]
     if len(text) != len(pieces):
         raise fail(f"--ref-bpe {ref_bpe} has {len(text):,d} lines but the subset has {len(pieces):,d} sentences")
     for i, (t, b) in enumerate(zip(text, pieces)):
@@ -184,11 +186,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         env_path = os.path.join(a.data_bin, "recipe.env")
         if not os.path.isfile(env_path):
             raise fail(f"{env_path}: file not found; pass --train-tgt (the tokenized training target side)")
-        env = dict(line.split("=", 1) for line in read_lines(env_path, "recipe.env") if "=" in line)
+        env = dict(line.split("=", 1) for line in read_text(env_path, "recipe.env") if "=" in line)
         if "RECIPE_TRAIN_TGT_TOK" not in env:
             raise fail(f"{env_path} has no RECIPE_TRAIN_TGT_TOK; pass --train-tgt")
         train_tgt = env["RECIPE_TRAIN_TGT_TOK"]
-    word_bin = frequency_bins(read_lines(train_tgt, "--train-tgt"))
+    word_bin = frequency_bins(read_text(train_tgt, "--train-tgt"))
     results, first = {}, None
     for name, path in named_paths(a.checkpoint):
         sentences = reference_nll(path, a.data_bin, a.subset, a.max_tokens)

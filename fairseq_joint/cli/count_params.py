@@ -23,7 +23,8 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
-from fairseq_joint.cli.common import fail, load_translation_model, model_from_flags, number, parser, run
+from fairseq_joint.cli.common import fail, number, parser, run
+from fairseq_joint.loaders import load_translation_model, model_from_flags
 from fairseq_joint.options import Range
 
 PROG = "fairseq-joint-count-params"

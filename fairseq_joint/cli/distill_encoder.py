@@ -40,7 +40,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fairseq_joint.cli.common import fail, heldout_parallel_ids, parser, read_aligned, run, setup_logging
+from fairseq_joint.cli.common import fail, parser, run, setup_logging
+from fairseq_joint.data.inputs import heldout_parallel_ids, read_aligned
 from fairseq_joint.metrics import retrieval_precision_at_1
 from fairseq_joint.modules.sentence_encoder import PretrainedSentenceEncoder
 from fairseq_joint.options import POSITIVE, POSITIVE_INT, SEED, check_number

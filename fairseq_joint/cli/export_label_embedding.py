@@ -17,7 +17,9 @@ from typing import Optional, Sequence
 
 import torch
 
-from fairseq_joint.cli.common import fail, figure, load_checkpoint, parser, positive_int, run
+from fairseq_joint.cli.common import fail, parser, positive_int, run
+from fairseq_joint.loaders import load_checkpoint
+from fairseq_joint.plots import figure
 
 PROG = "fairseq-joint-export-label-embedding"
 

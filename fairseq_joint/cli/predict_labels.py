@@ -22,10 +22,11 @@ import json
 import sys
 from typing import Optional, Sequence
 
-from fairseq_joint.cli.common import parser, positive_int, read_lines, run
+from fairseq_joint.cli.common import parser, positive_int, run
 from fairseq_joint.data.gile_files import read_label_file
 from fairseq_joint.hub import LabelPredictor
 from fairseq_joint.options import POSITIVE_INT, check_number
+from fairseq_joint.text_files import read_text
 
 PROG = "fairseq-joint-predict-labels"
 
@@ -52,7 +53,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = p.parse_args(argv)
     check_number("--topk", args.topk, POSITIVE_INT)  # the check LabelPredictor.predict makes: the same message
     descriptions = read_label_file(args.labels)
-    lines = read_lines(args.input, "--input") if args.input else sys.stdin.read().splitlines()
+    lines = read_text(args.input, "--input") if args.input else sys.stdin.read().splitlines()
     predictor = LabelPredictor.from_checkpoint(args.checkpoint, args.data, args.pretrained_encoder, command=PROG,
                                                label_file=args.label_file, eval_label_file=args.eval_label_file)
     lang = predictor.check_language(args.lang)

@@ -32,16 +32,7 @@ import torch
 from fairseq.data import Dictionary
 from fairseq.data.indexed_dataset import make_builder
 
-from fairseq_joint.cli.common import (
-    check_min_count,
-    fail,
-    non_negative_int,
-    parser,
-    positive_int,
-    read_examples,
-    run,
-    setup_logging,
-)
+from fairseq_joint.cli.common import fail, non_negative_int, parser, positive_int, run, setup_logging
 from fairseq_joint.data.gile_files import (
     LABEL_FILE,
     LANGUAGE_FILE,
@@ -51,6 +42,7 @@ from fairseq_joint.data.gile_files import (
     read_label_file,
 )
 from fairseq_joint.data.gile_text import tokenize
+from fairseq_joint.data.inputs import check_min_count, read_examples
 from fairseq_joint.modules.lexical_encoder import DEFAULT_MAX_FEATURES, LexicalModel
 from fairseq_joint.text_files import text_lines
 

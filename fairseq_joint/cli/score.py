@@ -17,7 +17,8 @@ from typing import Dict, List, Optional, Sequence
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from fairseq_joint.cli.common import fail, parser, positive_int, read_lines, run
+from fairseq_joint.cli.common import fail, parser, positive_int, run
+from fairseq_joint.text_files import read_text
 
 PROG = "fairseq-joint-score"
 
@@ -57,7 +58,7 @@ def paired_bootstrap(baseline: List[str], system: List[str], refs: List[str], lo
 def score(hyp_path: str, ref_path: str, hyp_tok: Optional[str] = None, ref_tok: Optional[str] = None,
           baseline_hyp: Optional[str] = None, baseline_name: str = "baseline", system_name: str = "system",
           lowercase: bool = False, n_samples: int = 1000) -> Dict[str, object]:
-    hyp, ref = read_lines(hyp_path, "hypotheses"), read_lines(ref_path, "reference")
+    hyp, ref = read_text(hyp_path, "hypotheses"), read_text(ref_path, "reference")
     check_same_length(hyp, ref, hyp_path, ref_path)
     bleu, chrf = BLEU(lowercase=lowercase), CHRF(lowercase=lowercase)
     b, c = bleu.corpus_score(hyp, [ref]), chrf.corpus_score(hyp, [ref])
@@ -67,13 +68,13 @@ def score(hyp_path: str, ref_path: str, hyp_tok: Optional[str] = None, ref_tok: 
         "chrf": c.score, "chrf_signature": str(chrf.get_signature()),
     }
     if hyp_tok and ref_tok:
-        ht, rt = read_lines(hyp_tok, "tokenized hypotheses"), read_lines(ref_tok, "tokenized reference")
+        ht, rt = read_text(hyp_tok, "tokenized hypotheses"), read_text(ref_tok, "tokenized reference")
         check_same_length(ht, rt, hyp_tok, ref_tok)
         tok_bleu = BLEU(tokenize="none", lowercase=lowercase, force=True)
         out["tok_bleu"] = tok_bleu.corpus_score(ht, [rt]).score
         out["tok_bleu_signature"] = str(tok_bleu.get_signature())
     if baseline_hyp:
-        base = read_lines(baseline_hyp, "baseline hypotheses")
+        base = read_text(baseline_hyp, "baseline hypotheses")
         check_same_length(base, ref, baseline_hyp, ref_path)
         out["significance"] = paired_bootstrap(base, hyp, ref, lowercase, (baseline_name, system_name), n_samples)
     return out

@@ -36,22 +36,12 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from fairseq_joint.cli.common import (
-    check_min_count,
-    fail,
-    heldout_parallel_ids,
-    non_negative_int,
-    parser,
-    positive_int,
-    read_aligned,
-    read_examples,
-    read_lines,
-    run,
-    setup_logging,
-)
+from fairseq_joint.cli.common import fail, non_negative_int, parser, positive_int, run, setup_logging
 from fairseq_joint.data.gile_files import read_label_file
 from fairseq_joint.data.gile_text import tokenize
+from fairseq_joint.data.inputs import check_min_count, heldout_parallel_ids, read_aligned, read_examples
 from fairseq_joint.metrics import retrieval_precision_at_1
+from fairseq_joint.text_files import read_text
 
 PROG = "fairseq-joint-word-vectors"
 logger = logging.getLogger("train_word_vectors")
@@ -62,7 +52,7 @@ def sentences(args):
     for path in args.data:
         out += [tokenize(text) for _, text, _ in read_examples(path, args.format, args.text_field, args.labels_field)]
     for path in args.text:
-        out += [tokenize(line) for line in read_lines(path, "--text") if line.strip()]
+        out += [tokenize(line) for line in read_text(path, "--text") if line.strip()]
     if args.labels:
         out += [tokenize(d) for d in read_label_file(args.labels).values()]
     out = [s for s in out if s]

@@ -1,7 +1,10 @@
-"""The one place where a fairseq-joint criterion reads a translation model: decoder features, targets, output layer."""
+"""The one place where a fairseq-joint criterion reads a translation model (decoder features, targets, output layer),
+and the shape every translation criterion of the plugin takes: fairseq's ``forward``, which runs the model once, and
+the loss in ``compute_loss(model, net_output, sample, reduce)``."""
 
 from typing import Tuple
 
+from fairseq.criterions import FairseqCriterion
 from torch import Tensor
 
 from fairseq_joint.errors import OptionError
@@ -13,7 +16,7 @@ def output_layer_of(model, criterion: str) -> OutputLayer:
     layer = getattr(getattr(model, "decoder", None), "output_projection", None)
     if not isinstance(layer, OutputLayer):
         raise OptionError(f"--criterion {criterion} needs a fairseq-joint model (--arch joint_transformer*/joint_lstm*), "
-                         "whose decoder has an --output-layer")
+                          "whose decoder has an --output-layer")
     return layer
 
 
@@ -29,10 +32,21 @@ def features_and_target(model, net_output, sample, ignore_prefix_size: int = 0) 
     return features, target
 
 
-def decoder_features(model, sample, criterion: str, ignore_prefix_size: int = 0) -> Tuple[Tensor, Tensor, OutputLayer]:
-    """``(h, target, layer)``: the decoder features h (B x T x dh, ``features_only=True``) of ``sample``, its targets
-    (B x T), both without the first ``ignore_prefix_size`` positions, and the output layer that scores h."""
-    layer = output_layer_of(model, criterion)
-    features, target = features_and_target(model, model(**sample["net_input"], features_only=True), sample,
-                                            ignore_prefix_size)
-    return features, target, layer
+class DecoderFeaturesCriterion(FairseqCriterion):
+    """A loss over a translation decoder's features h, in fairseq's shape: ``forward`` runs the model once with
+    ``features_only=True`` (the criterion scores the vocabulary, or a subset of it, through the output layer) and
+    hands its output to ``compute_loss(model, net_output, sample, reduce)``, which returns ``(loss, sample_size, what
+    to log)``; ``forward`` adds the loss and the batch's counts. The subclasses set ``sentence_avg``."""
+
+    sentence_avg = False
+
+    def forward(self, model, sample, reduce=True):
+        net_output = model(**sample["net_input"], features_only=True)
+        loss, sample_size, logging_output = self.compute_loss(model, net_output, sample, reduce=reduce)
+        logging_output.update(loss=loss.data, ntokens=sample["ntokens"], nsentences=sample["target"].size(0),
+                              sample_size=sample_size)
+        return loss, sample_size, logging_output
+
+    def sample_size(self, sample) -> int:
+        """fairseq's normalizer of a batch's loss: its sentences with ``--sentence-avg``, else its target tokens."""
+        return sample["target"].size(0) if self.sentence_avg else sample["ntokens"]

@@ -1,7 +1,7 @@
 """``gile_label_embedding_cross_entropy``: the label-embedding loss of Sun et al. (2017, Eq. 14) for the GILE task in
 ``--classification-mode multiclass``: the labels are the training labels, o1 is the model's label-scoring head
 (``--head``), o2 a plain softmax over the training labels fed the detached document vectors h, so its input size
-is the model's dh (``--encoder-dim``; with ``--encoder pretrained``, pass the encoder's dimension there).
+is the model's dh (``--encoder-dim``, or the sentence encoder's dimension with ``--encoder pretrained``/``hybrid``).
 
 ``--criterion label_embedding_cross_entropy`` is the translation form (target words, a decoder's output layer);
 ``--task gile_classification`` refuses it and names this one. Texts whose label is unseen in training have no row in
@@ -17,8 +17,8 @@ from fairseq.criterions import register_criterion
 from omegaconf import II
 
 from fairseq_joint.criterions.label_embedding_cross_entropy import (
-    LabelEmbeddingCrossEntropyConfig,
     LabelEmbeddingCrossEntropyCriterion,
+    LabelEmbeddingOptions,
     log_terms,
 )
 from fairseq_joint.criterions.multilabel_classification import (
@@ -30,29 +30,38 @@ from fairseq_joint.criterions.sampled_cross_entropy import log_candidates
 from fairseq_joint.data.gile_files import label_counts
 from fairseq_joint.errors import InputError, OptionError
 from fairseq_joint.modules.sampling import CandidateSampler
-from fairseq_joint.tasks.gile_classification import GileClassificationTask
+from fairseq_joint.options import registered
+from fairseq_joint.tasks.gile_classification import GileClassificationTask, LabelCriterion, LabelStep
 
 
 @dataclass
-class GileLabelEmbeddingConfig(LabelEmbeddingCrossEntropyConfig):
-    #: dh of o2: the size of the model's document vectors h (no option of its own here)
+class GileLabelEmbeddingConfig(LabelEmbeddingOptions):
+    #: --encoder-dim, dh of o2 unless the model reads the texts through a sentence encoder, whose dimension the task
+    #: gives (:meth:`~fairseq_joint.tasks.gile_classification.GileClassificationTask.document_dim`); no option of its own
     label_embedding_input_dim: Optional[int] = II("model.encoder_dim")
+
+    @staticmethod
+    def validate(cfg) -> None:
+        """The labels of --task gile_classification, one per text, one language."""
+        name = "--criterion gile_label_embedding_cross_entropy"
+        if not issubclass(registered(cfg, "task"), GileClassificationTask):
+            raise OptionError(f"{name} scores labels of --task gile_classification; for translation use --criterion "
+                              "label_embedding_cross_entropy")
+        if cfg.task.classification_mode != "multiclass":
+            raise OptionError(f"{name} needs one label per text: use --classification-mode multiclass (for "
+                              "multi-label data use --criterion multilabel_classification)")
+        if cfg.task.languages:
+            raise OptionError(f"{name}: a multilingual model (--languages) trains with --criterion "
+                              "multilabel_classification (Eq. 16 sums its per-language losses)")
 
 
 @register_criterion("gile_label_embedding_cross_entropy", dataclass=GileLabelEmbeddingConfig)
-class GileLabelEmbeddingCriterion(LabelEmbeddingCrossEntropyCriterion):
-    name = "gile_label_embedding_cross_entropy"
+class GileLabelEmbeddingCriterion(LabelCriterion, LabelEmbeddingCrossEntropyCriterion):
+    """Eq. 14 over the training labels: what differs from the translation form is where the rows come from (the
+    documents whose label was seen in training), what o1 is (the model's label-scoring head), dh (the task's document
+    vectors) and the validation metrics of ``multilabel_classification``."""
 
-    @classmethod
-    def build_criterion(cls, cfg, task):
-        """The parent's options (fairseq reads them from its ``__init__``), checked against the task first."""
-        if not isinstance(task, GileClassificationTask):
-            raise OptionError(f"--criterion {cls.name} scores labels of --task gile_classification; for translation "
-                              "use --criterion label_embedding_cross_entropy")
-        if not task.multiclass:
-            raise OptionError(f"--criterion {cls.name} needs one label per text: use --classification-mode multiclass "
-                              "(for multi-label data use --criterion multilabel_classification)")
-        return super().build_criterion(cfg, task)
+    name = "gile_label_embedding_cross_entropy"
 
     @staticmethod
     def num_labels(task) -> int:
@@ -65,16 +74,20 @@ class GileLabelEmbeddingCriterion(LabelEmbeddingCrossEntropyCriterion):
         return list(task.corpus.train_labels)
 
     @staticmethod
+    def feature_dim(task, label_embedding_input_dim: int) -> int:
+        """dh: the size of the task's document vectors h."""
+        return task.document_dim(label_embedding_input_dim)
+
+    @staticmethod
     def build_sampler(task, sampler, sample_rate, num_samples, unigram_alpha, exclude_positives=True):
         """Candidate labels: the batch's labels and negatives over the training labels (unigram: label frequency)."""
         counts = label_counts(task.corpus.train_label_rows(), len(task.corpus.train_labels))
         return CandidateSampler(len(counts), sampler, sample_rate=sample_rate, num_samples=num_samples, counts=counts,
                                 alpha=unigram_alpha, exclude_positives=exclude_positives)
 
-    def inputs(self, model, sample):
-        """Document vectors, those of the texts whose label was seen in training, their training-label ids, and
-        o1 = the model's head over training labels as ``score(h, ids)``."""
-        features = model(**sample["net_input"])
+    def inputs(self, model, features, sample):
+        """The document vectors of the texts whose label was seen in training, their training-label ids, and o1 = the
+        model's head over training labels as ``score(h, ids)``."""
         tokens, train_index = sample["label_tokens"], sample["label_train_index"]
         position = torch.full((self.label_embedding.num_labels,), -1, dtype=torch.long, device=tokens.device)
         seen = (train_index >= 0).nonzero().flatten()
@@ -89,15 +102,21 @@ class GileLabelEmbeddingCriterion(LabelEmbeddingCrossEntropyCriterion):
             ids = torch.arange(position.numel(), device=x.device) if ids is None else ids
             return model.label_scores(x, tokens[position[ids]], ids)
 
-        return features, features[keep], y[keep], score
+        return features[keep], y[keep], score
 
-    def forward(self, model, sample, reduce=True):
-        terms, num_candidates, num_rows, features = self.compute_terms(model, sample)
-        logging_output = {"nsentences": sample["nsentences"], "ntokens": sample["ntokens"]}
-        if not model.training:  # multiclass: softmax probabilities, micro-F1 at the default threshold
-            evaluate_labels(model, features, sample, "distribution_ce", self.task.validation_seen_score_offset,
-                            MultilabelClassificationConfig.threshold, logging_output)
-        return self.finish(terms, num_candidates, num_rows, max(num_rows, 1), logging_output)
+    def compute_loss(self, model, features, sample, reduce=True) -> LabelStep:
+        """Eq. 14 over the texts of the batch whose label was seen in training; at validation also the metrics of
+        :func:`~fairseq_joint.criterions.multilabel_classification.evaluate_labels` (softmax probabilities, micro-F1
+        at the default threshold) and every label's scores."""
+        terms, num_candidates, num_rows = self.compute_terms(model, features, sample)
+        loss, logged = self.terms_loss(terms, num_candidates, num_rows)
+        scores = None
+        if not model.training:
+            _, _, metrics, scores = evaluate_labels(model, features, sample, "distribution_ce",
+                                                    self.task.validation_seen_score_offset,
+                                                    MultilabelClassificationConfig.threshold)
+            logged.update(metrics)
+        return LabelStep(loss, max(num_rows, 1), logged, scores)
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:

@@ -47,12 +47,12 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from fairseq import checkpoint_utils, metrics
-from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.criterions import register_criterion
 from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEntropyCriterion
 from omegaconf import II
 
 from fairseq_joint.checkpoints import dictionary_fingerprint
-from fairseq_joint.criterions.decoder_features import decoder_features
+from fairseq_joint.criterions.decoder_features import DecoderFeaturesCriterion, features_and_target, output_layer_of
 from fairseq_joint.criterions.sampled_cross_entropy import (
     CandidateSamplingConfig,
     log_candidates,
@@ -62,37 +62,39 @@ from fairseq_joint.errors import CheckpointError, InputError, MissingFileError, 
 from fairseq_joint.modules.label_embedding import (
     LABEL_EMBEDDING_TERMS,
     LabelEmbedding,
-    check_label_embedding_options,
     full_embedding_bytes,
     label_embedding_terms,
 )
 from fairseq_joint.modules.output_layers import OutputLayer, OutputLayerSpec
 from fairseq_joint.modules.sampling import sampling_requested
-from fairseq_joint.options import NON_NEGATIVE_INT, POSITIVE_INT, PROBABILITY
+from fairseq_joint.options import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY, Range, registered
+from fairseq_joint.tasks.gile_classification import GileClassificationTask
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class LabelEmbeddingCrossEntropyConfig(CandidateSamplingConfig):
-    """The options of Eq. 14: the candidate set V' (as ``sampled_cross_entropy``'s), the label embedding, o2."""
+class LabelEmbeddingOptions(CandidateSamplingConfig):
+    """The options of Eq. 14 for target words and for labels alike: the candidate set V' (as
+    ``sampled_cross_entropy``'s), the label embedding, o2."""
 
     ignore_prefix_size: int = field(default=0, metadata={"help": "Ignore first N tokens", "range": NON_NEGATIVE_INT})
     sentence_avg: bool = II("optimization.sentence_avg")
     label_embedding_dim: int = field(
         default=100,
         metadata={"help": "h of the compressed label embedding e = ReLU(A_y B) (Eq. 16); 0 = the full m x m "
-                          "embedding of Eq. 5 (m² numbers: only for small label sets)"},
+                          "embedding of Eq. 5 (m² numbers: only for small label sets)", "range": NON_NEGATIVE_INT},
     )
     label_embedding_tau: float = field(
-        default=2.0, metadata={"help": "temperature τ of z2'' (Eq. 10; the paper: 2)"}
+        default=2.0, metadata={"help": "temperature τ of z2'' (Eq. 10; the paper: 2)", "range": POSITIVE}
     )
     label_embedding_alpha: float = field(
         default=0.9, metadata={"help": "α of the hinge on o2's probability of the true label (Eq. 12; the paper: 0.9)",
                                "range": PROBABILITY}
     )
     label_embedding_hinge_p: int = field(
-        default=1, metadata={"help": "p of the hinge ||max(0, (z2')_y - α)||_p (Eq. 12): 1 (the paper's) or 2 (squared)"}
+        default=1, metadata={"help": "p of the hinge ||max(0, (z2')_y - α)||_p (Eq. 12): 1 (the paper's) or 2 (squared)",
+                             "range": Range(1, 2, integer=True, name="1 or 2")}
     )
     label_embedding_two_sided_hinge: bool = field(
         default=False, metadata={"help": "penalise |(z2')_y - α| on both sides instead of max(0, ·) (Eq. 12)"}
@@ -100,24 +102,40 @@ class LabelEmbeddingCrossEntropyConfig(CandidateSamplingConfig):
     label_embedding_beta: Optional[float] = field(
         default=None,
         metadata={"help": "weigh o1's terms β H(y, z1') + (1-β) H(e', z1') (the original code uses 0.5); "
-                          "default: the paper's unweighted sum (Eq. 14)"},
+                          "default: the paper's unweighted sum (Eq. 14)", "range": PROBABILITY},
     )
     label_embedding_warmup_updates: int = field(
         default=0,
         metadata={"help": "add the soft term H(e', z1') only after this many updates (o2 and the embedding "
-                          "learn from the start)"},
+                          "learn from the start)", "range": NON_NEGATIVE_INT},
     )
     label_embedding_from: Optional[str] = field(
         default=None,
         metadata={"help": "a checkpoint of an earlier label_embedding_cross_entropy run: use its label "
                           "embedding, frozen, without o2 (Appendix B, Eq. 17)"},
     )
+
+
+@dataclass
+class LabelEmbeddingCrossEntropyConfig(LabelEmbeddingOptions):
     label_embedding_input_dim: Optional[int] = field(
         default=None,
         metadata={"help": "dh, the size of the decoder features o2 reads; default: the size of the features the "
                           "output layer of the fairseq-joint model reads (its architecture records it)",
                   "range": POSITIVE_INT},
     )
+
+    @staticmethod
+    def validate(cfg) -> None:
+        """Target words of a translation model: not the GILE task's labels; o2 needs dh."""
+        if issubclass(registered(cfg, "task"), GileClassificationTask):
+            raise OptionError("--criterion label_embedding_cross_entropy scores a translation model's target words; "
+                              "for --task gile_classification use --criterion gile_label_embedding_cross_entropy "
+                              "(the same loss over the labels, --classification-mode multiclass)")
+        if not cfg.criterion.label_embedding_from and cfg.criterion.label_embedding_input_dim is None:
+            raise OptionError("--criterion label_embedding_cross_entropy needs the feature size dh for its second "
+                              "output layer o2: use a fairseq-joint model (--arch joint_*) or pass "
+                              "--label-embedding-input-dim")
 
 
 def load_label_embedding(path: str, num_labels: Optional[int] = None,
@@ -151,7 +169,7 @@ def load_label_embedding(path: str, num_labels: Optional[int] = None,
 
 
 @register_criterion("label_embedding_cross_entropy", dataclass=LabelEmbeddingCrossEntropyConfig)
-class LabelEmbeddingCrossEntropyCriterion(FairseqCriterion):
+class LabelEmbeddingCrossEntropyCriterion(DecoderFeaturesCriterion):
     name = "label_embedding_cross_entropy"
 
     def __init__(self, task, sentence_avg, ignore_prefix_size=0, sampler="uniform", sample_rate=None, num_samples=None,
@@ -159,8 +177,6 @@ class LabelEmbeddingCrossEntropyCriterion(FairseqCriterion):
                  label_embedding_hinge_p=1, label_embedding_two_sided_hinge=False, label_embedding_beta=None,
                  label_embedding_warmup_updates=0, label_embedding_from=None, label_embedding_input_dim=None):
         super().__init__(task)
-        check_label_embedding_options(tau=label_embedding_tau, p=label_embedding_hinge_p, beta=label_embedding_beta,
-                                      warmup_updates=label_embedding_warmup_updates, dim=label_embedding_dim)
         self.sentence_avg = sentence_avg
         self.ignore_prefix_size = ignore_prefix_size
         self.sampler = None
@@ -181,11 +197,8 @@ class LabelEmbeddingCrossEntropyCriterion(FairseqCriterion):
             self.o2 = None
             logger.info(f"label embedding ({self.label_embedding.extra_repr()}) from {label_embedding_from}, frozen (Eq. 17)")
             return
-        if not label_embedding_input_dim:
-            raise OptionError(f"--criterion {self.name} needs the feature size dh for its second output layer o2: use a "
-                              "fairseq-joint model (--arch joint_*) or pass --label-embedding-input-dim")
         self.o2 = OutputLayer(OutputLayerSpec("softmax"), num_classes=num_labels,
-                              input_dim=int(label_embedding_input_dim))
+                              input_dim=self.feature_dim(task, label_embedding_input_dim))
         self.label_embedding = LabelEmbedding(num_labels, label_embedding_dim)
         if not label_embedding_dim:
             logger.info(f"full {num_labels} x {num_labels} label embedding: {full_embedding_bytes(num_labels)} "
@@ -204,17 +217,23 @@ class LabelEmbeddingCrossEntropyCriterion(FairseqCriterion):
         """The labels of Eq. 14 in order (the target dictionary's entries)."""
         return task.target_dictionary.symbols
 
+    @staticmethod
+    def feature_dim(task, label_embedding_input_dim: int) -> int:
+        """dh, the size of the features o2 reads: ``--label-embedding-input-dim`` (the decoder's, recorded by the
+        architecture)."""
+        return int(label_embedding_input_dim)
+
     # ------------------------------------------------------------------ loss
     def soft_term_on(self, model) -> bool:
         if not model.training or self.warmup_updates == 0:
             return True
         return getattr(model, "num_updates", 0) >= self.warmup_updates
 
-    def compute_terms(self, model, sample, candidates=None):
-        """The terms of Eq. 14 (Eq. 17 without o2) for ``sample``, over V' = ``candidates`` (drawn by the
-        sampler in training when sampling is on; all labels otherwise); also the number of candidates, of
-        scored rows (target tokens, or texts for GILE) and the features."""
-        features, h, y, score = self.inputs(model, sample)
+    def compute_terms(self, model, net_output, sample, candidates=None):
+        """The terms of Eq. 14 (Eq. 17 without o2) for ``sample``, whose features the model gave as ``net_output``,
+        over V' = ``candidates`` (drawn by the sampler in training when sampling is on; all labels otherwise); also
+        the number of candidates and of scored rows (target tokens, or texts for GILE)."""
+        h, y, score = self.inputs(model, net_output, sample)
         if self.o2 is not None and h.size(-1) != self.o2.input_dim:
             raise InputError(f"the model returns {h.size(-1)}-d features but o2 reads {self.o2.input_dim}-d: "
                              f"set --label-embedding-input-dim {h.size(-1)}")
@@ -230,35 +249,33 @@ class LabelEmbeddingCrossEntropyCriterion(FairseqCriterion):
             hard_weight=1.0 if self.beta is None or not soft_on else self.beta,
             soft_weight=0.0 if not soft_on else (1.0 if self.beta is None else 1.0 - self.beta),
         )
-        return terms, z1.size(-1), y.numel(), features
+        return terms, z1.size(-1), y.numel()
 
-    def inputs(self, model, sample):
-        """``(features, h, y, score)``: decoder features, those of the non-pad target tokens (rows of Eq. 14), their
-        ids, and o1 = the decoder's output layer as ``score(h, ids)``."""
-        features, target, layer = decoder_features(model, sample, self.name, self.ignore_prefix_size)
+    def inputs(self, model, net_output, sample):
+        """``(h, y, score)``: the decoder features of the non-pad target tokens (rows of Eq. 14), their ids, and
+        o1 = the decoder's output layer as ``score(h, ids)``."""
+        layer = output_layer_of(model, self.name)
+        features, target = features_and_target(model, net_output, sample, self.ignore_prefix_size)
         keep = target.reshape(-1).ne(self.padding_idx)  # padding is never scored
         h = features.reshape(-1, features.size(-1))[keep]
-        return features, h, target.reshape(-1)[keep], lambda x, ids: layer(x, ids=ids)
+        return h, target.reshape(-1)[keep], lambda x, ids: layer(x, ids=ids)
 
-    def forward(self, model, sample, reduce=True):
+    def compute_loss(self, model, net_output, sample, reduce=True, candidates=None):
+        """``(loss, sample_size, logged)``: Eq. 14's loss (Eq. 17's with ``--label-embedding-from``) summed over the
+        target tokens, and each of its terms (``nll_loss``: H(y, z1'))."""
         if not reduce:
             raise NotImplementedError(f"{self.name} computes Eq. 14's terms summed over the tokens (reduce=True)")
-        terms, num_candidates, num_rows, features = self.compute_terms(model, sample)
-        sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
-        logging_output = {"ntokens": sample["ntokens"], "nsentences": sample["target"].size(0),
-                          "nll_loss": terms["hard1"]}
-        return self.finish(terms, num_candidates, num_rows, sample_size, logging_output)
+        terms, num_candidates, num_rows = self.compute_terms(model, net_output, sample, candidates)
+        loss, logged = self.terms_loss(terms, num_candidates, num_rows)
+        return loss, self.sample_size(sample), {**logged, "nll_loss": terms["hard1"]}
 
     @staticmethod
-    def finish(terms, num_candidates, num_rows, sample_size, logging_output):
-        """Eq. 14's loss (o1's terms + o2's) and the logged terms."""
+    def terms_loss(terms, num_candidates, num_rows):
+        """Eq. 14's loss (o1's terms + o2's) and what is logged of it: each term, |V'| and the rows scored."""
         loss = terms["o1"] + terms["o2"] if "o2" in terms else terms["o1"]
-        logging_output.update(loss=loss.data, sample_size=sample_size, candidates=num_candidates, candidates_n=1,
-                              le_tokens=num_rows)
-        for k in LABEL_EMBEDDING_TERMS + ("correct",):
-            if k in terms:
-                logging_output[f"le_{k}"] = terms[k]
-        return loss, sample_size, logging_output
+        logged = {"candidates": num_candidates, "candidates_n": 1, "le_tokens": num_rows}
+        logged.update({f"le_{k}": terms[k] for k in LABEL_EMBEDDING_TERMS + ("correct",) if k in terms})
+        return loss, logged
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:

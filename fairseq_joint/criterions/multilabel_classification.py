@@ -20,29 +20,37 @@ At validation the seen labels (those of training) and the unseen ones are scored
 metrics of :mod:`fairseq_joint.metrics` are logged as ``seen_*`` / ``unseen_*``; with unseen labels, the
 generalized zero-shot metrics too (all labels ranked together, the seen ones' scores lowered by the task's
 ``--seen-score-offset`` γ, 0 when the task calibrates γ): ``gzsl_seen_*``, ``gzsl_unseen_*`` and ``gzsl_h``, the
-harmonic mean of their AvgPr; the batch's scores of every label go back to the task under :data:`GZSL_SCORES` (its
-calibration of γ, :meth:`~fairseq_joint.tasks.gile_classification.GileClassificationTask.valid_step`).
+harmonic mean of their AvgPr; the batch's scores of every label go back to the task in the criterion's
+:class:`~fairseq_joint.tasks.gile_classification.LabelStep` (its calibration of γ,
+:meth:`~fairseq_joint.tasks.gile_classification.GileClassificationTask.valid_step`).
 All are usable with ``--best-checkpoint-metric``, e.g. ``gzsl_h --maximize-best-checkpoint-metric``.
 :func:`evaluate_labels` and :func:`log_classification_metrics` compute and log them, for this criterion and for
 ``gile_label_embedding_cross_entropy``.
 """
 
 from dataclasses import dataclass, field
+from typing import Dict, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from fairseq import metrics as fairseq_metrics
-from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.criterions import register_criterion
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 
 from fairseq_joint.errors import OptionError
-from fairseq_joint.metrics import RANKING_KEYS, gzsl_metric_sums, harmonic_mean, micro_f1, ranking_metric_sums
+from fairseq_joint.metrics import (
+    RANKING_KEYS,
+    LabelScores,
+    gzsl_metric_sums,
+    harmonic_mean,
+    micro_f1,
+    ranking_metric_sums,
+)
 from fairseq_joint.modules.sampling import CandidateSampler
+from fairseq_joint.options import FRACTION, PROBABILITY, registered
+from fairseq_joint.tasks.gile_classification import GileClassificationTask, LabelCriterion, LabelStep
 
 LOSS_CHOICES = ("bce", "copy_nll", "distribution_ce")
-#: the key of a validation logging output that holds the batch's ``(scores, gold, seen)`` over every label (numpy; the
-#: task takes it out before fairseq aggregates the logging outputs)
-GZSL_SCORES = "all_label_scores"
 
 
 @dataclass
@@ -53,18 +61,29 @@ class MultilabelClassificationConfig(FairseqDataclass):
     )
     label_sample_rate: float = field(
         default=1.0, metadata={"help": "fraction of the training labels scored per batch in (0, 1]: all positives "
-                               "plus uniformly sampled negatives (GILE Eq. 17); bce only"}
+                               "plus uniformly sampled negatives (GILE Eq. 17); bce only", "range": FRACTION}
     )
-    threshold: float = field(default=0.5, metadata={"help": "probability threshold of micro-F1"})
+    threshold: float = field(default=0.5, metadata={"help": "probability threshold of micro-F1 (a label scored at "
+                                                             "least that likely counts as predicted)",
+                                                     "range": PROBABILITY})
 
-
-def check_classification_options(label_sample_rate: float, threshold: float) -> None:
-    """--label-sample-rate in (0, 1], --threshold a probability."""
-    if not 0.0 < label_sample_rate <= 1.0:
-        raise OptionError(f"--label-sample-rate must be in (0, 1], got {label_sample_rate}")
-    if not 0.0 <= threshold <= 1.0:
-        raise OptionError(f"--threshold is a probability (micro-F1 counts labels scored at least that likely): give "
-                         f"a value in [0, 1], got {threshold}")
+    @staticmethod
+    def validate(cfg) -> None:
+        """Labels of --task gile_classification; the loss of --classification-mode multiclass is softmax cross-entropy,
+        and only bce samples labels."""
+        c, task = cfg.criterion, cfg.task
+        if not issubclass(registered(cfg, "task"), GileClassificationTask):
+            raise OptionError(f"--criterion multilabel_classification trains a gile_classifier on --task "
+                              f"gile_classification, not --task {task._name}: use another criterion (cross_entropy, "
+                              "label_smoothed_cross_entropy, sampled_cross_entropy, label_embedding_cross_entropy) or "
+                              "--task gile_classification")
+        multiclass = task.classification_mode == "multiclass"
+        if multiclass and c.multilabel_loss != "bce":
+            raise OptionError(f"--multilabel-loss {c.multilabel_loss} is for --classification-mode multilabel; "
+                              "multiclass always uses softmax cross-entropy: drop --multilabel-loss")
+        if c.label_sample_rate < 1.0 and (multiclass or c.multilabel_loss != "bce"):
+            raise OptionError(f"--label-sample-rate {c.label_sample_rate} samples labels for the bce loss (Eq. 17) "
+                              "only; use --multilabel-loss bce or --label-sample-rate 1")
 
 
 def sample_label_candidates(target: torch.Tensor, rate: float, generator=None) -> torch.Tensor:
@@ -107,11 +126,12 @@ def probabilities(logits: torch.Tensor, kind: str) -> torch.Tensor:
     return torch.sigmoid(logits) if kind == "bce" else torch.softmax(logits, dim=-1)
 
 
-def evaluate_labels(model, features, sample, kind: str, seen_score_offset: float, threshold: float, logging) -> tuple:
-    """Validation/test of one batch: the loss ``kind`` over the seen labels, and the ranking metrics of the seen and
-    the unseen labels (``seen_*`` / ``unseen_*``) and with unseen labels the GZSL ones at γ = ``seen_score_offset``
-    (``gzsl_*``), added to ``logging``, and then under :data:`GZSL_SCORES` the batch's ``(scores, gold, seen)`` of
-    every label; returns ``(loss, sample_size, logging)``."""
+def evaluate_labels(model, features, sample, kind: str, seen_score_offset: float,
+                    threshold: float) -> Tuple[torch.Tensor, torch.Tensor, Dict[str, float], Optional[LabelScores]]:
+    """Validation/test of one batch, its document vectors ``features``: ``(logits, target, logged, scores)``: the
+    logits of the labels seen in training and their targets (what the loss ``kind`` is over), the ranking metrics of
+    the seen and of the unseen labels (``seen_*`` / ``unseen_*``) and with unseen labels the GZSL ones at γ =
+    ``seen_score_offset`` (``gzsl_*``), and then the batch's scores of every label (else None)."""
     target = sample["target"].to(features.dtype)
     tokens, train_index = sample["label_tokens"], sample["label_train_index"]
     seen, lang = train_index >= 0, sample.get("lang")
@@ -121,25 +141,22 @@ def evaluate_labels(model, features, sample, kind: str, seen_score_offset: float
     else:
         logits_all = None
         logits_seen = label_scores(model, features, tokens[seen], train_index[seen], lang)
-    loss = classification_loss(logits_seen, target[:, seen], kind)
-    size = loss_normalizer(target[:, seen], kind)
-    logging.update(loss=loss.detach(), sample_size=size)
     probs = probabilities(logits_seen, kind).detach().float().cpu().numpy()
     # the gold labels as booleans: under --bf16 fairseq hands over the target in bf16, which numpy cannot hold
     gold = (sample["target"] > 0).cpu().numpy()
     seen_np = seen.cpu().numpy()
     sums = ranking_metric_sums(logits_seen.detach().float().cpu().numpy(), gold[:, seen_np], probs=probs,
                                threshold=threshold)
-    logging.update({f"seen_{k}": v for k, v in sums.items()})
+    logged = {f"seen_{k}": v for k, v in sums.items()}
+    scores = None
     if logits_all is not None and (~seen).any():
-        scores = logits_all.detach().float().cpu().numpy()
+        scores = LabelScores(logits_all.detach().float().cpu().numpy(), gold, seen_np)
         unseen = ~seen_np
-        sums = ranking_metric_sums(scores[:, unseen], gold[:, unseen])
-        logging.update({f"unseen_{k}": v for k, v in sums.items()})
-        for group, sums in gzsl_metric_sums(scores, gold, ~unseen, seen_score_offset).items():
-            logging.update({f"gzsl_{group}_{k}": v for k, v in sums.items()})
-        logging[GZSL_SCORES] = (scores, gold, seen_np)
-    return loss, size, logging
+        sums = ranking_metric_sums(scores.scores[:, unseen], gold[:, unseen])
+        logged.update({f"unseen_{k}": v for k, v in sums.items()})
+        for group, sums in gzsl_metric_sums(scores.scores, gold, ~unseen, seen_score_offset).items():
+            logged.update({f"gzsl_{group}_{k}": v for k, v in sums.items()})
+    return logits_seen, target[:, seen], logged, scores
 
 
 def log_classification_metrics(logging_outputs, prefix: str = "") -> list:
@@ -181,39 +198,29 @@ def log_classification_metrics(logging_outputs, prefix: str = "") -> list:
 
 
 @register_criterion("multilabel_classification", dataclass=MultilabelClassificationConfig)
-class MultilabelClassificationCriterion(FairseqCriterion):
+class MultilabelClassificationCriterion(LabelCriterion):
     def __init__(self, task, multilabel_loss="bce", label_sample_rate=1.0, threshold=0.5):
         super().__init__(task)
-        check_classification_options(label_sample_rate, threshold)
-        multiclass = task.cfg.classification_mode == "multiclass"
-        if multiclass and multilabel_loss != "bce":
-            raise OptionError(f"--multilabel-loss {multilabel_loss} is for --classification-mode multilabel; "
-                              "multiclass always uses softmax cross-entropy: drop --multilabel-loss")
-        self.loss_kind = "distribution_ce" if multiclass else str(multilabel_loss)
-        if label_sample_rate < 1.0 and self.loss_kind != "bce":
-            raise OptionError(f"--label-sample-rate {label_sample_rate} samples labels for the bce loss (Eq. 17) only; "
-                              f"use --multilabel-loss bce or --label-sample-rate 1")
+        self.loss_kind = "distribution_ce" if task.cfg.classification_mode == "multiclass" else str(multilabel_loss)
         self.label_sample_rate = label_sample_rate
         self.threshold = threshold
 
-    def forward(self, model, sample, reduce=True):
-        features = model(**sample["net_input"])
+    def compute_loss(self, model, features, sample, reduce=True) -> LabelStep:
+        """The loss of the document vectors ``features`` over the batch's labels (Eqs. 15-17); at validation over
+        the labels seen in training, with the metrics and every label's scores of :func:`evaluate_labels`."""
+        if not model.training:
+            logits, target, logged, scores = evaluate_labels(model, features, sample, self.loss_kind,
+                                                             self.task.validation_seen_score_offset, self.threshold)
+            return LabelStep(classification_loss(logits, target, self.loss_kind),
+                             loss_normalizer(target, self.loss_kind), logged, scores)
         target = sample["target"].to(features.dtype)
-        tokens, train_index = sample["label_tokens"], sample["label_train_index"]
-        logging = {"nsentences": sample["nsentences"], "ntokens": sample["ntokens"]}
-        if model.training:
-            if self.label_sample_rate < 1.0:
-                cols = sample_label_candidates(target, self.label_sample_rate)
-                tokens, train_index, cand_target = tokens[cols], train_index[cols], target[:, cols]
-            else:
-                cand_target = target
-            logits = label_scores(model, features, tokens, train_index, sample.get("lang"))
-            loss = classification_loss(logits, cand_target, self.loss_kind)
-            size = loss_normalizer(target, self.loss_kind)
-            logging.update(loss=loss.detach(), sample_size=size)
-            return loss, size, logging
-        return evaluate_labels(model, features, sample, self.loss_kind, self.task.validation_seen_score_offset,
-                               self.threshold, logging)
+        tokens, train_index, scored = sample["label_tokens"], sample["label_train_index"], target
+        if self.label_sample_rate < 1.0:
+            cols = sample_label_candidates(target, self.label_sample_rate)
+            tokens, train_index, scored = tokens[cols], train_index[cols], target[:, cols]
+        logits = label_scores(model, features, tokens, train_index, sample.get("lang"))
+        return LabelStep(classification_loss(logits, scored, self.loss_kind), loss_normalizer(target, self.loss_kind),
+                         {})
 
     @staticmethod
     def reduce_metrics(logging_outputs, prefix: str = ""):

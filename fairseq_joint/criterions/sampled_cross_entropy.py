@@ -31,9 +31,9 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
-from fairseq_joint.criterions.decoder_features import features_and_target, output_layer_of
+from fairseq_joint.criterions.decoder_features import DecoderFeaturesCriterion, features_and_target, output_layer_of
 from fairseq_joint.errors import OptionError
-from fairseq_joint.modules.chunked_softmax import check_chunk_size, chunked_cross_entropy, token_chunk_size
+from fairseq_joint.modules.chunked_softmax import chunked_cross_entropy, token_chunk_size
 from fairseq_joint.modules.output_layers import OutputLayer
 from fairseq_joint.modules.sampling import (
     IGNORED,
@@ -43,7 +43,7 @@ from fairseq_joint.modules.sampling import (
     candidate_logits,
     sampling_requested,
 )
-from fairseq_joint.options import NON_NEGATIVE
+from fairseq_joint.options import FRACTION, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE_INT
 
 logger = logging.getLogger(__name__)
 
@@ -59,13 +59,20 @@ class CandidateSamplingConfig(FairseqDataclass):
     )
     sample_rate: Optional[float] = field(
         default=None,
-        metadata={"help": "|V'| as a fraction of |V| in (0, 1] (the paper: 0.5/0.25/0.05); 1 = exact full softmax"},
+        metadata={"help": "|V'| as a fraction of |V| in (0, 1] (the paper: 0.5/0.25/0.05); 1 = exact full softmax",
+                  "range": FRACTION},
     )
     num_samples: Optional[int] = field(
-        default=None, metadata={"help": "or a fixed number of sampled negatives per update"}
+        default=None, metadata={"help": "or a fixed number of sampled negatives per update", "range": NON_NEGATIVE_INT}
     )
     unigram_alpha: float = field(default=0.75, metadata={"help": "exponent of the unigram sampler's counts",
                                                          "range": NON_NEGATIVE})
+
+    @staticmethod
+    def validate(cfg) -> None:
+        if cfg.criterion.sample_rate is not None and cfg.criterion.num_samples is not None:
+            raise OptionError("give exactly one of --sample-rate (a fraction of |V|) and --num-samples (a count of "
+                              "negatives): either --sample-rate or --num-samples, not both")
 
 
 @dataclass
@@ -81,8 +88,20 @@ class SampledCrossEntropyConfig(LabelSmoothedCrossEntropyCriterionConfig, Candid
     vocab_chunk_size: Optional[int] = field(
         default=None,
         metadata={"help": "compute the exact full softmax in chunks of this many vocabulary rows (bounded "
-                          "memory); used for validation and for training without sampling"},
+                          "memory); used for validation and for training without sampling", "range": POSITIVE_INT},
     )
+
+    @staticmethod
+    def validate(cfg) -> None:
+        c = cfg.criterion
+        if c.report_accuracy:
+            raise OptionError("--report-accuracy is not supported by sampled_cross_entropy; drop it")
+        if not sampling_requested(c.sample_rate, c.num_samples) and (c.logq_correction or c.remove_accidental_hits):
+            option = "--logq-correction" if c.logq_correction else "--remove-accidental-hits"
+            raise OptionError(f"{option} needs sampling: add --sample-rate < 1 or --num-samples, or drop {option}")
+        if c.remove_accidental_hits and c.label_smoothing > 0:
+            raise OptionError("--remove-accidental-hits cannot be combined with --label-smoothing (the masked "
+                              "negatives would enter the smoothing term); drop one of them")
 
 
 def log_candidates(logging_outputs) -> None:
@@ -112,67 +131,49 @@ def per_position(values: Tensor, scored: Tensor) -> Tensor:
 
 
 @register_criterion("sampled_cross_entropy", dataclass=SampledCrossEntropyConfig)
-class SampledCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
+class SampledCrossEntropyCriterion(DecoderFeaturesCriterion, LabelSmoothedCrossEntropyCriterion):
     name = "sampled_cross_entropy"
 
     def __init__(self, task, sentence_avg, label_smoothing, ignore_prefix_size=0, report_accuracy=False,
                  sampler="uniform", sample_rate=None, num_samples=None, unigram_alpha=0.75,
                  logq_correction=False, remove_accidental_hits=False, vocab_chunk_size=None):
         super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy)
-        if report_accuracy:
-            raise OptionError(f"--report-accuracy is not supported by {self.name}; drop it")
-        if vocab_chunk_size is not None:
-            check_chunk_size(vocab_chunk_size)
-            vocab = len(task.target_dictionary)
-            if vocab_chunk_size >= vocab:
-                logger.warning("--vocab-chunk-size %d >= |V| = %d: the exact softmax runs in one chunk, with the plain "
-                               "path's memory (the loss is the same); use a smaller chunk to save memory",
-                               vocab_chunk_size, vocab)
-        sampling = sampling_requested(sample_rate, num_samples)
-        if not sampling and (logq_correction or remove_accidental_hits):
-            flag = "--logq-correction" if logq_correction else "--remove-accidental-hits"
-            raise OptionError(f"{flag} needs sampling: add --sample-rate < 1 or --num-samples, or drop {flag}")
-        if remove_accidental_hits and label_smoothing > 0:
-            raise OptionError("--remove-accidental-hits cannot be combined with --label-smoothing (the masked "
-                              "negatives would enter the smoothing term); drop one of them")
+        vocab = len(task.target_dictionary)
+        if vocab_chunk_size is not None and vocab_chunk_size >= vocab:
+            logger.warning("--vocab-chunk-size %d >= |V| = %d: the exact softmax runs in one chunk, with the plain "
+                           "path's memory (the loss is the same); use a smaller chunk to save memory",
+                           vocab_chunk_size, vocab)
         self.vocab_chunk_size = vocab_chunk_size
         self.logq_correction = logq_correction
         self.remove_accidental_hits = remove_accidental_hits
         self.sampler = None
-        if sampling:
+        if sampling_requested(sample_rate, num_samples):
             self.sampler = target_dictionary_sampler(task, sampler, sample_rate, num_samples, unigram_alpha,
                                                      exclude_positives=not remove_accidental_hits)
 
-    def forward(self, model, sample, reduce=True):
-        """fairseq's ``forward``: the loss of ``sample`` (:meth:`compute_loss`), its normalizer and logging outputs;
-        the model returns its decoder features h (``features_only``), which the output layer scores here."""
-        layer = output_layer_of(model, self.name)
-        net_output = model(**sample["net_input"], features_only=True)
-        candidates = None
-        if model.training and self.sampler is not None:
-            candidates = self.sampler.sample(features_and_target(model, net_output, sample, self.ignore_prefix_size)[1])
-        loss, nll_loss = self.compute_loss(model, net_output, sample, reduce=reduce, candidates=candidates)
-        sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
-        logging_output = {
-            "loss": loss.data,
-            "nll_loss": nll_loss.data,
-            "ntokens": sample["ntokens"],
-            "nsentences": sample["target"].size(0),
-            "sample_size": sample_size,
-            "candidates": layer.num_classes if candidates is None else candidates.ids.numel(),
-            "candidates_n": 1,  # logging outputs of several workers are summed: |V'| is their sum / this
-        }
-        return loss, sample_size, logging_output
-
     def compute_loss(self, model, net_output, sample, reduce=True, candidates: Optional[Candidates] = None):
-        """``(loss, nll_loss)`` of the decoder features ``net_output`` against the targets: over the candidate set
-        V' = ``candidates`` (the update's sampled softmax), else the exact softmax over V (in chunks with
-        ``--vocab-chunk-size``). Summed, or per target position with ``reduce=False`` (see the module docstring)."""
+        """``(loss, sample_size, logged)`` of the decoder features ``net_output`` (the model's output with
+        ``features_only=True``) against the targets: over the candidate set V' (``candidates``, by default drawn by the
+        sampler in training), else the exact softmax over V (in chunks with ``--vocab-chunk-size``). The loss and
+        fairseq's ``nll_loss`` (logged) are summed, or per target position with ``reduce=False`` (see the module
+        docstring); ``candidates`` logs |V'|."""
         layer = output_layer_of(model, self.name)
         features, target = features_and_target(model, net_output, sample, self.ignore_prefix_size)
+        if candidates is None and model.training and self.sampler is not None:
+            candidates = self.sampler.sample(target)
         if candidates is not None:
-            return self.sampled_loss(layer, features, candidates, reduce)
-        features, target = features.reshape(-1, features.size(-1)), target.reshape(-1)
+            loss, nll_loss = self.sampled_loss(layer, features, candidates, reduce)
+        else:
+            loss, nll_loss = self.exact_softmax_loss(layer, features.reshape(-1, features.size(-1)),
+                                                     target.reshape(-1), reduce)
+        logged = {"nll_loss": nll_loss.data, "candidates_n": 1,  # workers' outputs are summed: |V'| = their sum / n
+                  "candidates": layer.num_classes if candidates is None else candidates.ids.numel()}
+        return loss, self.sample_size(sample), logged
+
+    def exact_softmax_loss(self, layer: OutputLayer, features: Tensor, target: Tensor,
+                           reduce: bool) -> Tuple[Tensor, Tensor]:
+        """fairseq's label-smoothed loss over the full softmax of ``features`` (N x dh) against ``target`` (N,): in
+        one piece, or in chunks of ``--vocab-chunk-size`` vocabulary rows."""
         if not self.vocab_chunk_size:
             return self.exact_loss(layer, features, target, reduce)
         if not reduce:

@@ -28,7 +28,6 @@ TF-IDF vectors (fitted on the training texts at preprocessing, ``DATA/lexical.js
 Only ``linear`` has label-set-size dependent parameters, so only it cannot score labels unseen in training.
 """
 
-import contextlib
 import logging
 import math
 import os
@@ -40,7 +39,6 @@ import torch.nn as nn
 from fairseq.data import Dictionary
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
-from omegaconf import OmegaConf, open_dict
 
 from fairseq_joint.data.gile_files import LEXICAL_FILE, label_counts
 from fairseq_joint.errors import CheckpointError, InputError, MissingFileError, OptionError
@@ -52,7 +50,7 @@ from fairseq_joint.modules.pretrained_embedding import load_word_vectors_
 from fairseq_joint.modules.sentence_encoder import PretrainedSentenceEncoder
 from fairseq_joint.modules.text_encoders import ENCODER_CHOICES as TEXT_ENCODER_CHOICES
 from fairseq_joint.modules.text_encoders import LAYER_CHOICES, HierarchicalAttentionEncoder, WordAttentionEncoder
-from fairseq_joint.options import DROPOUT, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE_INT
+from fairseq_joint.options import DROPOUT, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE_INT, arch, registered
 
 logger = logging.getLogger(__name__)
 
@@ -147,18 +145,19 @@ class GileModelInputs:
     sentence_encoder: Optional[PretrainedSentenceEncoder] = None
 
 
-def pretrained_sentence_encoder(cfg, data: str = "", multilingual: bool = False
-                                ) -> Optional[PretrainedSentenceEncoder]:
+class GileDataProvider:
+    """What a :class:`GileClassifier` needs from the task that builds it (``--task gile_classification``): the data's
+    side of the model."""
+
+    def model_inputs(self, cfg) -> GileModelInputs:
+        raise NotImplementedError
+
+
+def pretrained_sentence_encoder(cfg, data: str = "") -> Optional[PretrainedSentenceEncoder]:
     """The sentence encoder of ``--encoder pretrained`` (``--pretrained-encoder``, trained with
     ``--finetune-encoder``), or of ``--encoder hybrid`` (frozen, with the lexical model of ``data``'s
-    ``lexical.json``), else None."""
+    ``lexical.json``), else None; ``cfg`` holds those options."""
     if cfg.encoder == "hybrid":
-        if multilingual:
-            raise OptionError("--encoder hybrid reads one language's TF-IDF features; a multilingual model "
-                              "(--languages) uses --encoder pretrained")
-        if cfg.finetune_encoder:
-            raise OptionError("--finetune-encoder: --encoder hybrid keeps its sentence encoder frozen (the lexical "
-                              "channel trains); use --encoder pretrained --finetune-encoder, or drop it")
         path = os.path.join(data, LEXICAL_FILE)
         if not os.path.isfile(path):
             raise OptionError(f"--encoder hybrid: {path} is missing (no lexical features were fitted on the "
@@ -268,6 +267,64 @@ class GileClassifierConfig(FairseqDataclass):
                                   "label co-occurrence pattern with weight UB, f*UB or sqrt(f)*UB"}
     )
 
+    @staticmethod
+    def validate(cfg) -> None:
+        """The options of one model that belong together (and with the task's: a gile_classifier is trained by
+        ``--task gile_classification``, ``--languages`` makes it multilingual)."""
+        m = cfg.model
+        if not issubclass(registered(cfg, "task"), GileDataProvider):
+            raise OptionError(f"--arch {arch(m)} is a gile_classifier, which only --task gile_classification trains "
+                              f"(not --task {cfg.task._name}): add --task gile_classification")
+        multilingual = bool(cfg.task.languages)
+        if str(m.joint_dim) != "auto" and not (str(m.joint_dim).isdigit() and int(m.joint_dim) > 0):
+            raise OptionError(f"--joint-dim must be a positive integer or auto, got {m.joint_dim!r}")
+        sentence, linear = m.encoder in SENTENCE_ENCODERS, m.head == "linear"
+        needs = (("--cooccurrence-init initializes the linear head's hidden->output weight W; --head {head} has none: "
+                  "use --head linear or --cooccurrence-init none", m.cooccurrence_init != "none" and not linear),
+                 ("--similarity-init starts the head at the label-text similarity, but --head linear has no label "
+                  "vectors: use a joint head (--head gile, bil_n16, ...)", m.similarity_init and linear),
+                 ("--seen-label-bias adds a bias per training label, which --head linear has already: drop "
+                  "--seen-label-bias or use a joint head", m.seen_label_bias and linear),
+                 ("--cosine-prior {cosine_prior} adds a frozen sentence encoder's cosine of text and description to "
+                  "a joint head's logits: use it with --encoder pretrained or hybrid, without --finetune-encoder, and "
+                  "a joint head (--head gile, ...), or drop it",
+                  m.cosine_prior and (not sentence or m.finetune_encoder or linear)),
+                 ("--finetune-label-refresh {finetune_label_refresh} sets how often a fine-tuned encoder re-encodes "
+                  "the label descriptions: add --finetune-encoder, or drop it",
+                  m.finetune_label_refresh and not m.finetune_encoder),
+                 ("--finetune-encoder trains a pretrained sentence encoder; --encoder {encoder} has none: use "
+                  "--encoder pretrained --pretrained-encoder PATH, or drop --finetune-encoder",
+                  m.finetune_encoder and not sentence),
+                 ("--finetune-encoder: --encoder hybrid keeps its sentence encoder frozen (the lexical channel "
+                  "trains); use --encoder pretrained --finetune-encoder, or drop it",
+                  m.finetune_encoder and m.encoder == "hybrid"),
+                 ("--encoder hybrid reads one language's TF-IDF features; a multilingual model (--languages) uses "
+                  "--encoder pretrained", m.encoder == "hybrid" and multilingual),
+                 ("--share-encoder/--share-attention share parts of per-language HAN/WAN encoders; --encoder {encoder} "
+                  "is one sentence encoder for every language: drop them",
+                  (m.share_encoder or m.share_attention) and sentence),
+                 ("--share-encoder/--share-attention share parts of the encoders of several languages: give "
+                  "--languages (e.g. en,pl), or drop them",
+                  (m.share_encoder or m.share_attention) and not sentence and not multilingual),
+                 ("--encoder-dim {encoder_dim} must be even for bigru (two directions of dim/2)",
+                  not sentence and m.encoder_dim % 2 and "bigru" in encoder_layers(m)),
+                 ("--similarity-init starts the dense encoders as identity maps; a bigru or gru encoder has no "
+                  "identity form: use --word-encoder/--sentence-encoder dense",
+                  m.similarity_init and not sentence and set(encoder_layers(m)) != {"dense"}),
+                 ("--similarity-init starts --head gile at the cosine exactly for --joint-activation relu, not "
+                  "{joint_activation}: use relu, or --head bil_n16",
+                  m.similarity_init and sentence and m.head == "gile" and m.joint_activation != "relu"))
+        for message, refused in needs:
+            if refused:
+                raise OptionError(message.format(**{k: getattr(m, k) for k in ("head", "encoder", "encoder_dim",
+                                                                                 "cosine_prior", "joint_activation",
+                                                                                 "finetune_label_refresh")}))
+
+
+def encoder_layers(cfg) -> Tuple[str, ...]:
+    """The layers g_w (and g_s of HAN) of a WAN/HAN encoder's configuration."""
+    return (str(cfg.word_encoder), str(cfg.sentence_encoder)) if cfg.encoder == "han" else (str(cfg.word_encoder),)
+
 
 @register_model("gile_classifier", dataclass=GileClassifierConfig)
 class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
@@ -314,33 +371,19 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
 
     @classmethod
     def build(cls, cfg: GileClassifierConfig, inputs: GileModelInputs):
-        """The model of ``cfg`` over the data ``inputs`` describes."""
+        """The model of ``cfg`` (its options checked together by :meth:`GileClassifierConfig.validate`) over the data
+        ``inputs`` describes."""
         if cfg.head != "linear" and not inputs.has_label_descriptions:
             raise InputError(f"--head {cfg.head} scores label descriptions but none were given: pass --label-file "
                              "label<TAB>description (or preprocess with --labels), or use --head linear")
-        if cfg.cooccurrence_init != "none" and cfg.head != "linear":
-            raise OptionError(f"--cooccurrence-init initializes the linear head's hidden->output weight W; "
-                              f"--head {cfg.head} has none: use --head linear or --cooccurrence-init none")
-        if cfg.cosine_prior and (cfg.encoder not in SENTENCE_ENCODERS or cfg.finetune_encoder or cfg.head == "linear"):
-            raise OptionError(f"--cosine-prior {cfg.cosine_prior} adds a frozen sentence encoder's cosine of text and "
-                              "description to a joint head's logits: use it with --encoder pretrained or hybrid, "
-                              "without --finetune-encoder, and a joint head (--head gile, ...), or drop it")
-        if cfg.finetune_label_refresh and not cfg.finetune_encoder:
-            raise OptionError(f"--finetune-label-refresh {cfg.finetune_label_refresh} sets how often a fine-tuned "
-                              "encoder re-encodes the label descriptions: add --finetune-encoder, or drop it")
+        if (cfg.encoder in SENTENCE_ENCODERS) != (inputs.sentence_encoder is not None):
+            raise ValueError(f"--encoder {cfg.encoder}, but the task that describes the data embeds its texts with "
+                             f"{inputs.sentence_encoder or 'no sentence encoder'}: give the task the model's encoder "
+                             "options (fairseq does: GileClassificationConfig's encoder fields are the model's)")
         if cfg.encoder in SENTENCE_ENCODERS:
-            if cfg.share_encoder or cfg.share_attention:
-                raise OptionError("--share-encoder/--share-attention share parts of per-language HAN/WAN encoders; "
-                                  "--encoder pretrained is one sentence encoder for every language: drop them")
             return cls.build_pretrained(cfg, inputs)
-        if cfg.finetune_encoder:
-            raise OptionError(f"--finetune-encoder trains a pretrained sentence encoder; --encoder {cfg.encoder} has "
-                              "none: use --encoder pretrained --pretrained-encoder PATH, or drop --finetune-encoder")
         if inputs.languages:
             return cls.build_multilingual(cfg, inputs)
-        if cfg.share_encoder or cfg.share_attention:
-            raise OptionError("--share-encoder/--share-attention share parts of the encoders of several languages: "
-                              "give --languages (e.g. en,pl), or drop them")
         embed = cls.build_embedding(cfg, inputs.dictionary, cfg.embed_path)  # no path when built for a checkpoint
         encoder = cls.build_encoder(cfg, inputs.dictionary)
         head = cls.build_head(cfg, len(inputs.train_labels))
@@ -372,7 +415,8 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
     def build_language_heads(cls, cfg, inputs: GileModelInputs) -> nn.ModuleDict:
         """A head per language, the joint space (U, b_u, V, b_v) the first language's for all (Sec. 3.3)."""
         languages = inputs.languages
-        heads = nn.ModuleDict({lang: cls.build_head(cfg, len(inputs.train_labels)) for lang in languages})
+        dim = inputs.sentence_encoder.output_dim if inputs.sentence_encoder is not None else None
+        heads = nn.ModuleDict({lang: cls.build_head(cfg, len(inputs.train_labels), dim, dim) for lang in languages})
         for lang in languages[1:]:
             for name in SHARED_HEAD_PARAMETERS:
                 if getattr(heads[languages[0]], name) is not None:
@@ -409,9 +453,6 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
                                                    str(cfg.word_encoder), str(cfg.sentence_encoder), str(cfg.encoder_activation),
                                                    cfg.dropout)
         if cfg.similarity_init:
-            if cfg.head == "linear":
-                raise OptionError("--similarity-init starts the head at the label-text similarity, but --head linear "
-                                 "has no label vectors: use a joint head (--head gile, bil_n16, ...)")
             layers = [encoder.word] if cfg.encoder == "wan" else [encoder.words.word, encoder.sentence]
             for layer in layers:
                 layer.identity_init_()
@@ -426,9 +467,6 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         heads = list(head.values()) if isinstance(head, nn.ModuleDict) else [head]
         label_bias = None
         if cfg.seen_label_bias:
-            if cfg.head == "linear":
-                raise OptionError("--seen-label-bias adds a bias per training label, which --head linear has already: "
-                                  "drop --seen-label-bias or use a joint head")
             counts = label_counts(rows, num_labels).float()
             p = (counts / max(1, len(rows))).clamp(1e-6, 1 - 1e-6)
             label_bias = nn.Parameter(torch.log(p / (1 - p)))
@@ -466,25 +504,14 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         text and of the descriptions, so d = dh = its dimension; ``--similarity-init`` starts the head at their
         cosine (see :meth:`OutputLayer.cosine_init_`)."""
         encoder = inputs.sentence_encoder
-        if encoder is None:
-            raise RuntimeError("--encoder pretrained: the model inputs carry no sentence encoder (build them with "
-                               "the task's model_inputs(cfg))")
         defaults, dim = GileClassifierConfig(), encoder.output_dim
         for name in ("embed_dim", "encoder_dim"):
             value = getattr(cfg, name)
             if value not in (dim, getattr(defaults, name)):
                 lexical = f" with --lexical-dim {encoder.lexical_dim}" if isinstance(encoder, HybridTextEncoder) else ""
                 raise OptionError(f"--{name.replace('_', '-')} {value} disagrees with --pretrained-encoder "
-                                 f"{cfg.pretrained_encoder}{lexical}, whose vectors have {dim} dimensions: drop "
-                                 f"--{name.replace('_', '-')} (the encoder sets d = dh = {dim})")
-        similarity = cfg.similarity_init
-        if similarity and cfg.head == "linear":
-            raise OptionError("--similarity-init starts the head at the label-text similarity, but --head linear "
-                             "has no label vectors: use a joint head (--head gile, bil_n16, ...)")
-        with open_dict(cfg) if OmegaConf.is_config(cfg) else contextlib.nullcontext():
-            cfg.embed_dim = cfg.encoder_dim = dim
-            if similarity and cfg.head == "gile" and str(cfg.joint_dim) == "auto":
-                cfg.joint_dim = str(4 * dim)  # the cosine needs four blocks of d (cosine_init_)
+                                  f"{cfg.pretrained_encoder}{lexical}, whose vectors have {dim} dimensions: drop "
+                                  f"--{name.replace('_', '-')} (the encoder sets d = dh = {dim})")
         languages = inputs.languages
         logger.info(f"--pretrained-encoder {cfg.pretrained_encoder}: {encoder.dim}-d sentence vectors, "
                     + ("fine-tuned" if encoder.finetune else "frozen (embeddings cached beside the data)")
@@ -493,29 +520,34 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
                        else "")
                     + (f", one encoder for {', '.join(languages)}; one joint space, a classification unit per language"
                        if languages else ""))
-        head = cls.build_language_heads(cfg, inputs) if languages else cls.build_head(cfg, len(inputs.train_labels))
-        if similarity and cfg.head == "gile":
+        head = cls.build_language_heads(cfg, inputs) if languages else cls.build_head(cfg, len(inputs.train_labels),
+                                                                                      dim, dim)
+        if cfg.similarity_init and cfg.head == "gile":
             for h in (head.values() if languages else [head]):
                 h.cosine_init_()  # the shared U, V once per language: the same values
         return cls.finish(cfg, inputs, None, encoder, head)
 
     @staticmethod
-    def build_head(cfg: GileClassifierConfig, num_labels: int) -> OutputLayer:
+    def build_head(cfg: GileClassifierConfig, num_labels: int, embed_dim: Optional[int] = None,
+                   encoder_dim: Optional[int] = None) -> OutputLayer:
+        """The head over d-dimensional label vectors (``embed_dim``) and dh-dimensional texts (``encoder_dim``; both
+        the sentence encoder's dimension for ``--encoder pretrained``/``hybrid``, by default ``cfg``'s
+        ``--embed-dim``/``--encoder-dim``); ``--joint-dim auto`` is Eq. 19, or ``4 d`` for ``--head gile
+        --similarity-init`` over a sentence encoder (the cosine start's four blocks of d,
+        :meth:`OutputLayer.cosine_init_`)."""
+        embed_dim, encoder_dim = embed_dim or cfg.embed_dim, encoder_dim or cfg.encoder_dim
         joint_dim = None
         if cfg.head in NEEDS_JOINT_DIM:
-            if str(cfg.joint_dim) == "auto":
-                joint_dim = equal_capacity_joint_dim(cfg.encoder_dim, cfg.embed_dim, num_labels)
+            if str(cfg.joint_dim) != "auto":
+                joint_dim = int(cfg.joint_dim)
+            elif cfg.similarity_init and cfg.head == "gile" and cfg.encoder in SENTENCE_ENCODERS:
+                joint_dim = 4 * embed_dim
             else:
-                try:
-                    joint_dim = int(cfg.joint_dim)
-                except ValueError:
-                    raise OptionError(f"--joint-dim must be a positive integer or auto, got {cfg.joint_dim!r}") from None
-                if joint_dim <= 0:
-                    raise OptionError(f"--joint-dim must be a positive integer or auto, got {joint_dim}")
-        class_dim = None if cfg.head == "linear" else cfg.embed_dim
+                joint_dim = equal_capacity_joint_dim(encoder_dim, embed_dim, num_labels)
+        class_dim = None if cfg.head == "linear" else embed_dim
         spec = OutputLayerSpec(**HEADS[str(cfg.head)], joint_dim=joint_dim, activation=str(cfg.joint_activation),
                                dropout=cfg.joint_dropout, init="identity" if cfg.similarity_init else "fairseq")
-        return OutputLayer(spec, num_classes=num_labels, input_dim=cfg.encoder_dim, class_dim=class_dim)
+        return OutputLayer(spec, num_classes=num_labels, input_dim=encoder_dim, class_dim=class_dim)
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
         self.evaluation_label_vectors.clear()

@@ -20,7 +20,6 @@ from fairseq_joint.errors import InputError, OptionError
 from fairseq_joint.models.output_layer_model import (
     OutputLayerModelMixin,
     build_output_layer,
-    check_output_layer_args,
     decoder_output,
     output_layer_defaults,
 )
@@ -70,7 +69,6 @@ class JointLSTMModel(OutputLayerModelMixin, LSTMModel):
     @classmethod
     def build_model(cls, args, task):
         joint_lstm_base(args)
-        check_output_layer_args(args)
         if args.encoder_layers != args.decoder_layers:
             raise OptionError("--encoder-layers must match --decoder-layers (fairseq's LSTM decoder "
                               "initialises its layers from the encoder's)")

@@ -13,7 +13,6 @@ from fairseq_joint.errors import OptionError
 from fairseq_joint.models.output_layer_model import (
     OutputLayerModelMixin,
     build_output_layer,
-    check_output_layer_args,
     decoder_output,
     output_layer_defaults,
 )
@@ -53,7 +52,6 @@ class JointTransformerModel(OutputLayerModelMixin, TransformerModel):
     @classmethod
     def build_model(cls, args, task):
         joint_transformer_base(args)
-        check_output_layer_args(args)
         if getattr(args, "adaptive_softmax_cutoff", None):
             raise OptionError(
                 "--adaptive-softmax-cutoff replaces the output layer with fairseq's adaptive softmax; "

@@ -28,7 +28,7 @@ from fairseq_joint.modules.output_layers import (
     OutputLayer,
     OutputLayerSpec,
 )
-from fairseq_joint.options import DROPOUT, POSITIVE_INT, SEED
+from fairseq_joint.options import DROPOUT, POSITIVE_INT, SEED, Configured
 
 
 @dataclass
@@ -66,6 +66,24 @@ class OutputLayerConfig(FairseqDataclass):
             "so the first logits are sigma(E)·sigma(h) (weight tying for --joint-activation identity)"
         },
     )
+
+    @staticmethod
+    def validate(cfg) -> None:
+        """Options of fairseq that would replace or duplicate the output layer (``cfg.model``: a legacy model's
+        namespace, which also holds them): refused with the fix."""
+        from fairseq.criterions.adaptive_loss import AdaptiveLoss
+
+        from fairseq_joint.options import registered
+
+        args = cfg.model
+        # with --share-all-embeddings fairseq's Transformer turns the flag on itself, in the arguments a checkpoint saves
+        if (getattr(args, "share_decoder_input_output_embed", False) and args.output_layer != "tied"
+                and not getattr(args, "share_all_embeddings", False)):
+            raise OptionError(f"--share-decoder-input-output-embed conflicts with --output-layer {args.output_layer}: "
+                              "use --output-layer tied for weight tying (and drop --share-decoder-input-output-embed)")
+        if issubclass(registered(cfg, "criterion"), AdaptiveLoss):
+            raise OptionError("--criterion adaptive_loss needs fairseq's adaptive softmax, not a fairseq-joint output "
+                              "layer: use --criterion cross_entropy, or sampled_cross_entropy for large vocabularies")
 
 
 @dataclass
@@ -115,23 +133,6 @@ def output_layer_defaults(args, input_dim: int) -> None:
             setattr(args, name, getattr(_DEFAULTS, name))
     if getattr(args, "label_embedding_input_dim", None) is None:
         args.label_embedding_input_dim = int(input_dim)
-
-
-def check_output_layer_args(args) -> None:
-    """Options of fairseq that would replace or duplicate the output layer: a one-line error with the fix."""
-    kind = args.output_layer
-    # with --share-all-embeddings fairseq's Transformer turns the flag on itself, in the arguments a checkpoint saves
-    derived = getattr(args, "share_all_embeddings", False)
-    if getattr(args, "share_decoder_input_output_embed", False) and kind != "tied" and not derived:
-        raise OptionError(
-            f"--share-decoder-input-output-embed conflicts with --output-layer {kind}: "
-            "use --output-layer tied for weight tying (and drop --share-decoder-input-output-embed)"
-        )
-    if getattr(args, "criterion", None) == "adaptive_loss":
-        raise OptionError(
-            "--criterion adaptive_loss needs fairseq's adaptive softmax, not a fairseq-joint output layer: "
-            "use --criterion cross_entropy, or sampled_cross_entropy for large vocabularies"
-        )
 
 
 def build_output_layer(args, dictionary, embed_tokens, input_dim: int) -> OutputLayer:
@@ -212,16 +213,19 @@ class DataFingerprintMixin:
         return state_dict
 
 
-class OutputLayerModelMixin(UpdateCountMixin, DataFingerprintMixin):
+class OutputLayerModelMixin(UpdateCountMixin, DataFingerprintMixin, Configured):
     """Mixed into a fairseq translation model whose decoder has an :class:`OutputLayer` (``decoder.output_projection``):
 
     * ``add_args``: the model's own options plus :class:`OutputLayerConfig`'s and ``--init-seed``
-      (:class:`InitSeedConfig`: the subclasses build their parameters through :meth:`build_seeded`);
+      (:class:`InitSeedConfig`: the subclasses build their parameters through :meth:`build_seeded`), the
+      :attr:`configs` that ``fairseq_joint.checks`` checks before fairseq starts;
     * ``load_state_dict``: a checkpoint trained with other dictionaries than the data's (another size, or the same
       size and other entries: :class:`DataFingerprintMixin`) fails with a one-line fix (the output layer checks its
       own configuration, see ``OutputLayer.set_extra_state``);
     * ``num_updates`` (:class:`UpdateCountMixin`).
     """
+
+    configs = (OutputLayerConfig, InitSeedConfig)
 
     @classmethod
     def add_args(cls, parser):

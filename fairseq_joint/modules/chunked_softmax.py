@@ -49,12 +49,6 @@ logger = logging.getLogger(__name__)
 CLASS_SIDE_CHUNKS = 4
 
 
-def check_chunk_size(chunk_size) -> None:
-    """``--vocab-chunk-size``: a positive number of vocabulary rows."""
-    if chunk_size is None or chunk_size <= 0:
-        raise OptionError(f"--vocab-chunk-size must be a positive number of vocabulary rows, got {chunk_size}")
-
-
 def _chunks(n: int, size: int):
     for start in range(0, n, size):
         yield start, min(start + size, n)
@@ -298,7 +292,6 @@ def chunked_cross_entropy(output_layer, features: Tensor, targets: Tensor, chunk
     ``nll_loss_sum`` is for logging (no gradient). ``path``: ``"fused"``, ``"tokens"`` or ``"vocabulary"`` to force
     one (tests); by default :func:`exact_softmax_path` decides.
     """
-    check_chunk_size(chunk_size)
     if not 0.0 <= label_smoothing < 1.0:
         raise OptionError(f"--label-smoothing must be in [0, 1), got {label_smoothing}")
     targets = targets.reshape(-1)

@@ -29,24 +29,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fairseq_joint.errors import InputError, OptionError
+from fairseq_joint.errors import InputError
 
 LABEL_EMBEDDING_TERMS = ("hard1", "soft1", "hard2", "hinge", "emb")
-
-
-def check_label_embedding_options(tau: float = 2.0, p: int = 1, beta: Optional[float] = None, warmup_updates: int = 0,
-                                  dim: Optional[int] = None) -> None:
-    """The options of the loss: τ > 0 (Eq. 10), p ∈ {1, 2} (Eq. 12), β ∈ [0, 1], warm-up ≥ 0, h ≥ 0 (0 = full)."""
-    if tau <= 0:
-        raise OptionError(f"--label-embedding-tau must be positive, got {tau}")
-    if p not in (1, 2):
-        raise OptionError(f"--label-embedding-hinge-p must be 1 or 2, got {p}")
-    if beta is not None and not 0.0 <= beta <= 1.0:
-        raise OptionError(f"--label-embedding-beta must be in [0, 1], got {beta}")
-    if warmup_updates < 0:
-        raise OptionError(f"--label-embedding-warmup-updates must be >= 0, got {warmup_updates}")
-    if dim is not None and dim < 0:
-        raise OptionError(f"--label-embedding-dim must be >= 0 (0 = full m x m), got {dim}")
 
 
 class LabelEmbedding(nn.Module):
@@ -61,7 +46,6 @@ class LabelEmbedding(nn.Module):
         super().__init__()
         if num_labels <= 0:
             raise InputError(f"the label embedding needs at least one label, got {num_labels}")
-        check_label_embedding_options(dim=dim)
         self.num_labels = num_labels
         self.dim = dim = dim or None
         if dim is None:
@@ -216,7 +200,6 @@ def label_embedding_terms(
         hard_weight·hard1 + soft_weight·soft1 (gradients reach z1 only) and ``o2`` = hard2 + hinge + emb
         (gradients reach z2 and e only).
     """
-    check_label_embedding_options(p=p, tau=tau)
     terms: Dict[str, Tensor] = {}
     y = target.unsqueeze(-1)
     with torch.no_grad():

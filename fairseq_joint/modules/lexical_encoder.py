@@ -128,12 +128,16 @@ class LexicalModel:
         try:
             with open(path, encoding="utf-8") as f:
                 content = json.load(f)
-            if content.get("format") != FORMAT:
-                raise ValueError(f"format {content.get('format')!r}")
-            model = cls(content["terms"], content["idf"], content["options"], content["documents"], path)
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (OSError, ValueError) as e:  # unreadable, or not JSON
             raise InputError(f"{path} is not a lexical feature file ({type(e).__name__}: {str(e)[:120]}): "
-                             f"{REFIT}") from None
+                             f"{REFIT}") from e
+        fields = {"terms": list, "idf": list, "options": dict, "documents": int, "fingerprint": str}
+        if (not isinstance(content, dict) or content.get("format") != FORMAT
+                or any(not isinstance(content.get(k), kind) for k, kind in fields.items())
+                or not content["terms"] or len(content["terms"]) != len(content["idf"])):
+            raise InputError(f"{path} is not a lexical feature file (format {FORMAT}: as many terms as idf weights, "
+                             f"the options, the documents and the fingerprint): {REFIT}")
+        model = cls(content["terms"], content["idf"], content["options"], content["documents"], path)
         if model.fingerprint != content.get("fingerprint"):
             raise InputError(f"{path} was changed after it was written (its fingerprint does not match its "
                              f"content): {REFIT}")

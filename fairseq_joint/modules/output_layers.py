@@ -124,15 +124,16 @@ def _probe(t: Tensor) -> Tensor:
 
 @dataclass(frozen=True)
 class OutputLayerSpec:
-    """What an :class:`OutputLayer` is, apart from its sizes: a preset and its settings, checked once here.
+    """What an :class:`OutputLayer` is, apart from its sizes: a preset and its settings, its names checked here (the
+    numbers are the options' own, checked with them: ``--joint-dim``, ``--joint-dropout``).
 
     Args:
         kind: preset name, one of :data:`OUTPUT_LAYER_CHOICES` (the module docstring's table).
-        joint_dim: dj, the joint-space size when both sides project (``joint``; Eq. 16 capacity).
+        joint_dim: dj >= 1, the joint-space size when both sides project (``joint``; Eq. 16 capacity).
         activation: σ of Eqs. 7 and 12-13 (``tanh`` in the paper).
         bias: ``per_class`` (the b ∈ R^|V| of Eqs. 3-14), ``shared`` (one scalar, GILE Eq. 11) or ``none``.
         context_scale: multiply the context side by a learned w ∈ R^k (GILE Eq. 11/14).
-        dropout: dropout applied to the context side in the joint space during training.
+        dropout: dropout in [0, 1) applied to the context side in the joint space during training.
         init: ``fairseq`` (N(0, fan_in^-1/2) weights, zero biases, as fairseq's output projection) or
             ``uniform`` (U(-0.1, 0.1) for every parameter, as the original NMT-joint code) or ``identity``
             (the projections U, V, W start as rectangular identity matrices and their biases at 0, so the
@@ -165,15 +166,10 @@ class OutputLayerSpec:
             raise OptionError(f"output-layer bias must be one of {', '.join(BIAS_CHOICES)}, got {self.bias!r}")
         if self.init not in INIT_CHOICES:
             raise OptionError(f"--output-layer-init: unknown init {self.init!r}; choose one of {', '.join(INIT_CHOICES)}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise OptionError(f"--joint-dropout must be in [0, 1), got {self.dropout}")
         get_activation(self.activation)
         for side, value in (("class_projection", self.class_proj), ("context_projection", self.ctx_proj)):
             if value not in (_NONE, _LINEAR, _NONLINEAR):
                 raise OptionError(f"{side} must be one of none, linear, nonlinear; got {value!r}")
-        if self.class_proj != _NONE and self.ctx_proj != _NONE and (self.joint_dim is None or self.joint_dim <= 0):
-            # both sides project into a joint space of free size dj (Eq. 16)
-            raise OptionError(f"--joint-dim must be a positive integer, got {self.joint_dim}")
 
     @property
     def class_proj(self) -> str:
@@ -359,14 +355,12 @@ class OutputLayer(nn.Module):
         relu splits a product into its four sign cases: ``x_i h_i = r(x_i)r(h_i) + r(-x_i)r(-h_i) - r(x_i)r(-h_i)
         - r(-x_i)r(h_i)``. So the joint space gets four blocks of d coordinates: U rows ``+e_i, -e_i, +e_i, -e_i``,
         V rows ``+e_i, -e_i, -e_i, +e_i``, w ``+1, +1, -1, -1``, biases b_u = b_v = 0; k > 4d leaves extra
-        coordinates whose class side starts small (as :func:`identity_init_`). Needs d = dh and k >= 4d.
+        coordinates whose class side starts small (as :func:`identity_init_`). Needs d = dh and k >= 4d, and is exact
+        for relu σ only (``--joint-activation relu``, which ``--similarity-init`` over a sentence encoder requires).
         """
         d = self.class_dim
         if self.class_weight is None or self.context_weight is None or self.context_scale is None:
-            raise OptionError("the cosine start needs both projections and the scale w (GILE's joint head, --head gile)")
-        if self.activation_name != "relu":
-            raise OptionError(f"--similarity-init starts --head gile at the cosine exactly for --joint-activation relu, "
-                             f"not {self.activation_name}: use relu, or --head bil_n16")
+            raise ValueError("the cosine start needs both projections and the scale w (GILE's joint head, --head gile)")
         if self.input_dim != d or self.joint_dim < 4 * d:
             raise OptionError(f"--similarity-init needs d = dh and --joint-dim >= 4d = {4 * d} for --head gile (got "
                              f"d={d}, dh={self.input_dim}, k={self.joint_dim}): use --joint-dim auto")

@@ -43,15 +43,9 @@ class Candidates:
 
 
 def sampling_requested(sample_rate: Optional[float], num_samples: Optional[int]) -> bool:
-    """Check ``--sample-rate`` / ``--num-samples`` (for the criteria and the sampler alike) and say whether they ask
-    for sampling: a rate below 1 or a number of negatives (a rate of 1 is the exact full softmax)."""
-    if sample_rate is not None and num_samples is not None:
-        raise OptionError("give exactly one of --sample-rate (a fraction of |V|) and --num-samples (a count of "
-                          "negatives): either --sample-rate or --num-samples, not both")
-    if sample_rate is not None and not 0.0 < sample_rate <= 1.0:
-        raise OptionError(f"--sample-rate must be in (0, 1] (a fraction of |V|, e.g. 0.25), got {sample_rate}")
-    if num_samples is not None and num_samples < 0:
-        raise OptionError(f"--num-samples must be a number of negatives >= 0, got {num_samples}")
+    """Whether ``--sample-rate`` / ``--num-samples`` ask for sampling: a rate below 1 or a number of negatives (a
+    rate of 1 is the exact full softmax). Their values are checked with the criteria's options
+    (``CandidateSamplingConfig``)."""
     return num_samples is not None or (sample_rate is not None and sample_rate < 1.0)
 
 
@@ -63,7 +57,7 @@ class CandidateSampler:
         sampler: ``uniform`` | ``unigram`` | ``log_uniform``.
         sample_rate: |V'| as a fraction of |V| in (0, 1] (the paper's 50/25/5%): negatives fill V' up to
             ``round(rate · |V|)`` (none when the positives alone reach it).
-        num_samples: or a fixed number of negatives per update.
+        num_samples: or (exactly one of the two) a fixed number of negatives per update, at most the samplable ids.
         counts: per-id counts (``unigram``).
         alpha: exponent of the unigram counts.
         ignore_ids: target ids that are not scored (padding): remapped to -100.
@@ -85,10 +79,6 @@ class CandidateSampler:
     ):
         if sampler not in SAMPLER_CHOICES:
             raise OptionError(f"--sampler: unknown sampler {sampler!r}; choose one of {', '.join(SAMPLER_CHOICES)}")
-        sampling_requested(sample_rate, num_samples)
-        if sample_rate is None and num_samples is None:
-            raise OptionError("give exactly one of --sample-rate (a fraction of |V|) and --num-samples (a count of "
-                              "negatives)")
         self.num_classes = num_classes
         self.never_sample = torch.tensor(sorted(set(never_sample)), dtype=torch.long)
         samplable = num_classes - len(self.never_sample)

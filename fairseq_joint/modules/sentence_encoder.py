@@ -5,8 +5,8 @@ description, L2-normalized, so ``e_j · h`` is their cosine: the zero-shot ranki
 training, which ``--similarity-init`` makes the heads' starting point (GILE Sec. 2.2 with the averaged word
 vectors replaced by a sentence encoder).
 
-* :func:`load_sentence_encoder` reads a local sentence-transformers model directory (never a download: the
-  hub is switched off) and says what to fix when the directory is not one;
+* :func:`load_sentence_encoder` reads a local sentence-transformers model directory (never a download:
+  ``local_files_only``) and says what to fix when the directory is not one;
 * :func:`encoder_fingerprint` identifies the model's files (a cache or checkpoint made with other weights is
   recognised);
 * :class:`PretrainedSentenceEncoder` embeds texts (frozen: without autograd, batched, with progress lines) or
@@ -52,20 +52,22 @@ def load_sentence_encoder(path: str, option: str = "--pretrained-encoder"):
     if not os.path.isfile(os.path.join(path, MARKER)):
         raise InputError(f"{option} {path}: not a sentence-transformers model (no {MARKER}): give a directory "
                          "written by SentenceTransformer.save() (a bare Hugging Face model needs a pooling layer)")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
     except (ImportError, OSError) as e:  # e.g. a torchaudio built for another torch, which transformers imports
         raise ImportError(f"sentence-transformers cannot be imported ({type(e).__name__}: {str(e)[:160]}): "
-                          "pip install sentence-transformers (and uninstall a torchaudio built for another torch)") from None
+                          "pip install sentence-transformers (and uninstall a torchaudio built for another torch)") from e
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # while it loads: one "Loading weights" bar per load in every log otherwise
     try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # one "Loading weights" bar per load in every log otherwise
-        return SentenceTransformer(path, device="cpu", local_files_only=True)
-    except Exception as e:
+        return SentenceTransformer(path, device="cpu", local_files_only=True)  # never a download
+    except (OSError, ValueError) as e:  # a file of the directory missing or not what it should be
         raise InputError(f"{option} {path}: sentence-transformers cannot load it ({type(e).__name__}: "
-                         f"{str(e).splitlines()[0][:200] if str(e) else ''}): give a complete model directory") from None
+                         f"{str(e).splitlines()[0][:200] if str(e) else ''}): give a complete model directory") from e
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def encoder_fingerprint(path: str) -> str:

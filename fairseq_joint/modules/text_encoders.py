@@ -17,7 +17,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from fairseq_joint.errors import OptionError
 from fairseq_joint.modules.output_layers import identity_init_
 
 ENCODER_CHOICES = ("wan", "han")
@@ -45,11 +44,6 @@ class SequenceLayer(nn.Module):
 
     def __init__(self, kind: str, input_dim: int, dim: int, activation: str):
         super().__init__()
-        if kind not in LAYER_CHOICES:
-            raise OptionError(f"--word-encoder/--sentence-encoder must be one of {', '.join(LAYER_CHOICES)}, "
-                              f"got {kind!r}")
-        if kind == "bigru" and dim % 2:
-            raise OptionError(f"--encoder-dim {dim} must be even for bigru (two directions of dim/2)")
         self.kind = kind
         if kind == "dense":
             self.layer = nn.Linear(input_dim, dim)
@@ -59,10 +53,8 @@ class SequenceLayer(nn.Module):
             self.layer = nn.GRU(input_dim, dim // 2 if bi else dim, batch_first=True, bidirectional=bi)
 
     def identity_init_(self) -> None:
-        """Start a dense layer as the (rectangular) identity map with zero bias: g(x) = act(x)."""
-        if self.kind != "dense":
-            raise OptionError(f"--similarity-init starts the dense encoders as identity maps; a {self.kind} "
-                              "encoder has no identity form: use --word-encoder/--sentence-encoder dense")
+        """Start a dense layer as the (rectangular) identity map with zero bias: g(x) = act(x) (a GRU has no identity
+        form)."""
         identity_init_(self.layer.weight)
         with torch.no_grad():
             nn.init.zeros_(self.layer.bias)

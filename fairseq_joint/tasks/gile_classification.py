@@ -35,25 +35,32 @@ label_embedding_cross_entropy`` scores a translation model's target words and is
 
 import contextlib
 import copy
+import functools
 import inspect
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, NamedTuple, Optional
 
 import torch
 from fairseq import metrics as fairseq_metrics
+from fairseq.criterions import CRITERION_REGISTRY, FairseqCriterion
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.distributed import utils as distributed_utils
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import MISSING, OmegaConf, open_dict
 
-from fairseq_joint.criterions.multilabel_classification import GZSL_SCORES
 from fairseq_joint.data.gile_datasets import MultilingualGileDataset, load_gile_split
 from fairseq_joint.data.gile_files import TRAIN_LABELS, GileCorpus, parse_language_weights, read_corpus
 from fairseq_joint.data.label_set import LabelSet, encode_label_set
 from fairseq_joint.errors import OptionError
-from fairseq_joint.metrics import macro_average, pooled_seen_offset
-from fairseq_joint.models.gile_classifier import GileModelInputs, pretrained_sentence_encoder
+from fairseq_joint.metrics import LabelScores, macro_average, pooled_seen_offset
+from fairseq_joint.models.gile_classifier import (
+    GileClassifier,
+    GileDataProvider,
+    GileModelInputs,
+    pretrained_sentence_encoder,
+)
+from fairseq_joint.options import ANY, NON_NEGATIVE, arch, check_number, registered
 
 MODE_CHOICES = ("multilabel", "multiclass")
 CALIBRATED_OFFSET = "calibrated_seen_score_offset"  #: the key of γ calibrated on validation in the task's state
@@ -66,6 +73,12 @@ def all_processes(items: list) -> list:
         parts = [None] * distributed_utils.get_data_parallel_world_size()
         torch.distributed.all_gather_object(parts, items, group=distributed_utils.get_data_parallel_group())
     return [item for part in parts for item in part]
+
+
+def model_option(name: str) -> str:
+    """The interpolation of the model's option ``name`` (a ``gile_classifier``'s; None where the model has no such
+    option: a translation model, which the task refuses, :meth:`GileClassificationConfig.validate`)."""
+    return f"${{oc.select:model.{name},null}}"
 
 
 @dataclass
@@ -85,7 +98,7 @@ class GileClassificationConfig(FairseqDataclass):
         metadata={"help": "γ of calibrated stacking, subtracted from the seen labels' scores when all labels are "
                   "ranked together; default: calibrated on every validation of split 'valid' with unseen labels (the γ "
                   "maximizing gzsl_h), logged as gamma, saved in the checkpoint for fairseq-joint-predict-labels, and "
-                  "the gzsl_* validation metrics at γ = 0; a value fixes γ for both (no calibration)"},
+                  "the gzsl_* validation metrics at γ = 0; a value fixes γ for both (no calibration)", "range": ANY},
     )
     classification_mode: ChoiceEnum(MODE_CHOICES) = field(
         default="multilabel",
@@ -107,10 +120,64 @@ class GileClassificationConfig(FairseqDataclass):
         default="",
         metadata={"help": "--languages: λ of each language's loss in Eq. 16, LANG=W,... (default 1 for each)"},
     )
+    #: the model's sentence-encoder options (no options of the task's: fairseq reads them from the model's
+    #: configuration), so that the task embeds its texts and label descriptions with the encoder the model is built
+    #: around (:attr:`GileClassificationTask.sentence_encoder`) without the model having been built; typed Any, as
+    #: fairseq would make the interpolation of a bool that the command line leaves unset True
+    encoder: Any = model_option("encoder")
+    pretrained_encoder: Any = model_option("pretrained_encoder")
+    finetune_encoder: Any = model_option("finetune_encoder")
+    lexical_dim: Any = model_option("lexical_dim")
+
+    @staticmethod
+    def validate(cfg) -> None:
+        """The task trains a gile_classifier with a criterion that scores labels; every λ of --language-weights
+        finite."""
+        model, criterion = registered(cfg, "model"), registered(cfg, "criterion")
+        if not issubclass(model, GileClassifier):
+            raise OptionError(f"--task gile_classification trains a gile_classifier model, not --arch "
+                              f"{arch(cfg.model)} ({model.__name__}): use --arch gile_classifier (or one of its "
+                              "presets, e.g. gile_pretrained)")
+        if not issubclass(criterion, LabelCriterion):
+            names = sorted(n for n, c in CRITERION_REGISTRY.items() if issubclass(c, LabelCriterion))
+            raise OptionError(f"--task gile_classification trains with a criterion that scores labels, not "
+                              f"--criterion {cfg.criterion._name}: use --criterion {' or '.join(names)}")
+        task = cfg.task
+        for lang, weight in parse_language_weights(task.language_weights, task.languages.split(",")).items():
+            check_number(f"--language-weights {lang}={weight}: the weight", weight, NON_NEGATIVE)
+
+
+class LabelStep(NamedTuple):
+    """What a :class:`LabelCriterion` makes of a batch: fairseq's ``(loss, sample_size, logging_output)`` and, at
+    validation, every label's scores of the batch (:meth:`GileClassificationTask.valid_step` calibrates γ on them)."""
+
+    loss: torch.Tensor
+    sample_size: float
+    logging_output: dict
+    scores: Optional[LabelScores] = None
+
+
+class LabelCriterion(FairseqCriterion):
+    """What ``--task gile_classification`` trains with: a criterion that scores a batch's labels, its loss in
+    ``compute_loss(model, features, sample, reduce)`` (a :class:`LabelStep`) over the document vectors the model
+    returns; ``forward`` is fairseq's view of it."""
+
+    def forward(self, model, sample, reduce=True):
+        step = self.compute_loss(model, model(**sample["net_input"]), sample, reduce=reduce)
+        return step.loss, step.sample_size, self.logged(step, sample)
+
+    def compute_loss(self, model, features, sample, reduce=True) -> LabelStep:
+        raise NotImplementedError
+
+    @staticmethod
+    def logged(step: LabelStep, sample) -> dict:
+        """fairseq's logging output of ``step``: its own values, the loss, the sample size and the batch's counts."""
+        return {**step.logging_output, "loss": step.loss.data, "sample_size": step.sample_size,
+                "nsentences": sample["nsentences"], "ntokens": sample["ntokens"]}
 
 
 @register_task("gile_classification", dataclass=GileClassificationConfig)
-class GileClassificationTask(FairseqTask):
+class GileClassificationTask(FairseqTask, GileDataProvider):
     """Multi-label / multi-class text classification with label descriptions (GILE, Secs. 2-3)."""
 
     def __init__(self, cfg: GileClassificationConfig, corpus: GileCorpus):
@@ -119,9 +186,6 @@ class GileClassificationTask(FairseqTask):
         self.corpus = corpus
         #: λ_l of Eq. 16 (--language-weights)
         self.language_weights = parse_language_weights(cfg.language_weights, list(corpus.languages))
-        #: the pretrained sentence encoder (``--encoder pretrained``) of the model this task built, which embeds its
-        #: texts and label descriptions; None for a WAN/HAN encoder (see :meth:`model_inputs`)
-        self.sentence_encoder = None
         #: the label sets already encoded, by split kind and sentence encoder
         self.label_sets: Dict[tuple, LabelSet] = {}
         #: fairseq-train's validation when γ is calibrated: the ``valid`` batches' (scores, gold, seen), else None
@@ -163,11 +227,21 @@ class GileClassificationTask(FairseqTask):
         """γ of the ``gzsl_*`` validation metrics: --seen-score-offset, 0 when γ is calibrated."""
         return float(self.cfg.seen_score_offset or 0.0)
 
+    @functools.cached_property
+    def sentence_encoder(self):
+        """The sentence encoder of ``--encoder pretrained``/``hybrid`` (None for WAN/HAN), built once, here: it embeds
+        this task's texts and label descriptions, and the model is built around it (:meth:`model_inputs`)."""
+        return pretrained_sentence_encoder(self.cfg, self.corpus.data_dir())
+
+    def document_dim(self, encoder_dim: int) -> int:
+        """dh, the size of the document vectors h: the sentence encoder's (its lexical channel included) when the
+        model reads the texts through one, else the WAN/HAN encoder's ``encoder_dim``."""
+        return encoder_dim if self.sentence_encoder is None else self.sentence_encoder.output_dim
+
     def model_inputs(self, cfg) -> GileModelInputs:
-        """What the ``gile_classifier`` of model configuration ``cfg`` is built from. With ``--encoder pretrained``
-        this loads its sentence encoder, which embeds this task's texts and label descriptions from then on."""
+        """What the ``gile_classifier`` of model configuration ``cfg`` is built from: the data's side of it, and the
+        task's :attr:`sentence_encoder`."""
         c = self.corpus
-        self.sentence_encoder = pretrained_sentence_encoder(cfg, c.data_dir(), bool(c.languages))
         return GileModelInputs(c.dictionary, c.train_labels, c.train_label_rows(), c.descriptions is not None,
                                c.languages, c.label_language, c.dictionaries, self.sentence_encoder)
 
@@ -235,15 +309,18 @@ class GileClassificationTask(FairseqTask):
                           "ntokens": sample["ntokens"], "by_language": by_language}
         return loss_sum, size_sum, logging_output
 
-    def valid_step(self, sample, model, criterion):
-        """fairseq's; the batch's scores of every label (out of the logging output) kept while γ is calibrated."""
-        loss, size, logging_output = super().valid_step(sample, model, criterion)
-        scores = logging_output.pop(GZSL_SCORES, None)
-        if scores is not None and self.calibration_batches is not None and sample.get("split") == "valid":
-            self.calibration_batches.append(scores)
+    def valid_step(self, sample, model, criterion: LabelCriterion):
+        """fairseq's, with the criterion's :class:`LabelStep`: the batch's scores of every label are kept while γ is
+        calibrated."""
+        model.eval()
+        with torch.no_grad():
+            step = criterion.compute_loss(model, model(**sample["net_input"]), sample)
+        logging_output = criterion.logged(step, sample)
+        if step.scores is not None and self.calibration_batches is not None and sample.get("split") == "valid":
+            self.calibration_batches.append(step.scores)
         if "lang" in sample:
             logging_output["lang"] = sample["lang"]
-        return loss, size, logging_output
+        return step.loss, step.sample_size, logging_output
 
     def begin_valid_epoch(self, epoch, model):
         """fairseq-train starts a validation: γ is calibrated on it unless --seen-score-offset fixes it."""
@@ -276,17 +353,6 @@ class GileClassificationTask(FairseqTask):
         for name in sorted(names - {"loss", "docs"}):
             keys = [f"{lang}_{name}" for lang in self.languages]
             fairseq_metrics.log_derived(name, lambda m, keys=keys: macro_average(m, keys))
-
-    def build_criterion(self, cfg, from_checkpoint=False):
-        """Refuses the criteria that do not score this task's labels (see the module doc)."""
-        if self.languages and cfg._name != "multilabel_classification":
-            raise OptionError(f"--criterion {cfg._name}: a multilingual model (--languages) trains with "
-                              "--criterion multilabel_classification (Eq. 16 sums its per-language losses)")
-        if cfg._name == "label_embedding_cross_entropy":
-            raise OptionError("--criterion label_embedding_cross_entropy scores a translation model's target words; "
-                              "for --task gile_classification use --criterion gile_label_embedding_cross_entropy "
-                              "(the same loss over the labels, --classification-mode multiclass)")
-        return super().build_criterion(cfg, from_checkpoint)
 
     def max_positions(self):
         return None

@@ -7,8 +7,8 @@ import random
 import pytest
 from conftest import cli
 
-from fairseq_joint.cli.common import CommandError
 from fairseq_joint.cli.word_vectors import main
+from fairseq_joint.errors import InputError, Refusal
 
 
 def parallel_corpus(tmp_path, aligned=True, docs=600, seed=0):
@@ -85,14 +85,14 @@ def test_aligned_bad_input_is_refused_in_one_line(tmp_path):
         (["--aligned", f"en={en}", f"xx={tmp_path / 'none.jsonl'}"], "none.jsonl: the file does not exist"),
     ]
     for argv, message in cases:
-        with pytest.raises(CommandError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        with pytest.raises(Refusal, match=message.replace("(", r"\(").replace(")", r"\)")):
             main([*argv, *out])
     (tmp_path / "yy.jsonl").write_text(json.dumps({"id": "other", "text": "a b", "labels": ["a"]}) + "\n")
-    with pytest.raises(CommandError, match="no document id is in every --aligned file"):
+    with pytest.raises(InputError, match="no document id is in every --aligned file"):
         main(["--aligned", f"en={en}", f"yy={tmp_path / 'yy.jsonl'}", *out])
     (tmp_path / "dup.jsonl").write_text("".join(json.dumps({"id": 1, "text": "a", "labels": ["a"]}) + "\n" for _ in "ab"))
-    with pytest.raises(CommandError, match="dup.jsonl:2: id 1 is given twice"):
+    with pytest.raises(InputError, match="dup.jsonl:2: id 1 is given twice"):
         main(["--aligned", f"en={en}", f"dup={tmp_path / 'dup.jsonl'}", *out])
     (tmp_path / "noid.jsonl").write_text(json.dumps({"text": "a", "labels": ["a"]}) + "\n")
-    with pytest.raises(CommandError, match="noid.jsonl:1: needs the fields 'id' and 'text'"):
+    with pytest.raises(InputError, match="noid.jsonl:1: needs the fields 'id' and 'text'"):
         main(["--aligned", f"en={en}", f"noid={tmp_path / 'noid.jsonl'}", *out])

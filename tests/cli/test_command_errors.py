@@ -95,7 +95,7 @@ def test_debug_shows_the_traceback(tmp_path):
 def test_a_label_file_the_checkpoint_records_that_moved_names_the_option(gile_bin, tmp_path):
     """A checkpoint records its --label-file / --eval-label-file absolute; when one has moved, fairseq-validate's
     refusal names the option that says where it is now, and the plugin's loader takes it as a keyword."""
-    from fairseq_joint.cli.common import load_gile_model
+    from fairseq_joint.loaders import load_gile_model
 
     labels = tmp_path / "eval_labels.tsv"
     shutil.copyfile(gile_bin / "labels.tsv", labels)
@@ -107,11 +107,11 @@ def test_a_label_file_the_checkpoint_records_that_moved_names_the_option(gile_bi
     proc = cli("fairseq-validate", gile_bin, "--user-dir", USER_DIR, "--task", "gile_classification", "--path",
                checkpoint, "--batch-size", "32", check=False)
     line = [x for x in proc.stderr.splitlines() if x.strip()]
-    assert proc.returncode == 1 and len(line) == 1, proc.stderr[-3000:]
+    assert proc.returncode == 2 and len(line) == 1, proc.stderr[-3000:]
     assert line[0] == (f"error: --eval-label-file {labels}, which {checkpoint} was trained with (a checkpoint records "
                        "its label files), does not exist: give fairseq-validate --eval-label-file where it is now")
     with pytest.raises(MissingFileError, match="eval_label_file= of LabelPredictor.from_checkpoint or "
-                       "fairseq_joint.cli.common.load_gile_model"):
+                       "fairseq_joint.loaders.load_gile_model"):
         load_gile_model(str(checkpoint))
     _, task = load_gile_model(str(checkpoint), eval_label_file=str(moved))  # what the refusal says to do
     assert task.cfg.eval_label_file == str(moved)

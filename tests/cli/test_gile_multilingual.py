@@ -11,6 +11,7 @@ import pytest
 import torch
 from conftest import GILE_FAST, GILE_TRAIN, REPO, cli, preprocess_gile, python_script, valid_line
 
+from fairseq_joint.errors import InputError, MissingFileError, OptionError
 from fairseq_joint.models.gile_classifier import GileClassifier, GileClassifierConfig
 from fairseq_joint.tasks.gile_classification import GileClassificationConfig, GileClassificationTask
 
@@ -165,36 +166,33 @@ def test_multilingual_bad_input_is_refused_in_one_line(ml_bin, tmp_path):
     labels = (data / "pl" / "labels.tsv").read_text(encoding="utf-8").splitlines()
     labels[0] = labels[0].split("\t")[0] + "\tsomething else"
     (data / "pl" / "labels.tsv").write_text("\n".join(labels) + "\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"pl/labels.tsv disagrees with .*en/labels.tsv .*same --labels file"):
+    with pytest.raises(InputError, match=r"pl/labels.tsv disagrees with .*en/labels.tsv .*same --labels file"):
         build(data)
     # a directory whose documents are of another language than --languages reads it as
     data2 = tmp_path / "data2"
     shutil.copytree(ml_bin / "en", data2 / "en")
     shutil.copytree(ml_bin / "pl", data2 / "de")
-    with pytest.raises(ValueError, match=r"de/language.txt says its documents are 'pl', but --languages reads"):
+    with pytest.raises(InputError, match=r"de/language.txt says its documents are 'pl', but --languages reads"):
         build(data2, languages="en,de")
     # a --label-file without a line for a label the languages' training documents carry
     short = tmp_path / "short.tsv"
     short.write_text("".join(line + "\n" for line in labels[1:]), encoding="utf-8")
-    with pytest.raises(ValueError, match=r"short.tsv: 1 training label\(s\) have no description .*add a 'label<TAB>"):
+    with pytest.raises(InputError, match=r"short.tsv: 1 training label\(s\) have no description .*add a 'label<TAB>"):
         GileClassificationTask.setup_task(GileClassificationConfig(data=str(ml_bin), languages="en,pl",
                                                                    label_file=str(short)))
-    with pytest.raises(FileNotFoundError, match=r"fr/dict.txt is missing: binarize language fr"):
+    with pytest.raises(MissingFileError, match=r"fr/dict.txt is missing: binarize language fr"):
         build(ml_bin, languages="en,fr")
-    with pytest.raises(ValueError, match=r"--languages 'en,en': give distinct language names"):
+    with pytest.raises(OptionError, match=r"--languages 'en,en': give distinct language names"):
         build(ml_bin, languages="en,en")
-    with pytest.raises(ValueError, match=r"--language-weights 'xx=1': give LANG=W with LANG one of"):
+    with pytest.raises(OptionError, match=r"--language-weights 'xx=1': give LANG=W with LANG one of"):
         GileClassificationTask.setup_task(GileClassificationConfig(data=str(ml_bin), languages="en,pl",
                                                                    language_weights="xx=1"))
-    with pytest.raises(ValueError, match=r"--share-encoder/--share-attention share .* give --languages"):
-        GileClassifier.build_model(GileClassifierConfig(share_encoder=True),
-                                   GileClassificationTask.setup_task(GileClassificationConfig(data=str(ml_bin / "en"))))
     # aligned vectors of different dimensions, and a single file for several languages
     (tmp_path / "v.en.txt").write_text("2 8\nlibrary " + " ".join(["0.1"] * 8) + "\nfile " + " ".join(["0.2"] * 8) + "\n")
     (tmp_path / "v.pl.txt").write_text("1 6\nbiblioteka " + " ".join(["0.1"] * 6) + "\n")
-    with pytest.raises(ValueError, match=r"v.pl.txt \(pl\) has 6-d vectors but .*v.en.txt \(en\) 8-d"):
+    with pytest.raises(InputError, match=r"v.pl.txt \(pl\) has 6-d vectors but .*v.en.txt \(en\) 8-d"):
         build(ml_bin, embed_path=str(tmp_path / "v.{lang}.txt"))
-    with pytest.raises(ValueError, match=r"one file per language: LANG=FILE,LANG=FILE or a path with \{lang\}"):
+    with pytest.raises(OptionError, match=r"one file per language: LANG=FILE,LANG=FILE or a path with \{lang\}"):
         build(ml_bin, embed_path=str(tmp_path / "v.en.txt"))
     # a document whose lang field contradicts --lang
     out = preprocess_gile("--train", ML_SAMPLE / "pl" / "train.jsonl", "--lang", "uk", "--destdir", tmp_path / "uk",
@@ -269,17 +267,15 @@ def test_one_pretrained_sentence_encoder_serves_every_language(ml_bin, tmp_path,
     classification unit per language; trained, validated per language, reloaded, and used to predict by language."""
     data = tmp_path / "data"
     shutil.copytree(ml_bin, data)
-    task = GileClassificationTask.setup_task(GileClassificationConfig(data=str(data), languages="en,pl"))
-    model = GileClassifier.build_model(GileClassifierConfig(encoder="pretrained", pretrained_encoder=str(sentence_encoder),
-                                                            head="gile", joint_dim="24"), task)
+    encoder = dict(encoder="pretrained", pretrained_encoder=str(sentence_encoder))  # the task's are the model's
+    task = GileClassificationTask.setup_task(GileClassificationConfig(data=str(data), languages="en,pl",
+                                                                      finetune_encoder=False, **encoder))
+    model = GileClassifier.build_model(GileClassifierConfig(**encoder, head="gile", joint_dim="24"), task)
     assert model.sentence_encoder is not None and model.embed_tokens is None
     h_en, h_pl = model.head["en"], model.head["pl"]
     for name in ("class_weight", "class_bias", "context_weight", "context_bias"):
         assert getattr(h_en, name) is getattr(h_pl, name), name
     assert h_en.context_scale is not h_pl.context_scale  # w is each language's own
-    with pytest.raises(ValueError, match=r"one sentence encoder for every language: drop them"):
-        GileClassifier.build_model(GileClassifierConfig(encoder="pretrained", pretrained_encoder=str(sentence_encoder),
-                                                        share_encoder=True), task)
 
     save = tmp_path / "ckpt"
     train = cli("fairseq-train", data, *GILE_TRAIN, "--languages", "en,pl", "--encoder", "pretrained",

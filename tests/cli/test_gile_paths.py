@@ -27,7 +27,7 @@ def relative_run(gile_bin, tmp_path_factory):
 
 
 def test_the_checkpoint_records_the_data_absolute_and_is_read_from_anywhere(relative_run, tmp_path, monkeypatch):
-    from fairseq_joint.cli.common import load_gile_model
+    from fairseq_joint.loaders import load_gile_model
 
     cfg = state(relative_run / "ckpt" / "checkpoint_last.pt")["cfg"]
     assert cfg["task"]["data"] == str(relative_run / "bin")
@@ -41,7 +41,7 @@ def test_the_checkpoint_records_the_data_absolute_and_is_read_from_anywhere(rela
 
 
 def test_moved_data_is_refused_naming_data_and_found_with_it(relative_run, tmp_path):
-    from fairseq_joint.cli.common import load_gile_model
+    from fairseq_joint.loaders import load_gile_model
 
     run = tmp_path / "run"
     shutil.copytree(relative_run / "ckpt", run)

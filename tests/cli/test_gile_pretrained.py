@@ -70,7 +70,7 @@ def test_similarity_init_starts_at_the_encoders_cosine(data, tmp_path, sentence_
 
     train(data, tmp_path / "ck", sentence_encoder, "--head", "gile", "--similarity-init", "--max-update", "1",
           "--lr", "1e-12")
-    from fairseq_joint.cli.common import load_gile_model
+    from fairseq_joint.loaders import load_gile_model
     from fairseq_joint.modules.sentence_encoder import EmbeddingCache
 
     model, task = load_gile_model(str(tmp_path / "ck" / "checkpoint_last.pt"))

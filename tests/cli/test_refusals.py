@@ -5,12 +5,14 @@ of range, an unsafe checkpoint, a checkpoint of the other kind, fairseq's own er
 themselves are tested in process in tests/unit/test_option_checks.py."""
 
 import os
+import sys
 
 import pytest
 import torch
 from conftest import GILE_FAST, GILE_TRAIN, SAMPLE, TRAIN_FAST, USER_DIR, binarize, cli
 from omegaconf import OmegaConf
 
+from fairseq_joint import errors
 from fairseq_joint.cli import common, word_vectors
 
 LATIN1 = "Straße café".encode("latin-1")
@@ -18,17 +20,20 @@ BOM = b"\xef\xbb\xbf"
 
 
 def refusal(proc) -> str:
+    """The one line of a refused command, whose exit status is the one of every refusal."""
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-3000:]
+    assert proc.returncode == errors.REFUSED and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-3000:]
     return lines[0]
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--criterion", "sampled_cross_entropy", "--sample-rate", "1.5"], r"--sample-rate must be in (0, 1]"),
-    (["--criterion", "sampled_cross_entropy", "--num-samples", "-3"], "--num-samples must be a number of negatives >= 0"),
-    (["--criterion", "sampled_cross_entropy", "--vocab-chunk-size", "0"], "--vocab-chunk-size must be a positive"),
-    (["--criterion", "label_embedding_cross_entropy", "--label-embedding-hinge-p", "3"], "must be 1 or 2, got 3"),
-    (["--criterion", "multilabel_classification", "--threshold", "-1"], "--threshold is a probability"),
+    (["--criterion", "sampled_cross_entropy", "--sample-rate", "1.5"], r"--sample-rate must be a finite number in (0, 1]"),
+    (["--criterion", "sampled_cross_entropy", "--num-samples", "-3"], "--num-samples must be an integer >= 0, got -3"),
+    (["--criterion", "sampled_cross_entropy", "--vocab-chunk-size", "0"], "--vocab-chunk-size must be positive"),
+    (["--criterion", "label_embedding_cross_entropy", "--label-embedding-hinge-p", "3"], "must be 1 or 2 (an integer "
+                                                                                          "in [1, 2]), got 3"),
+    (["--criterion", "multilabel_classification", "--task", "gile_classification", "--arch", "gile_classifier",
+      "--threshold", "-1"], "--threshold must be a finite number in [0, 1], got -1.0"),
     (["--init-seed", str(2 ** 70)], "--init-seed must be an integer in [-9223372036854775808, 18446744073709551615], "
                                     f"got {2 ** 70}"),
     (["--dropout", "nan"], "--dropout must be a finite number in [0, 1), got nan"),  # fairseq's own options too
@@ -43,6 +48,26 @@ def test_training_options_are_refused_before_any_work(tmp_path, flags, message):
     proc = cli("fairseq-train", tmp_path / "no-data", "--user-dir", USER_DIR, "--arch", "joint_lstm_tiny",
                "--save-dir", tmp_path / "ck", *TRAIN_FAST, *flags, check=False)
     assert message in refusal(proc)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU's refusal of --bf16")
+def test_every_route_into_fairseqs_commands_runs_the_same_checks(tmp_path):
+    """``python -m fairseq_cli.*`` (whose main is ``__main__``'s) refuses as the console scripts do: in one line, exit
+    status 2, before any work: fairseq-train's precision flags (before, --bf16 died in fairseq's XLA traceback),
+    fairseq-preprocess's misaligned text, fairseq-generate's data that holds no translation corpus."""
+    line = refusal(cli(sys.executable, "-m", "fairseq_cli.train", tmp_path / "no-data", "--user-dir", USER_DIR, "--arch",
+                       "joint_lstm_tiny", "--save-dir", tmp_path / "ck", *TRAIN_FAST, "--bf16", check=False))
+    assert line == ("error: --bf16 needs a CUDA GPU with bf16 (or a TPU with torch_xla) and this run has none: drop "
+                    "--bf16 to train in fp32 on the CPU")
+    (tmp_path / "train.en").write_text("a b\nc d\n")
+    (tmp_path / "train.de").write_text("a b\n")
+    line = refusal(cli(sys.executable, "-m", "fairseq_cli.preprocess", "--user-dir", USER_DIR, "--source-lang", "en",
+                       "--target-lang", "de", "--trainpref", tmp_path / "train", "--destdir", tmp_path / "bin",
+                       check=False))
+    assert line.startswith(f"error: --trainpref {tmp_path}/train is misaligned") and not (tmp_path / "bin").exists()
+    line = refusal(cli(sys.executable, "-m", "fairseq_cli.generate", tmp_path, "--user-dir", USER_DIR, "--path",
+                       tmp_path / "none.pt", check=False))  # the exception hook: fairseq's own error, named
+    assert line.startswith(f"error: {tmp_path} holds no binarized translation corpus whose languages fairseq can read")
 
 
 def test_resuming_into_another_output_layer_names_the_difference(tiny_bin, tmp_path):
@@ -111,9 +136,9 @@ def test_an_unsafe_checkpoint_is_named_by_fairseq_and_by_our_commands(tiny_bin, 
     torch.save({"model": {}, "cfg": Evil()}, evil)
     said = f"{evil} is not a checkpoint torch can load safely (weights_only: it pickles posix.system)"
     proc = cli("fairseq-generate", tiny_bin, "--user-dir", USER_DIR, "--path", evil, check=False)
-    assert said in refusal(proc) and proc.returncode == 1 and "unpickled" not in proc.stdout
+    assert said in refusal(proc) and "unpickled" not in proc.stdout
     proc = cli("fairseq-joint-export-label-embedding", evil, check=False)
-    assert said in refusal(proc) and proc.returncode == 2
+    assert said in refusal(proc)
 
 
 def test_a_gile_checkpoint_given_to_a_translation_command_is_named(tiny_bin, tmp_path):
@@ -129,7 +154,6 @@ def test_a_gile_checkpoint_given_to_a_translation_command_is_named(tiny_bin, tmp
                     "(fairseq-joint-predict-labels scores labels with this one)")
     # with the GILE data too (what a user has beside a GILE checkpoint): fairseq's translation task fails first
     proc = cli("fairseq-generate", tmp_path, "--user-dir", USER_DIR, "--path", gile, check=False)
-    assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr[-2000:]
     assert refusal(proc) == (f"error: {tmp_path} holds no binarized translation corpus whose languages fairseq can "
                              "read from its file names (train.SRC-TGT.SRC.idx): give the directory fairseq-preprocess "
                              "wrote, or --source-lang and --target-lang (a gile_classifier checkpoint is scored with "
@@ -150,7 +174,7 @@ def test_fairseq_s_own_error_of_an_empty_corpus_is_one_line(tmp_path, monkeypatc
     with pytest.raises(InputError, match=f"^--trainpref {text}/train: {text}/train.en is empty"):
         binarize(text, tmp_path / "bin")  # fairseq-preprocess with the plugin refuses it (parallel_text)
     # fairseq-preprocess without the plugin binarizes it; then fairseq-train with the plugin names the empty .bin
-    monkeypatch.setattr(preprocess, "main", fairseq_patches._wrapped["parallel_text"][2])
+    monkeypatch.setattr(preprocess, "main", fairseq_patches.original("parallel_text"))
     data = binarize(text, tmp_path / "bin")
     line = refusal(cli("fairseq-train", data, "--user-dir", USER_DIR, "--arch", "joint_lstm_tiny", "--save-dir",
                        tmp_path / "ck", *TRAIN_FAST, check=False))

@@ -30,7 +30,7 @@ def test_a_finished_run_is_not_trained_on_with_other_options(tiny_bin, finished)
     proc = cli("fairseq-train", tiny_bin, *TRAIN, "--lr", "2e-3", "--seed", "8", "--max-update", "4", "--save-dir",
                finished, check=False)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode == 1 and len(lines) == 1, proc.stderr[-3000:]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-3000:]
     assert lines[0].startswith(f"error: --save-dir {finished} holds a run already at update 4 "), lines[0]
     assert "--max-update is 4: training on would overwrite its checkpoints; train into another --save-dir, " \
            "continue it with a --max-update above 4" in lines[0], lines[0]

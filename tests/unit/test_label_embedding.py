@@ -9,7 +9,7 @@ import torch
 from conftest import training_args, valid_batch
 
 from fairseq_joint.criterions.label_embedding_cross_entropy import LabelEmbeddingCrossEntropyCriterion
-from fairseq_joint.errors import InputError, OptionError, Refusal
+from fairseq_joint.errors import InputError, Refusal
 from fairseq_joint.modules.label_embedding import LabelEmbedding, label_embedding_terms, soft_target_cross_entropy
 from fairseq_joint.modules.sampling import Candidates
 
@@ -161,6 +161,11 @@ def criterion(task, **kw):
     return LabelEmbeddingCrossEntropyCriterion(task, False, **kw)
 
 
+def terms(crit, model, sample, candidates=None):
+    """Eq. 14's terms and |V'| of the batch, the model run once for its decoder features."""
+    return crit.compute_terms(model, model(**sample["net_input"], features_only=True), sample, candidates)[:2]
+
+
 def grads(module):
     return {n: (p.grad.clone() if p.grad is not None else torch.zeros_like(p)) for n, p in module.named_parameters()}
 
@@ -172,14 +177,12 @@ def test_o2_terms_never_reach_the_network_and_o1_terms_never_reach_o2(model_and_
     model.train()
     model.zero_grad()
     crit.zero_grad()
-    terms = crit.compute_terms(model, sample)[0]
-    terms["o2"].backward()
+    terms(crit, model, sample)[0]["o2"].backward()
     assert all(torch.count_nonzero(g) == 0 for g in grads(model).values())
     assert all(torch.count_nonzero(g) > 0 for g in grads(crit.o2).values())
     model.zero_grad()
     crit.zero_grad()
-    terms = crit.compute_terms(model, sample)[0]
-    terms["o1"].backward()
+    terms(crit, model, sample)[0]["o1"].backward()
     assert all(torch.count_nonzero(g) == 0 for g in grads(crit).values())  # o2 and the embedding
     assert torch.count_nonzero(model.decoder.output_projection.class_weight.grad) > 0
     assert torch.count_nonzero(model.decoder.embed_tokens.weight.grad) > 0
@@ -209,7 +212,7 @@ def test_sampled_terms_with_v_prime_equal_to_v_are_the_full_ones(model_and_batch
     crit = criterion(task, label_embedding_dim=8, sample_rate=0.3)
     model.eval()  # no dropout: both passes see the same features
     with torch.no_grad():
-        full, n_full, _, _ = crit.compute_terms(model, sample)
+        full, n_full = terms(crit, model, sample)
         assert n_full == len(task.tgt_dict)
         y = sample["target"].reshape(-1)
         y = y[y.ne(task.tgt_dict.pad())]
@@ -217,7 +220,7 @@ def test_sampled_terms_with_v_prime_equal_to_v_are_the_full_ones(model_and_batch
         lookup = torch.empty_like(ids)
         lookup[ids] = torch.arange(ids.numel())
         everything = Candidates(ids=ids, targets=lookup[y], num_positives=ids.numel(), log_q=None)
-        sampled, n, _, _ = crit.compute_terms(model, sample, candidates=everything)
+        sampled, n = terms(crit, model, sample, candidates=everything)
     assert n == len(task.tgt_dict)
     for key in full:
         torch.testing.assert_close(sampled[key].double(), full[key].double(), rtol=1e-5, atol=1e-4)
@@ -242,22 +245,10 @@ def test_sampling_scores_and_updates_only_the_candidate_columns(model_and_batch)
     model.zero_grad()
 
 
-@pytest.mark.parametrize(
-    "kwargs, message",
-    [
-        (dict(sample_rate=1.5), r"--sample-rate must be in \(0, 1\]"),
-        (dict(sample_rate=0.5, num_samples=3), "either --sample-rate or --num-samples"),
-        (dict(label_embedding_beta=1.5), r"--label-embedding-beta must be in \[0, 1\]"),
-        (dict(label_embedding_tau=0.0), "--label-embedding-tau must be positive"),
-        (dict(label_embedding_hinge_p=3), "--label-embedding-hinge-p must be 1 or 2"),
-        (dict(label_embedding_dim=-1), "--label-embedding-dim must be >= 0"),
-        (dict(label_embedding_warmup_updates=-2), "--label-embedding-warmup-updates must be >= 0"),
-        (dict(label_embedding_from="/nonexistent/checkpoint.pt"), "no such checkpoint file"),
-    ],
-)
-def test_options_it_cannot_serve_are_refused(model_and_batch, kwargs, message):
-    with pytest.raises(Refusal, match=message):
-        criterion(model_and_batch[0], **kwargs)
+def test_a_checkpoint_it_cannot_read_is_refused(model_and_batch):
+    """(Its options out of range or together: tests/unit/test_option_checks.py.)"""
+    with pytest.raises(Refusal, match="--label-embedding-from /nonexistent/checkpoint.pt: no such checkpoint file"):
+        criterion(model_and_batch[0], label_embedding_from="/nonexistent/checkpoint.pt")
 
 
 def test_it_has_only_the_options_it_serves(tiny_bin, capsys):
@@ -296,8 +287,4 @@ def test_feature_size_mismatch_names_the_flag(model_and_batch):
     with pytest.raises(InputError, match="set --label-embedding-input-dim"):
         crit(model, sample)
 
-
-def test_without_the_feature_size_it_says_where_it_comes_from(model_and_batch):
-    with pytest.raises(OptionError, match="needs the feature size dh .* pass --label-embedding-input-dim"):
-        criterion(model_and_batch[0], label_embedding_input_dim=None)
 

@@ -128,8 +128,3 @@ def test_hybrid_encoder_refusals_before_any_model_is_loaded(tmp_path):
     with pytest.raises(OptionError, match=rf"^--encoder hybrid: {tmp_path}/lexical.json is missing .*re-run "
                        "fairseq-joint-preprocess-gile with --lexical-features"):
         pretrained_sentence_encoder(cfg, str(tmp_path))
-    with pytest.raises(OptionError, match="multilingual model"):
-        pretrained_sentence_encoder(cfg, str(tmp_path), multilingual=True)
-    cfg.finetune_encoder = True
-    with pytest.raises(OptionError, match="--finetune-encoder: --encoder hybrid keeps its sentence encoder frozen"):
-        pretrained_sentence_encoder(cfg, str(tmp_path))

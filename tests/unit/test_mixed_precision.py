@@ -186,10 +186,11 @@ def test_precision_flags_without_cuda_are_refused_before_any_work(flag):
     from fairseq.distributed import utils as distributed_utils
 
     import fairseq_joint  # noqa: F401  (installs the configuration checks)
+    from fairseq_joint.errors import OptionError
     from fairseq_joint.precision import check_precision
 
     name = "--" + flag.replace("_", "-")
-    with pytest.raises(ValueError, match=f"{name} needs a CUDA GPU.* drop {name} to train in fp32 on the CPU"):
+    with pytest.raises(OptionError, match=f"{name} needs a CUDA GPU.* drop {name} to train in fp32 on the CPU"):
         check_precision(SimpleNamespace(**{flag: True}, tpu=flag == "bf16"))
     check_precision(SimpleNamespace(fp16=False, bf16=False, amp=False))  # nothing asked: nothing to check
     # fairseq's commands hand their configuration to call_main: the check runs there first
@@ -199,6 +200,8 @@ def test_precision_flags_without_cuda_are_refused_before_any_work(flag):
     def main(*args, **kwargs):  # stands in for fairseq_cli.train.main
         pytest.fail("fairseq's main ran")
 
+    import fairseq_cli.train  # noqa: F401  (the module whose main this stands in for)
+
     main.__module__ = "fairseq_cli.train"
-    with pytest.raises(ValueError, match=name):
+    with pytest.raises(OptionError, match=name):
         distributed_utils.call_main(cfg, main)

@@ -171,18 +171,9 @@ def test_unknown_output_layer_lists_choices(tiny_bin, capsys):
     assert "--output-layer" in err and "joint" in err and "softmax" in err and "jiont" in err
 
 
-@pytest.mark.parametrize("bad", [0, -4])
-def test_nonpositive_joint_dim(tiny_bin, bad):
-    with pytest.raises(OptionError, match=f"--joint-dim must be a positive integer, got {bad}"):
-        build(tiny_bin, "joint_transformer_tiny", "--joint-dim", bad)
-
-
-def test_fairseq_tying_flag_conflicts_with_other_layers(tiny_bin):
-    with pytest.raises(OptionError, match="use --output-layer tied"):
-        build(tiny_bin, "joint_transformer_tiny", "--share-decoder-input-output-embed")
-    with pytest.raises(OptionError, match="use --output-layer tied"):
-        build(tiny_bin, "joint_lstm_tiny", "--share-decoder-input-output-embed")
-    # with tied the flag only says what --output-layer tied already does: no error, the same tied model
+def test_fairseq_tying_flag_with_tied_is_the_tied_model(tiny_bin):
+    """With another --output-layer the flag is refused (tests/unit/test_option_checks.py); with tied it only says what
+    --output-layer tied already does: no error, the same tied model."""
     for arch, extra in (("joint_lstm", SMALL_LSTM), ("joint_transformer", SMALL_TRANSFORMER)):
         _, model = build(tiny_bin, arch, "--output-layer", "tied", "--share-decoder-input-output-embed", *extra)
         layer = model.decoder.output_projection

@@ -4,7 +4,7 @@ the paper's capacity formulas (Eqs. 7-10, 16), worked out by hand from the dimen
 import pytest
 
 from fairseq_joint.cli import count_params
-from fairseq_joint.cli.common import model_from_flags
+from fairseq_joint.loaders import model_from_flags
 
 V = 5000
 

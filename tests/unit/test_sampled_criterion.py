@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from conftest import valid_batch
 
 from fairseq_joint.criterions.sampled_cross_entropy import SampledCrossEntropyCriterion
+from fairseq_joint.errors import Refusal
 
 
 @pytest.fixture(scope="module")
@@ -42,24 +43,10 @@ def test_validation_is_the_exact_full_softmax_and_training_samples(model_and_bat
     model.zero_grad()
 
 
-@pytest.mark.parametrize(
-    "kwargs, message",
-    [
-        (dict(sample_rate=1.5), r"--sample-rate must be in \(0, 1\]"),
-        (dict(sample_rate=0.0), r"--sample-rate must be in \(0, 1\]"),
-        (dict(num_samples=10**6), r"--num-samples 1000000 is larger than the \d+ samplable ids"),
-        (dict(num_samples=-3), r"--num-samples must be a number of negatives >= 0, got -3"),
-        (dict(vocab_chunk_size=0), "--vocab-chunk-size must be a positive"),
-        (dict(logq_correction=True), "--logq-correction needs sampling"),
-        (dict(sample_rate=0.5, num_samples=3), "either --sample-rate or --num-samples"),
-        (dict(num_samples=5, remove_accidental_hits=True, label_smoothing=0.1), "cannot be combined with --label-smoothing"),
-    ],
-)
-def test_options_it_cannot_serve_are_refused(model_and_batch, kwargs, message):
-    task = model_and_batch[0]
-    eps = kwargs.pop("label_smoothing", 0.0)
-    with pytest.raises(ValueError, match=message):
-        SampledCrossEntropyCriterion(task, False, eps, **kwargs)
+def test_more_negatives_than_the_vocabulary_holds_are_refused(model_and_batch):
+    """A refusal of the data (the options' own: tests/unit/test_option_checks.py)."""
+    with pytest.raises(Refusal, match=r"--num-samples 1000000 is larger than the \d+ samplable ids"):
+        SampledCrossEntropyCriterion(model_and_batch[0], False, 0.0, num_samples=10 ** 6)
 
 
 def test_sentence_avg_normalizes_by_sentences(model_and_batch):
@@ -132,9 +119,9 @@ def test_reduce_false_gives_per_position_losses_that_sum_to_the_reduced_loss(mod
         net_output = model(**sample["net_input"], features_only=True)
         if training:
             candidates = crit.sampler.sample(sample["target"])
-        loss, nll = crit.compute_loss(model, net_output, sample, reduce=reduce, candidates=candidates)
+        loss, _, logged = crit.compute_loss(model, net_output, sample, reduce=reduce, candidates=candidates)
         loss.sum().backward()
-        return loss, nll, [p.grad.clone() for p in model.parameters() if p.grad is not None]
+        return loss, logged["nll_loss"], [p.grad.clone() for p in model.parameters() if p.grad is not None]
 
     loss, nll, grads = loss_and_grads(True)
     per_loss, per_nll, per_grads = loss_and_grads(False)
@@ -164,9 +151,10 @@ def test_the_chunked_path_is_the_full_softmax_with_its_gradients(model_and_batch
 
     def run(crit):
         model.zero_grad()
-        loss, nll = crit.compute_loss(model, model(**sample["net_input"], features_only=True), sample, reduce=reduce)
+        loss, _, logged = crit.compute_loss(model, model(**sample["net_input"], features_only=True), sample,
+                                            reduce=reduce)
         loss.sum().backward()
-        return loss.detach(), nll.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        return loss.detach(), logged["nll_loss"], {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
     full = run(SampledCrossEntropyCriterion(task, False, eps))
     chunked = run(SampledCrossEntropyCriterion(task, False, eps, vocab_chunk_size=37))

@@ -34,7 +34,7 @@ def test_label_files_with_a_byte_order_mark_and_latin1(tmp_path):
     labels.write_bytes(BOM + b"A\tapples\nB\tpears\n")
     assert list(read_label_file(str(labels))) == ["A", "B"]  # "A", not "\ufeffA": the label is found
     labels.write_bytes(b"A\tapples\nB\t" + LATIN1 + b"\n")
-    with pytest.raises(ValueError, match=r"labels.tsv:2: not UTF-8"):
+    with pytest.raises(InputError, match=r"labels.tsv:2: not UTF-8"):
         read_label_file(str(labels))
     rows = tmp_path / "train.labels"
     rows.write_bytes(BOM + b"A B\nB\n")
@@ -54,7 +54,7 @@ def test_word_vectors_with_a_byte_order_mark_and_latin1(tmp_path):
     path.write_bytes(b"1 2\n" + LATIN1[:6] + b" 1 2\n")
     with pytest.raises(InputError, match=r"--embed-path .*v.txt:2: not UTF-8"):
         load_word_vectors_(emb, d, str(path))
-    with pytest.raises(MissingFileError, match=r"--embed-path .*none.txt: no such file"):  # a FileNotFoundError too
+    with pytest.raises(MissingFileError, match=r"--embed-path .*none.txt: no such file"):
         load_word_vectors_(emb, d, str(tmp_path / "none.txt"))
 
 

@@ -1,0 +1,130 @@
+"""The inputs users give the plugin's commands, read or refused with the file, the line and the fix: (text, labels)
+examples in JSONL or TSV, id-aligned documents of several languages, ``NAME=PATH`` pairs, and a ``--min-count`` that
+would keep no word. Every text file is read through :mod:`fairseq_joint.text_files`."""
+
+import json
+import os
+import random
+from typing import Callable, Dict, List, Sequence, Tuple
+
+from fairseq_joint.errors import InputError, MissingFileError, OptionError
+from fairseq_joint.text_files import text_lines
+
+
+def read_examples(path: str, fmt: str = "auto", text_field: str = "text",
+                  labels_field: str = "labels") -> List[Tuple[int, str, List[str]]]:
+    """``[(line number, text, [labels])]`` of a JSONL (objects with a text and a list of labels) or TSV
+    (``text<TAB>label1 label2``) file; the format follows the extension unless ``fmt`` says. Bad lines are refused
+    with file:line."""
+    if not os.path.isfile(path):
+        raise MissingFileError(f"{path} does not exist: give a JSONL or TSV file of (text, labels) examples")
+    if fmt == "auto":
+        fmt = "tsv" if path.endswith(".tsv") else "jsonl" if path.endswith((".jsonl", ".json")) else None
+        if fmt is None:
+            raise OptionError(f"{path}: cannot tell the format from the extension; pass --format jsonl|tsv")
+    rows = []
+    for lineno, line in text_lines(path):
+        if not line.strip():
+            continue
+        if fmt == "jsonl":
+            obj = json_record(path, lineno, line, (text_field, labels_field), "set --text-field/--labels-field")
+            text, labels = obj[text_field], obj[labels_field]
+            if isinstance(labels, str):
+                labels = labels.split()
+            if not isinstance(text, str) or not isinstance(labels, list):
+                raise InputError(f"{path}:{lineno}: {text_field!r} must be a string and {labels_field!r} a list")
+        else:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) != 2:
+                raise InputError(f"{path}:{lineno}: expected 'text<TAB>labels', found {len(parts)} fields")
+            text, labels = parts[0], parts[1].split()
+        labels = [str(x).strip() for x in labels]
+        if not text.strip():
+            raise InputError(f"{path}:{lineno}: empty text")
+        if not labels or any(not x or any(c.isspace() for c in x) for x in labels):
+            raise InputError(f"{path}:{lineno}: needs at least one label, without whitespace in labels")
+        rows.append((lineno, text, labels))
+    if not rows:
+        raise InputError(f"{path} holds no examples")
+    return rows
+
+
+def check_min_count(min_count: int, counts: Dict[str, int], what: str) -> None:
+    """``--min-count`` keeps at least one word of ``counts`` (the words of ``what``): above every word's count, the
+    vocabulary would be empty (every word ``<unk>``; gensim fails in "you must first build vocabulary")."""
+    most = max(counts.values(), default=0)
+    if min_count > most:
+        raise OptionError(f"--min-count {min_count} is above every word's count (the most frequent word of the {what} "
+                   f"occurs {most} times): give at most {most}")
+
+
+def json_record(path: str, lineno: int, line: str, fields: Sequence[str], fix: str) -> Dict[str, object]:
+    """One JSONL line as an object holding ``fields``; anything else fails with file:line and ``fix``."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
+    if not isinstance(obj, dict) or any(f not in obj for f in fields):
+        raise InputError(f"{path}:{lineno}: needs the fields {' and '.join(map(repr, fields))} ({fix})")
+    return obj
+
+
+def read_parallel_documents(lang: str, path: str, text_field: str = "text") -> Dict[str, str]:
+    """One language's JSONL documents of ``--aligned LANG=FILE``: {id: text}. A document whose ``lang`` field names
+    another language, or an ``id`` given twice, fails with file:line."""
+    if not os.path.isfile(path):
+        raise MissingFileError(f"--aligned {lang}={path}: the file does not exist")
+    docs: Dict[str, str] = {}
+    for lineno, line in text_lines(path):
+        if not line.strip():
+            continue
+        obj = json_record(path, lineno, line, ("id", text_field), "documents are joined across languages by id")
+        if "lang" in obj and str(obj["lang"]) != lang:
+            raise InputError(f"{path}:{lineno}: the document's lang {obj['lang']!r} contradicts --aligned {lang}={path}: "
+                       "give each language its own file, named by its language")
+        key = str(obj["id"])
+        if key in docs:
+            raise InputError(f"{path}:{lineno}: id {key} is given twice in one language: one document per id and language")
+        docs[key] = str(obj[text_field])
+    if not docs:
+        raise InputError(f"{path} holds no documents")
+    return docs
+
+
+def read_aligned(items: Sequence[str], text_field: str = "text") -> Dict[str, Dict[str, str]]:
+    """``--aligned LANG=FILE ...`` -> {lang: {id: text}} in the order given (the first language is the pivot)."""
+    def no_language(item):
+        raise OptionError(f"--aligned {item}: name the file's language, LANG=FILE (e.g. pl=pl/train.jsonl)")
+
+    named = named_paths(items, default_name=no_language)
+    if len(named) < 2:
+        raise OptionError("--aligned needs at least two LANG=FILE (the first language's documents are the pivot)")
+    return {lang: read_parallel_documents(lang, path, text_field) for lang, path in named}
+
+
+def heldout_parallel_ids(docs: Dict[str, Dict[str, str]], heldout_docs: int, rng: random.Random) -> List[str]:
+    """``--heldout-docs`` ids, drawn with ``rng`` from the documents every language of ``docs`` has (left out of
+    training to measure how well the languages' spaces align)."""
+    langs = list(docs)
+    shared = sorted(k for k in docs[langs[0]] if all(k in docs[lang] for lang in langs[1:]))
+    if not shared:
+        raise InputError(f"no document id is in every --aligned file ({', '.join(langs)}): documents are joined by id")
+    if heldout_docs > len(shared) // 2:
+        raise OptionError(f"--heldout-docs {heldout_docs} would leave fewer parallel documents for training than it "
+                   f"holds out ({len(shared)} are parallel): use at most {len(shared) // 2}")
+    return sorted(rng.sample(shared, heldout_docs))
+
+
+def named_paths(items: Sequence[str], default_name: Callable[[str], str] = lambda path: path) -> List[Tuple[str, str]]:
+    """``NAME=PATH`` (or a bare ``PATH``, named by ``default_name(PATH)``) -> [(name, path)]; names must differ."""
+    out: Dict[str, str] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep:
+            name, path = default_name(item), item
+        if not name or not path:
+            raise OptionError(f"{item!r}: give NAME=PATH (or a PATH)")
+        if name in out:
+            raise OptionError(f"the name {name!r} is given twice ({out[name]} and {path}): give each NAME=PATH a distinct name")
+        out[name] = path
+    return list(out.items())
