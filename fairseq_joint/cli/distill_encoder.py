@@ -40,11 +40,19 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fairseq_joint.cli.common import fail, parser, run, setup_logging
+from fairseq_joint.cli.common import (
+    fail,
+    non_negative_int,
+    parser,
+    positive_float,
+    positive_int,
+    run,
+    seed,
+    setup_logging,
+)
 from fairseq_joint.data.inputs import heldout_parallel_ids, read_aligned
 from fairseq_joint.metrics import retrieval_precision_at_1
 from fairseq_joint.modules.sentence_encoder import PretrainedSentenceEncoder
-from fairseq_joint.options import POSITIVE, POSITIVE_INT, SEED, check_number
 
 PROG = "fairseq-joint-distill-encoder"
 logger = logging.getLogger("distill_encoder")
@@ -141,17 +149,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         "whose texts the teacher embeds (the label descriptions' language)")
     p.add_argument("--text-field", default="text", help="the JSONL field of the text")
     p.add_argument("--output", required=True, help="directory for the student (a sentence-transformers model)")
-    p.add_argument("--epochs", type=int, default=20, help="passes over the training pairs")
-    p.add_argument("--lr", type=float, default=0.01, help="Adam's learning rate")
-    p.add_argument("--batch-size", type=int, default=32, help="pairs per update")
-    p.add_argument("--heldout-docs", type=int, default=200,
+    p.add_argument("--epochs", type=positive_int, default=20, help="passes over the training pairs")
+    p.add_argument("--lr", type=positive_float, default=0.01, help="Adam's learning rate")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="pairs per update")
+    p.add_argument("--heldout-docs", type=non_negative_int, default=200,
                    help="parallel documents left out of training to measure the alignment")
-    p.add_argument("--seed", type=int, default=1, help="random seed of the held-out draw and the batch order")
+    p.add_argument("--seed", type=seed, default=1, help="random seed of the held-out draw and the batch order")
     args = p.parse_args(argv)
-    for option, value, allowed in (("--epochs", args.epochs, POSITIVE_INT), ("--batch-size", args.batch_size,
-                                                                            POSITIVE_INT),
-                                   ("--lr", args.lr, POSITIVE), ("--seed", args.seed, SEED)):
-        check_number(option, value, allowed)
     if os.path.isdir(args.output) and os.listdir(args.output):
         raise fail(f"--output {args.output} exists and is not empty: give a new directory (a model is never "
                    "overwritten)")

@@ -173,7 +173,8 @@ def test_bad_input_fails_with_one_line_naming_the_fix(teacher, tmp_path, capsys)
         (["--aligned", ALIGNED[0]], "--aligned needs at least two LANG=FILE"),
         (["--aligned", ALIGNED[0], str(ML_SAMPLE / "pl" / "train.jsonl")], "name the file's language"),
         (["--aligned", *ALIGNED, "--heldout-docs", "200"], "use at most 120"),
-        (["--aligned", *ALIGNED, "--epochs", "0"], "--epochs must be positive"),
+        (["--aligned", *ALIGNED, "--epochs", "0"], "argument --epochs: must be positive"),
+        (["--aligned", *ALIGNED, "--heldout-docs", "-1"], "argument --heldout-docs: must be an integer >= 0"),
         (["--aligned", *ALIGNED, "--output", str(full)], "exists and is not empty"),
         (["--aligned", *ALIGNED, "--heldout-docs", "40", "--teacher", str(tmp_path)], f"--teacher {tmp_path}: not a"),
     ]
