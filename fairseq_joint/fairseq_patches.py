@@ -74,8 +74,8 @@ resume_changes     ``trainer.Trainer.load_checkpoint``           fairseq-train r
 =================  ============================================  =====================================================
 
 "Under ``fairseq-*`` programs" means every route into fairseq's commands: their console scripts, ``python -m
-fairseq_cli.*`` and ``torchrun --no-python fairseq-*`` (:func:`fairseq_joint.errors.program`). Why each change, and the
-upstream issue it works around, is :data:`PATCHES` (and docs/fairseq-patches.md, for users).
+fairseq_cli.*`` and ``torchrun --no-python fairseq-*`` (:func:`fairseq_joint.errors.program`). :data:`PATCHES` is this
+table's names and targets; why each change is made, and the upstream issue it works around, is docs/fairseq-patches.md.
 """
 
 import argparse
@@ -98,104 +98,25 @@ ENV = "FAIRSEQ_JOINT_PATCHES"
 class Patch(NamedTuple):
     name: str
     target: str  # what it changes, as ``module:attribute`` (fairseq's unless it says otherwise)
-    what: str
-    why: str
-    upstream: str
 
 
+#: the table above (what each change does, and why, with the upstream issue it works around: docs/fairseq-patches.md)
 PATCHES: Tuple[Patch, ...] = (
-    Patch("safe_checkpoints", "torch.serialization:add_safe_globals",
-          "the classes fairseq pickles into its checkpoints (argparse.Namespace, omegaconf's containers, numpy's "
-          "arrays and scalars) may be unpickled by torch.load(weights_only=True), which refuses every other object",
-          "torch >= 2.6 loads with weights_only=True by default and refuses fairseq's checkpoints: without the "
-          "allowlist only switching the check off (TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1) loads them, for any file",
-          "none filed"),
-    Patch("one_line_errors", "sys:excepthook",
-          "under fairseq-* programs: a Refusal (a user's mistake) prints as one 'error:' line, exit status 1, and so "
-          "do the errors of fairseq, torch and Python that mean one (a file named on the command line that does not "
-          "exist, already does or is a directory, an empty binarized corpus, fairseq-validate without --task, a file "
-          "torch's weights_only unpickler refuses, fairseq's own assertion or ValueError naming an option); an "
-          "interrupted training run ends with one line saying how to resume it; "
-          "FAIRSEQ_JOINT_DEBUG=1 shows the traceback",
-          "fairseq prints a refusal after a ~30-line traceback, or hides it in the chain of its own exception "
-          "('Cannot load model parameters from checkpoint ...'); its own errors for a user's mistake name neither the "
-          "file nor the fix (OSError, AttributeError: _bin_buffer_mmap, KeyError: None)", "none filed"),
-    Patch("one_line_usage", "argparse:ArgumentParser.error",
-          "under fairseq-* programs: an argument fairseq's parsers refuse (unknown or misspelled, an invalid choice, a "
-          "missing DATA, a value of the wrong type) is one 'error:' line, exit status 2, with the fix: the close names "
-          "of a misspelled option or choice, and that --help lists the options (those of a task and model when given "
-          "--user-dir, --task and --arch); FAIRSEQ_JOINT_DEBUG=1 shows argparse's usage block",
-          "argparse prints fairseq-train's whole usage (~200 lines) before the error, and an invalid --arch's error "
-          "lists every registered architecture", "none filed"),
-    Patch("quiet_notices", "warnings:filters",
-          "under fairseq-* programs: the hydra/torch deprecation notices fairseq 0.12 causes on every run are not "
-          "printed", "nothing a user can act on; they would stand above the one-line refusal", "none filed"),
-    Patch("fairseq_logging", "logging:root",
-          "under fairseq-* programs whose root logger an import of fairseq set to DEBUG on stderr (fairseq-generate): "
-          "the INFO logging on stdout fairseq's other commands set up",
-          "fairseq's wav2vec2_classification module calls logging.basicConfig(level=DEBUG) on import: hydra's DEBUG "
-          "lines flood stderr", "none filed"),
-    Patch("quiet_import", "logging:root",
-          "while the plugin imports fairseq (our commands, import fairseq_joint): the root handler fairseq's import "
-          "adds and its tensorboardX INFO line are dropped",
-          "a command's own logging setup applies and its stderr holds its own messages", "none filed"),
-    Patch("option_numbers", "fairseq.options:parse_args_and_arch",
-          "every fairseq command (train, generate, interactive, validate, the plugin's count-params): the numbers it "
-          "parsed are checked before any work: finite, and fairseq's own options in their range (--lr > 0, the "
-          "dropouts and --label-smoothing in [0, 1), --update-freq, --beam, --batch-size >= 1, --max-update, "
-          "--warmup-updates >= 0, --seed what numpy takes, the numbers of --adam-betas, ...; the plugin's options "
-          "by check_numbers); --nbest above --beam and a --restore-file that does not exist are refused too",
-          "fairseq takes any number: --dropout nan, --clip-norm nan and --lenpen nan ran without a word (NaN "
-          "losses or scores), --dropout 1.5, --update-freq 0 and --beam 0 failed in a traceback mid-run; a missing "
-          "--restore-file trained from scratch, --nbest above --beam printed fewer hypotheses, without a word",
-          "none filed"),
-    Patch("checks", "fairseq.distributed.utils:call_main",
-          "fairseq-train, -validate, -interactive: the plugin's option checks run before any data is loaded or model "
-          "built; fairseq-train: SIGTERM stops it as Ctrl-C does",
-          "fairseq builds a criterion only after loading the data and building the model: a bad option was refused "
-          "minutes in; SIGTERM killed a run without a word", "none filed"),
-    Patch("parallel_text", "fairseq_cli.preprocess:main",
-          "fairseq-preprocess (with --user-dir, or in a process that imported the plugin): each text file of "
-          "--trainpref, --validpref, --testpref must exist and hold lines, and a prefix's source and target sides "
-          "the same number of lines, before anything is binarized",
-          "fairseq binarizes a source and target side of other line counts without a word (fairseq-train then "
-          "fails in 'Source and target must contain the same number of examples', or trains on shifted pairs "
-          "where one side lost a line and gained another) and an empty text into an empty .bin", "none filed"),
-    Patch("atomic_copy", "fairseq.file_io:PathManager.copy",
-          "local copies (checkpoint_last.pt, checkpoint_best.pt) go through <name>.tmp and a rename",
-          "fairseq writes a checkpoint's first file atomically but copies it to the other names with a plain copy: a "
-          "SIGTERM during the copy left a truncated checkpoint_last.pt", "none filed"),
-    Patch("checksums", "fairseq.checkpoint_utils:torch_persistent_save",
-          "checkpoint dicts get a CRC-32 of every tensor and every other value a resume reads (model, criterion, "
-          "optimizer and lr scheduler state, the data iterator's position, meters; key fairseq_joint_checksums)",
-          "nothing checks a checkpoint's bytes: one with flipped bytes loaded and translated garbage", "none filed"),
-    Patch("verified_load", "fairseq.checkpoint_utils:load_checkpoint_to_cpu",
-          "checksummed checkpoints are verified (a damaged tensor is named); a file torch cannot read is refused in "
-          "one line naming the newest intact checkpoint beside it; a file torch's weights_only unpickler refuses (a "
-          "malicious one) is refused in one line naming it; under fairseq-train, so is a checkpoint of the other "
-          "kind (a gile_classifier for a translation run or the reverse: --finetune-from-model, --restore-file)",
-          "a truncated checkpoint died in a zip-reader traceback; an unsafe one in ~30 lines ending in torch's "
-          "documentation link, on every route (generate, interactive, validate, --restore-file, "
-          "--finetune-from-model, the plugin's commands)", "none filed"),
-    Patch("checkpoint_kind", "fairseq.checkpoint_utils:load_model_ensemble_and_task",
-          "fairseq-generate, -interactive, -validate and the plugin's loaders: a --path that does not exist, a "
-          "checkpoint of the other kind (a gile_classifier model for a translation task, a translation model for "
-          "--task gile_classification) and a non-finite or out-of-range number in its options (with "
-          "--model-overrides) are refused in one line naming the file, before any model is built",
-          "fairseq builds a checkpoint's model with the command's task: a gile_classifier checkpoint given to "
-          "fairseq-generate failed with 'pass --label-file ...', to fairseq-interactive with NotImplementedError; a "
-          "missing --path with OSError", "none filed"),
-    Patch("resume", "fairseq.tasks:FairseqTask.get_batch_iterator",
-          "a reusable epoch iterator created after epoch 1 (a resumed run) gets epoch 1's batches",
-          "fairseq seeds the batches with the epoch the iterator is created in: a resumed run trained on other batches "
-          "than the uninterrupted one", "none filed (#1156 discusses the commit that made epoch iterators "
-          "reusable)"),
-    Patch("resume_changes", "fairseq.trainer:Trainer.load_checkpoint",
-          "fairseq-train resuming a checkpoint: one log line lists the options that differ from the checkpoint's; a "
-          "checkpoint already at or past --max-update is refused in one line (another --save-dir or a larger "
-          "--max-update) before any update",
-          "a second run with other --lr/--seed in the save dir of a finished run resumed it without a word, trained "
-          "one update past --max-update and overwrote its checkpoints", "none filed"),
+    Patch("safe_checkpoints", "torch.serialization:add_safe_globals"),
+    Patch("one_line_errors", "sys:excepthook"),
+    Patch("one_line_usage", "argparse:ArgumentParser.error"),
+    Patch("quiet_notices", "warnings:filters"),
+    Patch("fairseq_logging", "logging:root"),
+    Patch("quiet_import", "logging:root"),
+    Patch("option_numbers", "fairseq.options:parse_args_and_arch"),
+    Patch("checks", "fairseq.distributed.utils:call_main"),
+    Patch("parallel_text", "fairseq_cli.preprocess:main"),
+    Patch("atomic_copy", "fairseq.file_io:PathManager.copy"),
+    Patch("checksums", "fairseq.checkpoint_utils:torch_persistent_save"),
+    Patch("verified_load", "fairseq.checkpoint_utils:load_checkpoint_to_cpu"),
+    Patch("checkpoint_kind", "fairseq.checkpoint_utils:load_model_ensemble_and_task"),
+    Patch("resume", "fairseq.tasks:FairseqTask.get_batch_iterator"),
+    Patch("resume_changes", "fairseq.trainer:Trainer.load_checkpoint"),
 )
 
 #: a wrapper's mark: ``fairseq_joint_<patch name>`` = True

@@ -96,6 +96,14 @@ def check_number(option: str, value, allowed: Range):
     return value
 
 
+def check_choice(option: str, value, choices):
+    """``value`` if it is one of ``choices`` (an option's names: fairseq's parser checks a command line's, this the
+    Python API's), else an ``OptionError`` naming ``option`` and the choices."""
+    if value not in choices:
+        raise OptionError(f"{option}: unknown {value!r}; choose one of {', '.join(choices)}")
+    return value
+
+
 def flag(name: str) -> str:
     """The command-line option of a configuration field (``joint_dim`` -> ``--joint-dim``)."""
     return "--" + name.replace("_", "-")

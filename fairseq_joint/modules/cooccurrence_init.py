@@ -15,7 +15,7 @@ from typing import Iterable, List, Sequence, Tuple
 
 import torch
 
-from fairseq_joint.errors import OptionError
+from fairseq_joint.options import check_choice
 
 COOCCURRENCE_INIT_CHOICES = ("none", "ub", "f_ub", "sqrt_f_ub")
 
@@ -35,9 +35,7 @@ def normalized_init_bound(num_hidden: int, num_outputs: int) -> float:
 @torch.no_grad()
 def cooccurrence_init_(weight: torch.Tensor, patterns, mode: str = "ub") -> int:
     """Give the first hidden units of ``weight`` (|Y| x nh) to the patterns; returns how many got one."""
-    if mode not in COOCCURRENCE_INIT_CHOICES:
-        raise OptionError(f"--cooccurrence-init must be one of {', '.join(COOCCURRENCE_INIT_CHOICES)}, got {mode!r}")
-    if mode == "none":
+    if check_choice("--cooccurrence-init", mode, COOCCURRENCE_INIT_CHOICES) == "none":
         return 0
     num_labels, num_hidden = weight.shape
     ub = normalized_init_bound(num_hidden, num_labels)

@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fairseq_joint.errors import CheckpointError, InputError, OptionError
+from fairseq_joint.options import check_choice
 
 OUTPUT_LAYER_CHOICES = ("softmax", "tied", "bilinear", "label", "context", "joint")
 ACTIVATION_CHOICES = ("tanh", "relu", "sigmoid", "identity")
@@ -94,23 +95,18 @@ def identity_init_(weight: Tensor, extra_row_scale: float = IDENTITY_EXTRA_ROW_S
     return weight
 
 
-def get_activation(name: str) -> Callable[[Tensor], Tensor]:
-    """The non-linearity σ of Eqs. 7, 12-13 by name."""
-    if name == "tanh":
-        return torch.tanh
-    if name == "relu":
-        return torch.relu
-    if name == "sigmoid":
-        return torch.sigmoid
-    if name == "identity":
-        return _identity
-    raise OptionError(
-        f"--joint-activation: unknown activation {name!r}; choose one of {', '.join(ACTIVATION_CHOICES)}"
-    )
-
-
 def _identity(x: Tensor) -> Tensor:
     return x
+
+
+#: the non-linearities σ of Eqs. 7, 12-13 by name
+ACTIVATIONS: Dict[str, Callable[[Tensor], Tensor]] = {"tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid,
+                                                      "identity": _identity}
+
+
+def get_activation(name: str) -> Callable[[Tensor], Tensor]:
+    """The non-linearity σ of Eqs. 7, 12-13 by name."""
+    return ACTIVATIONS[check_choice("--joint-activation", name, ACTIVATION_CHOICES)]
 
 
 def _probe(t: Tensor) -> Tensor:
@@ -158,18 +154,12 @@ class OutputLayerSpec:
     projection_bias: Optional[bool] = None
 
     def __post_init__(self):
-        if self.kind not in PRESETS:
-            raise OptionError(
-                f"--output-layer: unknown output layer {self.kind!r}; choose one of {', '.join(OUTPUT_LAYER_CHOICES)}"
-            )
-        if self.bias not in BIAS_CHOICES:
-            raise OptionError(f"output-layer bias must be one of {', '.join(BIAS_CHOICES)}, got {self.bias!r}")
-        if self.init not in INIT_CHOICES:
-            raise OptionError(f"--output-layer-init: unknown init {self.init!r}; choose one of {', '.join(INIT_CHOICES)}")
-        get_activation(self.activation)
+        check_choice("--output-layer", self.kind, OUTPUT_LAYER_CHOICES)
+        check_choice("the output layer's bias", self.bias, BIAS_CHOICES)
+        check_choice("--output-layer-init", self.init, INIT_CHOICES)
+        check_choice("--joint-activation", self.activation, ACTIVATION_CHOICES)
         for side, value in (("class_projection", self.class_proj), ("context_projection", self.ctx_proj)):
-            if value not in (_NONE, _LINEAR, _NONLINEAR):
-                raise OptionError(f"{side} must be one of none, linear, nonlinear; got {value!r}")
+            check_choice(side, value, (_NONE, _LINEAR, _NONLINEAR))
 
     @property
     def class_proj(self) -> str:

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from fairseq_joint.errors import InputError, OptionError
+from fairseq_joint.options import check_choice
 
 SAMPLER_CHOICES = ("uniform", "unigram", "log_uniform")
 IGNORED = -100
@@ -77,8 +78,7 @@ class CandidateSampler:
         never_sample: Sequence[int] = (),
         exclude_positives: bool = True,
     ):
-        if sampler not in SAMPLER_CHOICES:
-            raise OptionError(f"--sampler: unknown sampler {sampler!r}; choose one of {', '.join(SAMPLER_CHOICES)}")
+        check_choice("--sampler", sampler, SAMPLER_CHOICES)
         self.num_classes = num_classes
         self.never_sample = torch.tensor(sorted(set(never_sample)), dtype=torch.long)
         samplable = num_classes - len(self.never_sample)

@@ -135,7 +135,9 @@ FIGURES = {
         N("| 20, 0.01, 32 |", "defaults"),
     ],
     "docs/fairseq-patches.md": [
-        N("(torch ≥ 2.6 loads", "a version"),
+        N("but torch ≥ 2.6 loads no fairseq checkpoint", "a version"),
+        N("torch ≥ 2.6 loads with `weights_only=True`", "a version"),
+        N("with torch ≥ 2.6 fairseq then loads", "a version"),
         N("fairseq 0.12 causes", "a version"),
     ],
     "docs/faq.md": [

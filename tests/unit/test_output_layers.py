@@ -244,7 +244,7 @@ def test_errors_are_one_line_and_name_the_fix():
     E = nn.Embedding(V, 8)
     with pytest.raises(OptionError, match=r"tied needs the embedding dim d=8 to equal the decoder output dim dh=6.*--output-layer joint"):
         OutputLayer(OutputLayerSpec("tied"), V, 6, E)
-    with pytest.raises(OptionError, match=r"unknown output layer 'jiont'; choose one of softmax, tied, bilinear, label, context, joint"):
+    with pytest.raises(OptionError, match=r"--output-layer: unknown 'jiont'; choose one of softmax, tied, bilinear, label, context, joint"):
         OutputLayer(OutputLayerSpec("jiont"), V, 6, E)
     with pytest.raises(OptionError, match="--joint-activation"):
         OutputLayer(OutputLayerSpec("joint", joint_dim=4, activation="gelu"), V, 6, E)
@@ -254,11 +254,11 @@ def test_errors_are_one_line_and_name_the_fix():
 
 def test_the_spec_checks_its_settings_once_and_is_frozen():
     for kw, message in [
-        (dict(kind="jiont"), "unknown output layer 'jiont'"),
-        (dict(kind="joint", joint_dim=4, bias="each"), "output-layer bias must be one of per_class, shared, none"),
-        (dict(kind="joint", joint_dim=4, init="xavier"), "--output-layer-init: unknown init 'xavier'"),
-        (dict(kind="joint", joint_dim=4, activation="gelu"), "--joint-activation: unknown activation 'gelu'"),
-        (dict(kind="label", context_projection="cubic"), "context_projection must be one of none, linear, nonlinear"),
+        (dict(kind="jiont"), "--output-layer: unknown 'jiont'"),
+        (dict(kind="joint", joint_dim=4, bias="each"), "the output layer's bias: unknown 'each'; choose one of per_class, shared, none"),
+        (dict(kind="joint", joint_dim=4, init="xavier"), "--output-layer-init: unknown 'xavier'"),
+        (dict(kind="joint", joint_dim=4, activation="gelu"), "--joint-activation: unknown 'gelu'"),
+        (dict(kind="label", context_projection="cubic"), "context_projection: unknown 'cubic'; choose one of none, linear, nonlinear"),
     ]:
         with pytest.raises(OptionError, match=message):
             OutputLayerSpec(**kw)

@@ -161,7 +161,7 @@ def test_sampler_errors():
     """What the sampler alone knows (its options in their ranges and together: tests/unit/test_option_checks.py)."""
     with pytest.raises(OptionError, match="--num-samples 500 is larger than the 198 samplable ids"):
         CandidateSampler(V, "uniform", num_samples=500, never_sample=[0, 1])
-    with pytest.raises(OptionError, match="--sampler: unknown sampler 'zipf'"):
+    with pytest.raises(OptionError, match="--sampler: unknown 'zipf'; choose one of uniform, unigram, log_uniform"):
         CandidateSampler(V, "zipf", sample_rate=0.5)
 
 
