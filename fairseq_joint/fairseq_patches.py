@@ -63,7 +63,7 @@ checkpoint_kind    ``checkpoint_utils.load_model_ensemble_and``  a ``--path`` th
                    ``_task``                                     other kind (``gile_classifier`` / translation) and a
                                                                  non-finite or out-of-range number in its options are
                                                                  refused in one line before any model is built
-                                                                 (``checks.check_checkpoint_kind``, ``check_numbers``)
+                                                                 (``checks.check_checkpoint_kind``, ``checks.validate``)
 resume             ``tasks.FairseqTask.get_batch_iterator``      reusable iterators created after epoch 1 (a resume)
                                                                  only: epoch 1's batches, so a resumed run ends where
                                                                  the uninterrupted one does (``resume``)
