@@ -4,9 +4,11 @@
 The data directory is written by ``fairseq-joint-preprocess-gile`` (its files: :mod:`fairseq_joint.data.gile_files`);
 the task reads it into a :class:`~fairseq_joint.data.gile_files.GileCorpus`, describes it to the model
 (:meth:`GileClassificationTask.model_inputs`, a :class:`~fairseq_joint.models.gile_classifier.GileModelInputs`) and
-loads the splits as :mod:`fairseq_joint.data.gile_datasets`. With ``--encoder pretrained`` the texts and descriptions
-are read by the model's sentence encoder, whose embeddings are cached in ``embeddings/`` beside the data (see
-:mod:`fairseq_joint.modules.sentence_encoder`).
+loads the splits as :mod:`fairseq_joint.data.gile_datasets`. With ``--encoder pretrained``/``hybrid`` the task owns the
+sentence encoder (:attr:`GileClassificationTask.sentence_encoder`, built once from the model's options, which its
+configuration reads): it reads the texts and descriptions, whose embeddings are cached in ``embeddings/`` beside the
+data (see :mod:`fairseq_joint.modules.sentence_encoder`), and the model is built around it. It trains with a
+:class:`LabelCriterion`, whose :class:`LabelStep` hands it every label's scores at validation.
 
 Training scores the training labels only. Validation/test score every label of ``--eval-label-file``
 (default ``--label-file``), which may be a larger set; labels absent from ``labels.train.txt`` are the
