@@ -13,7 +13,7 @@ a. ``layers``: the training step (forward + backward) of every output layer of P
    The steps are benchmarks/bench_large_vocab.py's (fairseq's initialization scales, Zipf-like targets).
 b. ``table4``: the paper's Table 4, target tokens/s of a whole training step (forward, backward, Adam) of the
    ``joint_lstm_wmt17`` model (2+2 LSTM layers, d = ``--dim``, 512 in the paper; fairseq's build with the plugin's
-   model, :func:`fairseq_joint.cli.common.model_from_flags`) with ``sampled_cross_entropy`` at each rate of
+   model, :func:`fairseq_joint.loaders.model_from_flags`) with ``sampled_cross_entropy`` at each rate of
    ``--table4-rates`` (the paper's 50/25/5%) at the largest |V| of ``--vocabs`` (the paper's |V| ≈ 128K), for NMT
    (``softmax``), NMT-tied (``tied``) and NMT-joint at each dj; the batch is benchmarks/bench_label_embedding.py's
    (``--tokens`` // 32 sentences of 32 target and 32 source tokens).
@@ -198,7 +198,7 @@ def table4_models(joint_dims: Sequence[int]) -> List[tuple]:
 def table4_model(kind: str, joint_dim: int, vocab: int, args):
     """A random ``joint_lstm_wmt17`` (2+2 LSTM layers, embeddings, states and decoder output of size ``--dim``) with
     output layer ``kind``, |V| source and target symbols, in training mode on ``--device``."""
-    from fairseq_joint.cli.common import model_from_flags
+    from fairseq_joint.loaders import model_from_flags
 
     d = str(args.dim)
     flags = ["--arch", "joint_lstm_wmt17", "--output-layer", kind, "--joint-dim", str(joint_dim or args.dim),
@@ -211,8 +211,8 @@ def table4_model(kind: str, joint_dim: int, vocab: int, args):
 def bench_table4(args, budget: Budget) -> Dict[str, object]:
     from fairseq import utils
 
-    from fairseq_joint.cli.common import translation_task
     from fairseq_joint.criterions.sampled_cross_entropy import SampledCrossEntropyCriterion
+    from fairseq_joint.loaders import translation_task
 
     device = torch.device(args.device)
     vocab = max(args.vocabs)
@@ -552,7 +552,7 @@ def write_markdown(path: str, result: Dict[str, object]) -> None:
 
 
 def plot(result: Dict[str, object], path: str) -> None:
-    from fairseq_joint.cli.common import figure
+    from fairseq_joint.plots import figure
 
     panels = [p for p in PARTS if p in result]
     height = max(4.5, 0.18 * max(len(result[p]["rows"]) for p in panels))

@@ -86,8 +86,3 @@ def setup_logging(levels: bool = False) -> None:
     fmt = "%(asctime)s | %(levelname)s | %(message)s" if levels else "%(asctime)s | %(message)s"
     logging.basicConfig(format=fmt, level=logging.INFO)
 
-
-# what benchmarks/bench_gpu.py imports from here, which moved to the modules of their own (library code, not
-# commands'): its owner points it at fairseq_joint.loaders and fairseq_joint.plots
-from fairseq_joint.loaders import model_from_flags, translation_task  # noqa: E402,F401
-from fairseq_joint.plots import figure  # noqa: E402,F401

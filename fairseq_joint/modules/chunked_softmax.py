@@ -34,7 +34,6 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from fairseq_joint.errors import OptionError
 from fairseq_joint.modules.fused_cross_entropy import (
     ROW_ALIGNMENT,
     fused_chunk_rows,
@@ -292,8 +291,6 @@ def chunked_cross_entropy(output_layer, features: Tensor, targets: Tensor, chunk
     ``nll_loss_sum`` is for logging (no gradient). ``path``: ``"fused"``, ``"tokens"`` or ``"vocabulary"`` to force
     one (tests); by default :func:`exact_softmax_path` decides.
     """
-    if not 0.0 <= label_smoothing < 1.0:
-        raise OptionError(f"--label-smoothing must be in [0, 1), got {label_smoothing}")
     targets = targets.reshape(-1)
     targets = torch.where(targets == ignore_index, torch.full_like(targets, -1), targets)
     context = output_layer.encode_context(features.reshape(-1, features.size(-1)))
