@@ -23,6 +23,13 @@ count times tokens/s over the peak of a bf16 (CPU: fp32) 8192³ matmul measured 
 gives a nominal peak instead). The profile lists each case's top operations by device time (CPU time on the CPU) and
 the share of the profiled window the device was busy.
 
+Decoding (``--decode-cases``, ``tied`` and ``joint-DJ`` by default, at the largest |V|): beam search (``--beam``) of
+``fairseq-generate`` on the corpus's ``--decode-sentences`` validation sentences with a model trained for
+``--warmup-updates`` updates (the same command, saved), every hypothesis forced to ``--decode-len`` tokens
+(``--min-len`` = ``--max-len-b``, so that untrained models decode the same amount): sentences/s as fairseq-generate
+reports them (its model time, not loading), and the ratio to ``tied``; the joint layers decode with their eval cache of
+σ(E Uᵀ + b_u).
+
 Targets (on a CUDA GPU): fairseq's model with the plugin loaded ≥ 150K target tokens/s, and at most 3% slower than
 fairseq alone; joint at the first dj ≥ 0.9x tied; the exact chunked softmax ≥ 0.8x the full softmax of the same layer,
 at each |V|.
@@ -59,10 +66,11 @@ TARGET_EXACT_VS_FULL = 0.8
 
 
 # ---------------------------------------------------------------------------------------------- corpus
-def write_corpus(folder: str, vocab: int, sentences: int, min_len: int, max_len: int, seed: int) -> str:
+def write_corpus(folder: str, vocab: int, sentences: int, min_len: int, max_len: int, seed: int,
+                 valid: int = 64) -> str:
     """A binarized translation corpus src→tgt in ``folder`` as fairseq-preprocess writes it (dict.{src,tgt}.txt,
-    {train,valid}.src-tgt.{src,tgt}.{bin,idx}): ``sentences`` training pairs (and 64 validation pairs) of Zipf-distributed
-    word ids, every one of the |V| = ``vocab`` symbols in the dictionaries (counts by Zipf's law)."""
+    {train,valid}.src-tgt.{src,tgt}.{bin,idx}): ``sentences`` training pairs (and ``valid`` validation pairs) of
+    Zipf-distributed word ids, every one of the |V| = ``vocab`` symbols in the dictionaries (counts by Zipf's law)."""
     from fairseq.data import indexed_dataset
 
     os.makedirs(folder, exist_ok=True)
@@ -74,7 +82,7 @@ def write_corpus(folder: str, vocab: int, sentences: int, min_len: int, max_len:
     for side in ("src", "tgt"):
         with open(os.path.join(folder, f"dict.{side}.txt"), "w", encoding="utf-8") as f:
             f.writelines(f"w{i} {c}\n" for i, c in enumerate(counts))
-        for split, n in (("train", sentences), ("valid", 64)):
+        for split, n in (("train", sentences), ("valid", valid)):
             prefix = os.path.join(folder, f"{split}.src-tgt.{side}")
             builder = indexed_dataset.make_builder(prefix + ".bin", "mmap", vocab_size=vocab)
             lengths = rng.integers(min_len, max_len + 1, size=n)
@@ -109,6 +117,12 @@ def cases(args) -> List[Dict[str, object]]:
     return [c for c in out if not args.cases or c["name"] in args.cases]
 
 
+def decode_cases(args) -> List[Dict[str, object]]:
+    """The decoding runs: ``--decode-cases`` (layers of :func:`cases`, full softmax) at the largest |V|."""
+    full = {(c["name"], c["vocab"]): c for c in cases(argparse.Namespace(**dict(vars(args), cases=None)))}
+    return [dict(full[(name, max(args.vocabs))], decode=True) for name in args.decode_cases]
+
+
 def train_command(case: Dict[str, object], data: str, args) -> List[str]:
     """fairseq-train's arguments of ``case`` (the program name first, as fairseq-train's console script sets it)."""
     cmd = ["fairseq-train", data] + (["--user-dir", USER_DIR] if case["plugin"] else [])
@@ -116,8 +130,9 @@ def train_command(case: Dict[str, object], data: str, args) -> List[str]:
     cmd += ["--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--lr", "5e-4", "--lr-scheduler", "inverse_sqrt",
             "--warmup-updates", "100", "--dropout", "0.1", "--max-tokens", str(args.max_tokens),
             "--max-update", str(args.warmup_updates + args.updates + args.profile_updates + 1),
-            "--seed", str(args.seed), "--no-save", "--disable-validation", "--log-interval", "1000",
+            "--seed", str(args.seed), "--disable-validation", "--log-interval", "1000",
             "--num-workers", str(args.num_workers), "--no-progress-bar"]
+    cmd += ["--save-dir", case["save_dir"], "--no-epoch-checkpoints"] if case.get("save_dir") else ["--no-save"]
     if args.quick_model:  # tiny sizes for a smoke test on the CPU
         cmd += ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32",
                 "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
@@ -202,8 +217,37 @@ class StepClock:
                         for e in rows]}
 
 
+def decode(args, case: Dict[str, object]) -> Dict[str, object]:
+    """Train ``case`` for ``--warmup-updates`` updates, save it, and time fairseq-generate's beam search with it."""
+    import re
+    import subprocess
+
+    with tempfile.TemporaryDirectory(prefix="bench_decode_") as save_dir:
+        train = train_command(dict(case, save_dir=save_dir), case["data"], args)
+        train[train.index("--max-update") + 1] = str(args.warmup_updates)
+        subprocess.run([sys.executable, "-m", "fairseq_cli.train", *train[1:]], check=True, capture_output=True)
+        cmd = [sys.executable, "-m", "fairseq_cli.generate", case["data"], "--path",
+               os.path.join(save_dir, "checkpoint_last.pt"), "--gen-subset", "valid", "--beam", str(args.beam),
+               "--max-len-a", "0", "--max-len-b", str(args.decode_len), "--min-len", str(args.decode_len),
+               "--batch-size", str(args.decode_batch), "--seed", str(args.seed)]
+        cmd += (["--user-dir", USER_DIR] if case["plugin"] else []) + ([] if torch.cuda.is_available() else ["--cpu"])
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"fairseq-generate failed:\n{proc.stderr[-3000:]}")
+    found = re.search(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s \(([\d.]+) sentences/s",
+                      proc.stdout + proc.stderr)
+    if found is None:
+        raise SystemExit(f"fairseq-generate printed no 'Translated ...' line:\n{(proc.stdout + proc.stderr)[-3000:]}")
+    sentences, tokens, seconds, rate = found.groups()
+    return {"sentences": int(sentences.replace(",", "")), "tokens": int(tokens.replace(",", "")),
+            "seconds": float(seconds), "sentences_per_s": float(rate)}
+
+
 def child(args, case: Dict[str, object]) -> Dict[str, object]:
-    """One fairseq-train run of ``case`` in this fresh process; its figures."""
+    """One fairseq-train run of ``case`` in this fresh process (or, for a decoding case, a short training run saved and
+    fairseq-generate with it); its figures."""
+    if case.get("decode"):
+        return decode(args, case)
     from fairseq import trainer as fairseq_trainer
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -247,8 +291,8 @@ def run(args) -> Dict[str, object]:
     logger.info("peak: %.1f TFLOP/s (%s)", peak, "given" if args.peak_tflops else f"{args.peak_size}³ matmul measured")
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench_gpu_training_") as tmp:
-        corpora = {v: write_corpus(os.path.join(tmp, str(v)), v, args.sentences, args.min_len, args.max_len, args.seed)
-                   for v in args.vocabs}
+        corpora = {v: write_corpus(os.path.join(tmp, str(v)), v, args.sentences, args.min_len, args.max_len, args.seed,
+                                   valid=args.decode_sentences) for v in args.vocabs}
         todo = cases(args)
         for i, case in enumerate(todo, 1):
             t0 = time.perf_counter()
@@ -257,11 +301,22 @@ def run(args) -> Dict[str, object]:
                          **figures})
             logger.info("%d/%d %s |V|=%d: %.0f target tokens/s (%.0f s)", i, len(todo), case["name"], case["vocab"],
                         figures["tokens_per_s"], time.perf_counter() - t0)
+        decoding = []
+        for case in decode_cases(args):
+            t0 = time.perf_counter()
+            figures = run_fresh(__file__, dict(case, data=corpora[case["vocab"]]), vars_of(args))
+            decoding.append({"name": case["name"], "vocab": case["vocab"], **figures})
+            logger.info("decoding %s |V|=%d: %.1f sentences/s (%.0f s)", case["name"], case["vocab"],
+                        figures["sentences_per_s"], time.perf_counter() - t0)
     ratios(rows, args)
     for r in rows:
         r["mfu"] = r["model_flops_per_token"] * r["tokens_per_s"] / (peak * 1e12)
+    tied = {r["vocab"]: r["sentences_per_s"] for r in decoding if r["name"] == "tied"}
+    for r in decoding:
+        r["vs_tied"] = r["sentences_per_s"] / tied[r["vocab"]] if r["vocab"] in tied else None
     return {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU", "peak_tflops": peak,
-            "peak_given": bool(args.peak_tflops), "rows": rows, "targets": targets(rows, args, device)}
+            "peak_given": bool(args.peak_tflops), "rows": rows, "decoding": decoding,
+            "targets": targets(rows, args, device)}
 
 
 def vars_of(args) -> Dict[str, object]:
@@ -318,6 +373,12 @@ def report(result: Dict[str, object]) -> None:
                  ("MFU", ">7", lambda r: f"{100 * r['mfu']:.1f}%"),
                  ("vs", ">16", lambda r: f"{r['vs']:.2f}x {r['reference']}" if r["vs"] else ""),
                  ("busy", ">6", lambda r: busy(r))], result["rows"])
+    if result["decoding"]:
+        print(f"\nbeam search, fairseq-generate --beam {cfg['beam']}, {cfg['decode_sentences']} sentences of "
+              f"{cfg['decode_len']} tokens, batch {cfg['decode_batch']}")
+        print_table([("model", "<16", lambda r: r["name"]), ("|V|", ">7", lambda r: str(r["vocab"])),
+                     ("sentences/s", ">12", lambda r: f"{r['sentences_per_s']:.1f}"),
+                     ("vs tied", ">8", lambda r: f"{r['vs_tied']:.2f}x" if r["vs_tied"] else "")], result["decoding"])
     for r in result["rows"]:
         profile = r.get("profile")
         if not profile:
@@ -350,6 +411,13 @@ def markdown(result: Dict[str, object]) -> List[str]:
         vs = f"{r['vs']:.2f}x {r['reference']}" if r["vs"] else "-"
         lines.append(f"| {r['name']} | {vocab_label(r['vocab'])} | {r['tokens_per_s'] / 1e3:.1f}K | {100 * r['mfu']:.1f}% "
                      f"| {busy(r) or '-'} | {vs} |")
+    if result["decoding"]:
+        lines += ["", f"Beam search, fairseq-generate --beam {cfg['beam']}, {cfg['decode_sentences']} sentences forced to "
+                      f"{cfg['decode_len']} tokens, batch {cfg['decode_batch']}: sentences/s (model time)", "",
+                  "| model | \\|V\\| | sentences/s | vs tied |", "|---|---|---|---|"]
+        for r in result["decoding"]:
+            vs = f"{r['vs_tied']:.2f}x" if r["vs_tied"] else "-"
+            lines.append(f"| {r['name']} | {vocab_label(r['vocab'])} | {r['sentences_per_s']:.1f} | {vs} |")
     return lines
 
 
@@ -373,7 +441,8 @@ def plot(result: Dict[str, object], path: str) -> None:
 
 # ---------------------------------------------------------------------------------------------- CLI
 QUICK = dict(vocabs=[512], joint_dims=[32], sentences=400, min_len=4, max_len=12, max_tokens=256, warmup_updates=2,
-             updates=3, profile_updates=1, chunk=128, quick_model=True, peak_size=512, precision="fp32")
+             updates=3, profile_updates=1, chunk=128, quick_model=True, peak_size=512, precision="fp32",
+             decode_sentences=16, decode_len=6, decode_batch=8)
 
 
 def check(args) -> Optional[str]:
@@ -383,10 +452,12 @@ def check(args) -> Optional[str]:
         return f"--min-len {args.min_len} is above --max-len {args.max_len}"
     if args.warmup_updates < 1:
         return f"--warmup-updates must be at least 1 (its last update counts the FLOPs), got {args.warmup_updates}"
+    if args.decode_cases is None:
+        args.decode_cases = ["tied", f"joint-{args.joint_dims[0]}"]
     names = {c["name"] for c in cases(argparse.Namespace(**dict(vars(args), cases=None)))}
-    unknown = sorted(set(args.cases or ()) - names)
+    unknown = sorted((set(args.cases or ()) | set(args.decode_cases)) - names)
     if unknown:
-        return f"--cases: unknown {', '.join(unknown)}; choose from {', '.join(sorted(names))}"
+        return f"--cases/--decode-cases: unknown {', '.join(unknown)}; choose from {', '.join(sorted(names))}"
     if args.profile_updates < 0:
         return f"--profile-updates must be >= 0, got {args.profile_updates}"
     if args.peak_tflops is not None and not (math.isfinite(args.peak_tflops) and args.peak_tflops > 0):
@@ -409,6 +480,13 @@ def parse(argv: Optional[Sequence[str]] = None):
     p.add_argument("--updates", type=int, default=30, help="timed updates")
     p.add_argument("--profile-updates", type=int, default=3, help="updates profiled after the timed ones (0: none)")
     p.add_argument("--profile-top", type=int, default=12, help="operations listed per profile")
+    p.add_argument("--decode-cases", nargs="*", metavar="NAME",
+                   help="the models whose beam search is timed (default: tied and joint at the first --joint-dims; "
+                        "none given: no decoding)")
+    p.add_argument("--decode-sentences", type=int, default=512, help="validation sentences decoded")
+    p.add_argument("--decode-len", type=int, default=40, help="tokens every hypothesis is forced to")
+    p.add_argument("--decode-batch", type=int, default=128, help="fairseq-generate's --batch-size")
+    p.add_argument("--beam", type=int, default=5, help="beam size")
     p.add_argument("--cases", nargs="+", metavar="NAME",
                    help="run these cases only (fairseq, fairseq+plugin, tied, joint-DJ, and each with ' exact')")
     p.add_argument("--num-workers", type=int, default=1, help="fairseq's --num-workers (data loading processes)")
@@ -418,7 +496,8 @@ def parse(argv: Optional[Sequence[str]] = None):
     p.add_argument("--quick-model", action="store_true", help="1+1 layers of 32 (a smoke test)")
     p.add_argument("--markdown", metavar="FILE", help="write the Markdown table of docs/gpu.md to FILE")
     args = parse_args(p, argv, QUICK, positive=("vocabs", "joint_dims", "max_tokens", "chunk", "sentences", "min_len",
-                                                 "updates", "peak_size"), check=check)
+                                                 "updates", "peak_size", "decode_sentences", "decode_len",
+                                                 "decode_batch", "beam"), check=check)
     if args.markdown:
         args.markdown = os.path.abspath(args.markdown)
     return args

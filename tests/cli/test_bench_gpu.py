@@ -140,7 +140,7 @@ def test_whole_model_training_runs_fairseq_train_per_case_and_counts_its_flops(t
     """bench_gpu_training.py --quick: each case a fresh fairseq-train run on the synthetic corpus; the timed window's
     tokens/s, the counted FLOPs (the same model's for its exact softmax), the ratios and the Markdown row agree."""
     python_script("benchmarks/bench_gpu_training.py", "--quick", "--cases", "fairseq+plugin", "tied", "tied exact",
-                  "--json", "t.json", "--markdown", "t.md", cwd=tmp_path)
+                  "--decode-cases", "tied", "--json", "t.json", "--markdown", "t.md", cwd=tmp_path)
     result = json.loads((tmp_path / "t.json").read_text())
     rows = {r["name"]: r for r in result["rows"]}
     assert list(rows) == ["fairseq+plugin", "tied", "tied exact"] and result["device"] == "CPU"
@@ -156,10 +156,15 @@ def test_whole_model_training_runs_fairseq_train_per_case_and_counts_its_flops(t
     assert rows["tied exact"]["model_flops_per_token"] == rows["tied"]["flops_per_token"]
     assert rows["fairseq+plugin"]["vs"] is None  # fairseq alone did not run
     assert result["targets"] == []  # the targets are a GPU's
+    # beam search: fairseq-generate's own count and rate of the forced-length hypotheses
+    (decoded,) = result["decoding"]
+    assert (decoded["name"], decoded["sentences"], decoded["vs_tied"]) == ("tied", 16, 1.0)
+    assert decoded["tokens"] == 16 * (6 + 1) and decoded["sentences_per_s"] > 0  # fairseq counts </s>
     lines = (tmp_path / "t.md").read_text().splitlines()
     exact = rows["tied exact"]
     assert (f"| tied exact | 512 | {exact['tokens_per_s'] / 1e3:.1f}K | {100 * exact['mfu']:.1f}% | - | "
             f"{exact['vs']:.2f}x tied |") in lines
+    assert f"| tied | 512 | {decoded['sentences_per_s']:.1f} | 1.00x |" in lines
 
 
 def test_whole_model_ratios_and_targets():
