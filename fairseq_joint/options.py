@@ -3,7 +3,7 @@ other: the one number check and a configuration's validation.
 
 * Numbers: every numeric field of a configuration dataclass declares the values it accepts next to it,
   ``metadata={"range": Range(...)}``; every command's numeric argument is an argparse type of the same
-  :class:`Range` (:func:`fairseq_joint.command_line.number`). :func:`number_problem` is the one check of all of them:
+  :class:`Range` (:func:`fairseq_joint.cli.common.number`). :func:`number_problem` is the one check of all of them:
   finite, a whole number where the range says so, inside the range.
 * Cross-field rules: a configuration dataclass's ``validate(cfg)`` (a static method; ``cfg`` is the whole fairseq
   configuration, so a rule may read another section as fairseq's own ``II("model.…")`` interpolations do). It
