@@ -213,3 +213,44 @@ def test_an_old_gpu_is_named_with_its_capability(monkeypatch):
     monkeypatch.setattr(fused_cross_entropy, "_triton_problem", lambda: None)
     assert fused_path_problem(torch.device("cuda", 0)) == ("Tesla P100 has compute capability 6.1; the kernels need "
                                                            "7.0 or newer")
+
+
+# ---------------------------------------------------------------------------------------------- on a GPU (-m gpu)
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("kind", OUTPUT_LAYER_CHOICES)
+def test_cuda_bf16_autocast_and_bf16_parameters_against_fp32(kind):
+    """The compiled kernels under --amp (fp32 parameters, bf16 autocast) and --bf16 (bf16 parameters): the loss
+    within bf16 rounding of fp32's, every gradient in its parameter's dtype pointing where fp32's does."""
+    layer, params, h, t = make(kind)
+    ref, _ = plain(layer, h, t, 0.1)
+    grads_ref = torch.autograd.grad(ref, params)
+    assert exact_softmax_path(layer, h.device, N, 128) == "fused"
+    with torch.autocast("cuda", torch.bfloat16):
+        amp, _ = chunked_cross_entropy(layer, h, t, 128, ignore_index=PAD, label_smoothing=0.1)
+    layer16, params16, h16, _ = make(kind, dtype=torch.bfloat16)
+    bf16, _ = chunked_cross_entropy(layer16, h16, t, 128, ignore_index=PAD, label_smoothing=0.1)
+    for loss, ps in ((amp, params), (bf16, params16)):
+        torch.testing.assert_close(loss, ref, rtol=1e-2, atol=1e-2)
+        for p, g, r in zip(ps, torch.autograd.grad(loss, ps), grads_ref):
+            assert g.dtype == p.dtype and torch.isfinite(g).all()
+            assert F.cosine_similarity(g.float().flatten(), r.flatten(), dim=0) > 0.99
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_fused_path_never_waits_for_the_host():
+    layer, params, h, t = make("joint")
+
+    def step():
+        with torch.autocast("cuda", torch.bfloat16):
+            loss, _ = chunked_cross_entropy(layer, h, t, 128, ignore_index=PAD, label_smoothing=0.1)
+        loss.backward()
+
+    step()  # compiles the kernels
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
