@@ -8,6 +8,7 @@
 #                                               # scikit-learn already there): installs .whl/ into /tmp/site if it is
 #                                               # there, then writes OUT/ (default gpu-results/)
 #
+# OUT/fused-tests.log: the fused exact softmax's tests, compiled on this GPU (bf16 included);
 # OUT/gpu-tables.md, gpu.json, gpu.png: benchmarks/bench_gpu.py (each output layer's training step; the paper's Table
 # 4; the exact softmax of every layer against the plain path, Cut Cross-Entropy and Liger);
 # OUT/training.md, training.json, training.png: benchmarks/bench_gpu_training.py (whole-model fairseq-train tokens/s,
@@ -38,6 +39,9 @@ run)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
     python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
     echo "installed in $((SECONDS - start)) s"
+    # the fused kernels compiled for this GPU, checked against the plain path before anything is timed
+    python3 -m pytest -q -p no:cacheprovider tests/unit/test_fused_cross_entropy.py 2>&1 | tee "$OUT/fused-tests.log" | tail -3
+    echo "fused-path tests done at $((SECONDS - start)) s"
     python3 benchmarks/bench_gpu.py --time-budget-s "${BUDGET_S:-150}" --json "$OUT/gpu.json" \
         --markdown "$OUT/gpu-tables.md" --plot "$OUT/gpu.png" 2>&1 | tee "$OUT/gpu.log"
     echo "bench_gpu.py done at $((SECONDS - start)) s"
