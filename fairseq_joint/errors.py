@@ -222,8 +222,9 @@ CLOSE = 0.8
 
 def usage_problem(parser, message: str) -> str:
     """The one line of an argparse ``parser``'s error ``message``, with the fix: a misspelled option's close names,
-    a long list of choices cut to those close to what was given, and where the options are listed (``--help``; for
-    fairseq's commands, with the ``--user-dir``, ``--task`` and ``--arch`` whose options it should list)."""
+    a long list of choices cut to those close to what was given, and where the options are listed (``--help``; that
+    of fairseq's commands lists the options of the ``--task``, ``--arch`` and ``--criterion`` given: the
+    ``full_help`` patch)."""
     choice = re.fullmatch(r"(argument .*?: invalid choice: '(.*?)') \(choose from (.*)\)", message, re.S)
     if choice:
         choices = re.findall(r"'((?:[^'\\]|\\.)*)'", choice.group(3))
@@ -240,10 +241,10 @@ def usage_problem(parser, message: str) -> str:
             if close:
                 message += f"; {arg.split('=')[0]}: did you mean {close[0]}?"
     message = message.replace("invalid <lambda> value", "invalid value")  # fairseq's types are lambdas
-    prog = parser.prog
-    where = f"see {prog} --help"
-    if prog.startswith("fairseq-") and not prog.startswith("fairseq-joint-"):
-        where += "; given --user-dir, --task and --arch it lists their options too"
+    chosen = [o for o in ("--task", "--arch", "--criterion") if o in getattr(parser, "_option_string_actions", {})
+              and not parser.prog.startswith("fairseq-joint-")]  # fairseq's parsers only
+    given = " and ".join(filter(None, (", ".join(chosen[:-1]), chosen[-1]))) if chosen else ""
+    where = f"see {parser.prog} --help" + (f"; given {given} it lists their options too" if chosen else "")
     return f"{one_line(message)} ({where})"
 
 

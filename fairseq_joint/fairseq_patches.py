@@ -37,6 +37,11 @@ option_numbers     ``options.parse_args_and_arch``               every fairseq c
                                                                  ``--beam 0``), is refused in one line
                                                                  (``checks.check_fairseq_options``); so are
                                                                  --nbest above --beam and a missing --restore-file
+full_help          ``options.parse_args_and_arch``               ``-h``/``--help`` of fairseq's commands: fairseq's
+                                                                 first, partial parse ignores it, so that the help
+                                                                 fairseq prints lists the options of the --task,
+                                                                 --arch and --criterion given (the plugin's too)
+                                                                 (:func:`full_help`)
 checks             ``distributed.utils.call_main``               fairseq-train/-validate/-interactive: the plugin's
                                                                  option checks before any data is loaded
                                                                  (``checks.before_main``); SIGTERM stops fairseq-train
@@ -109,6 +114,7 @@ PATCHES: Tuple[Patch, ...] = (
     Patch("fairseq_logging", "logging:root"),
     Patch("quiet_import", "logging:root"),
     Patch("option_numbers", "fairseq.options:parse_args_and_arch"),
+    Patch("full_help", "fairseq.options:parse_args_and_arch"),
     Patch("checks", "fairseq.distributed.utils:call_main"),
     Patch("parallel_text", "fairseq_cli.preprocess:main"),
     Patch("atomic_copy", "fairseq.file_io:PathManager.copy"),
@@ -212,6 +218,7 @@ def apply() -> List[str]:
             done.append("fairseq_logging")
     for owners, attribute, logic, patch in (
         ([options], "parse_args_and_arch", checks.parse_args_and_arch, "option_numbers"),
+        ([options], "parse_args_and_arch", full_help, "full_help"),
         ([distributed_utils], "call_main", checks.call_main, "checks"),
         (running_as_main(preprocess), "main", checks.preprocess, "parallel_text"),
         ([PathManager], "copy", checkpoints.copy, "atomic_copy"),
@@ -224,6 +231,33 @@ def apply() -> List[str]:
         if [wrap(owner, attribute, around(logic), patch) for owner in owners][0]:
             done.append(patch)
     return done
+
+
+#: the options that ask argparse for the help
+HELP = ("-h", "--help")
+
+
+def full_help(original, parser, input_args=None, *args, **kwargs):
+    """Patch ``full_help``: fairseq's ``parse_args_and_arch`` (``original``) parses the command line twice, first
+    in part to find the ``--arch``, ``--task`` and ``--criterion`` whose options it then adds; argparse's help action
+    answered that first parse, before any of them was added. With ``-h``/``--help`` given, that first parse runs
+    without it, and the second, complete one prints the help."""
+    given = sys.argv[1:] if input_args is None else list(input_args)
+    if not any(arg in HELP for arg in given) or "parse_known_args" in vars(parser):
+        return original(parser, input_args, *args, **kwargs)
+
+    def first_parse(_args=None, namespace=None):
+        del parser.parse_known_args  # the later parses are argparse's own
+        parsed = parser.parse_known_args([arg for arg in given if arg not in HELP], namespace)
+        if None in (getattr(parsed[0], "task", ""), getattr(parsed[0], "arch", "")):
+            parser.parse_known_args(given, namespace)  # no --arch (--task) to add the options of: the help as it was
+        return parsed
+
+    parser.parse_known_args = first_parse
+    try:
+        return original(parser, given, *args, **kwargs)
+    finally:
+        vars(parser).pop("parse_known_args", None)
 
 
 #: warnings fairseq 0.12 causes on every run with this hydra and torch (regular expressions of their start)

@@ -8,6 +8,7 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO, SMALL_TRANSFORMER, TRAIN_FAST, USER_DIR, cli, state
 
 OFF = {"FAIRSEQ_JOINT_PATCHES": "0"}
@@ -42,7 +43,7 @@ from fairseq_joint import fairseq_patches
 after = snapshot()
 changed = sorted(f"{m}:{a}" for (m, a), v in before.items() if after.get((m, a)) is not v)
 wrapped = fairseq_patches.wrapped()
-for name in list(wrapped):
+for name in reversed(wrapped):  # the last wrapped first: two wrap one function
     fairseq_patches.undo(name)
 restored = snapshot()
 print(json.dumps({"changed": changed, "wrapped": wrapped,
@@ -63,6 +64,7 @@ WRAPPED_AT = {
     "one_line_errors": "sys:excepthook",
     "one_line_usage": "argparse:ArgumentParser.error",
     "option_numbers": "fairseq.options:parse_args_and_arch",
+    "full_help": "fairseq.options:parse_args_and_arch",
     "parallel_text": "fairseq_cli.preprocess:main",
 }
 
@@ -81,7 +83,7 @@ def test_importing_the_plugin_changes_exactly_what_the_table_lists():
         if patch.name in WRAPPED_AT:  # the table names the function that is wrapped
             assert WRAPPED_AT[patch.name].endswith(":" + attribute), patch
     out = import_changes()
-    assert out["changed"] == sorted(WRAPPED_AT.values()), out
+    assert out["changed"] == sorted(set(WRAPPED_AT.values())), out
     assert sorted(out["wrapped"]) == sorted(WRAPPED_AT), out
     assert out["undone"] == [], out  # undo puts back the very objects fairseq had
     assert out["filters_added"] > 0  # quiet_notices, under fairseq-* programs
@@ -125,6 +127,36 @@ def test_with_the_changes_off_fairseq_trains_and_decodes_as_it_does_without_the_
     assert proc.returncode == 1 and "Traceback (most recent call last)" in proc.stderr
     assert "fairseq_joint.errors.OptionError: --num-samples 100000 is larger than the" in proc.stderr
     assert "[de] dictionary:" in proc.stdout  # fairseq set the task up first: no check before call_main
+
+
+#: --help of each fairseq command, given a task, model or criterion: (command, choices, the plugin's options it lists,
+#: the group fairseq lists the first of them in)
+HELP = [
+    ("fairseq-train", ["--arch", "joint_transformer", "--criterion", "sampled_cross_entropy"],
+     ["--output-layer", "--joint-dim", "--vocab-chunk-size", "--sample-rate"], "Model-specific configuration"),
+    ("fairseq-train", ["--task", "gile_classification", "--arch", "gile_classifier", "--criterion",
+                       "multilabel_classification"], ["--head", "--seen-score-offset", "--encoder"],
+     "Model-specific configuration"),
+    ("fairseq-generate", ["--criterion", "sampled_cross_entropy"], ["--vocab-chunk-size"], "options"),
+    ("fairseq-interactive", ["--task", "gile_classification"], ["--seen-score-offset", "--eval-label-file"], "options"),
+    ("fairseq-validate", ["--task", "gile_classification", "--criterion", "multilabel_classification"],
+     ["--seen-score-offset"], "options"),
+]
+
+
+@pytest.mark.parametrize("command,choices,listed,group", HELP, ids=[f"{h[0]}-{h[1][1]}" for h in HELP])
+def test_help_lists_the_options_of_the_choices_given(command, choices, listed, group):
+    out = cli(command, "--user-dir", USER_DIR, *choices, "--help").stdout
+    headings = re.findall(r"^(\S[^\n]*):$", out, re.M)
+    options = {m.group(2): heading for heading, m in (
+        (h, m) for h, section in zip(headings, re.split(r"^\S[^\n]*:$", out, flags=re.M)[1:])
+        for m in re.finditer(r"^  (-\w, )?(--[\w-]+)", section, re.M))}
+    assert all(option in options for option in listed), (listed, out[-2000:])
+    assert options[listed[0]] == group
+    # without the choices, fairseq's own help, as without the change
+    assert listed[0] not in cli(command, "--user-dir", USER_DIR, "--help").stdout
+    off = cli(command, "--user-dir", USER_DIR, *choices, "--help", env=OFF).stdout
+    assert listed[0] not in off and off.startswith(f"usage: {command}")
 
 
 #: a fairseq-* program whose plugin code raises: a bug's ValueError (the unigram sampler's count check, an internal

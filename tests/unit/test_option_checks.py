@@ -331,7 +331,7 @@ def test_an_argparse_error_is_one_line_with_the_fix(capsys):
     p = argparse.ArgumentParser(prog="fairseq-train")
     p.add_argument("--label-file")
     p.add_argument("--arch", choices=choices)
-    fix = "(see fairseq-train --help; given --user-dir, --task and --arch it lists their options too)"
+    fix = "(see fairseq-train --help; given --arch it lists their options too)"
     assert errors.usage_problem(p, "unrecognized arguments: --lable-file x") == (
         f"unrecognized arguments: --lable-file x; --lable-file: did you mean --label-file? {fix}")
     assert errors.usage_problem(p, "unrecognized arguments: --foo") == f"unrecognized arguments: --foo {fix}"
