@@ -51,6 +51,7 @@ from fairseq.distributed import utils as distributed_utils
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import MISSING, OmegaConf, open_dict
 
+from fairseq_joint import errors
 from fairseq_joint.data.gile_datasets import MultilingualGileDataset, load_gile_split
 from fairseq_joint.data.gile_files import TRAIN_LABELS, GileCorpus, parse_language_weights, read_corpus
 from fairseq_joint.data.label_set import LabelSet, encode_label_set
@@ -292,6 +293,13 @@ class GileClassificationTask(FairseqTask, GileDataProvider):
         if isinstance(dataset, MultilingualGileDataset):
             dataset.seed = bound.arguments.get("seed", 1)
         return super().get_batch_iterator(*bound.args[1:], **bound.kwargs)
+
+    def build_generator(self, models, args, **kwargs):
+        """fairseq-generate and fairseq-interactive decode sequences; a gile_classifier ranks labels."""
+        raise OptionError(f"{errors.program()} generates text and a gile_classifier ranks labels: rank them with "
+                          "fairseq-joint-predict-labels --checkpoint CHECKPOINT --labels LABEL_FILE (or "
+                          "fairseq_joint.hub.LabelPredictor in Python); fairseq-validate --task gile_classification "
+                          "scores a split")
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         """Eq. 16 with --languages: one batch per language, ``L = Σ_l λ_l L_l``, each language's backward in turn."""

@@ -109,19 +109,40 @@ def test_translation_inputs_that_are_not_utf8(tmp_path):
     assert "sacreBLEU 100.00" in out.stdout  # the mark is not part of the first reference
 
 
-def test_predicting_labels_described_by_unknown_words_only(gile_bin, tmp_path):
+@pytest.fixture(scope="module")
+def gile_checkpoint(gile_bin, tmp_path_factory):
+    save_dir = tmp_path_factory.mktemp("gile_checkpoint")
     cli("fairseq-train", gile_bin, *GILE_TRAIN, "--head", "gile", "--joint-dim", "8", "--criterion",
-        "multilabel_classification", "--max-epoch", "1", "--save-dir", tmp_path, *GILE_FAST)
+        "multilabel_classification", "--max-epoch", "1", "--save-dir", save_dir, *GILE_FAST)
+    return save_dir / "checkpoint_last.pt"
+
+
+def test_predicting_labels_described_by_unknown_words_only(gile_checkpoint, tmp_path):
     labels = tmp_path / "new.tsv"
     labels.write_text("devel::lang:python\tPython\nzz::new\tqwzx vbnmq\n", encoding="utf-8")
     texts = tmp_path / "t.txt"
     texts.write_bytes(BOM + b"a python library\n")
-    line = refusal(cli("fairseq-joint-predict-labels", "--checkpoint", tmp_path / "checkpoint_last.pt", "--labels",
+    line = refusal(cli("fairseq-joint-predict-labels", "--checkpoint", gile_checkpoint, "--labels",
                        labels, "--input", texts, check=False))
     assert "label(s) 'zz::new': no word of the description is in the dictionary" in line
-    ok = cli("fairseq-joint-predict-labels", "--checkpoint", tmp_path / "checkpoint_last.pt", "--labels",
+    ok = cli("fairseq-joint-predict-labels", "--checkpoint", gile_checkpoint, "--labels",
              SAMPLE / "labels.tsv", "--input", texts, "--topk", "2")
     assert ok.stdout.startswith("a python library\t")  # the byte-order mark is not part of the text
+
+
+@pytest.mark.parametrize("command", ["fairseq-interactive", "fairseq-generate"])
+def test_a_gile_checkpoint_is_sent_from_fairseqs_decoders_to_predict_labels(gile_bin, gile_checkpoint, tmp_path,
+                                                                            command):
+    """fairseq-interactive died in a NotImplementedError traceback, fairseq-generate in an AttributeError one."""
+    texts = tmp_path / "t.txt"
+    texts.write_text("a python library\n")
+    given = ["--input", texts] if command == "fairseq-interactive" else ["--gen-subset", "valid"]
+    line = refusal(cli(command, gile_bin, "--user-dir", USER_DIR, "--task", "gile_classification", "--path",
+                       gile_checkpoint, *given, check=False))
+    assert line == (f"error: {command} generates text and a gile_classifier ranks labels: rank them with "
+                    "fairseq-joint-predict-labels --checkpoint CHECKPOINT --labels LABEL_FILE (or "
+                    "fairseq_joint.hub.LabelPredictor in Python); fairseq-validate --task gile_classification scores "
+                    "a split")
 
 
 class Evil:
