@@ -21,6 +21,10 @@ subtracts a constant γ from the seen labels' scores first, against the bias tow
 
 Ranking metrics are defined only for documents with at least one relevant label in the subset; the
 others are not counted (``n`` says how many were). Micro-F1 counts every document given.
+
+The probability threshold that turns a ranking into a label set is calibrated on validation like γ: the threshold t of
+:data:`THRESHOLDS` that maximizes micro-F1 over the documents (:func:`threshold_counts` of each batch, pooled by
+:func:`calibrate_threshold`).
 """
 
 from typing import Dict, NamedTuple, Optional, Sequence
@@ -153,6 +157,50 @@ def pooled_seen_offset(batches: Sequence[LabelScores]) -> float:
         raise ValueError("the batches to calibrate γ on were scored against different label sets")
     return calibrate_seen_offset(np.concatenate([b.scores for b in batches]), np.concatenate([b.gold for b in batches]),
                                  seen)
+
+
+#: the probability thresholds calibration chooses from: steps of 0.001 over [0, 1] and a geometric grid down to 1e-6 (a
+#: softmax over hundreds of labels gives each a probability near 1/L, finer than the linear steps)
+THRESHOLDS = np.unique(np.concatenate([np.linspace(0.0, 1.0, 1001), np.geomspace(1e-6, 1.0, 601)]))
+
+
+class ThresholdCounts(NamedTuple):
+    """One batch's labels at or above each threshold of :data:`THRESHOLDS`: what the probability threshold is
+    calibrated on (``relevant[0]``, at t = 0, counts every relevant label)."""
+
+    #: (len(THRESHOLDS),) the relevant labels whose probability is at least each threshold
+    relevant: np.ndarray
+    #: (len(THRESHOLDS),) the irrelevant ones
+    irrelevant: np.ndarray
+
+
+def threshold_counts(probs, targets) -> ThresholdCounts:
+    """:class:`ThresholdCounts` of a probability matrix ``probs`` and the relevance matrix ``targets`` (n x L each)."""
+    probs = np.asarray(probs, dtype=np.float64)
+    targets = np.asarray(targets) > 0
+    if probs.shape != targets.shape:
+        raise ValueError(f"probabilities {probs.shape} and targets {targets.shape} must be equal n x L matrices")
+
+    def at_least(values):  # how many values are >= each threshold t_k: those with more than k thresholds <= them
+        below = np.searchsorted(THRESHOLDS, values, side="right")
+        return np.cumsum(np.bincount(below, minlength=len(THRESHOLDS) + 1)[::-1])[::-1][1:]
+
+    return ThresholdCounts(at_least(probs[targets]), at_least(probs[~targets]))
+
+
+def calibrate_threshold(batches: Sequence[ThresholdCounts]) -> Optional[float]:
+    """The threshold of :data:`THRESHOLDS` at which "probability >= t" has the best micro-F1 over the documents of
+    ``batches`` (the middle one of those that tie); None without a relevant label (nothing to calibrate on)."""
+    if not batches:
+        return None
+    relevant = sum(b.relevant for b in batches)
+    irrelevant = sum(b.irrelevant for b in batches)
+    total = float(relevant[0])
+    if total == 0:
+        return None
+    f1 = np.array([micro_f1(float(tp), float(fp), total - float(tp)) for tp, fp in zip(relevant, irrelevant)])
+    best = np.flatnonzero(f1 == f1.max())
+    return float(THRESHOLDS[best[len(best) // 2]])
 
 
 def retrieval_precision_at_1(src, tgt) -> float:

@@ -107,16 +107,16 @@ class GileLabelEmbeddingCriterion(LabelCriterion, LabelEmbeddingCrossEntropyCrit
     def compute_loss(self, model, features, sample, reduce=True) -> LabelStep:
         """Eq. 14 over the texts of the batch whose label was seen in training; at validation also the metrics of
         :func:`~fairseq_joint.criterions.multilabel_classification.evaluate_labels` (softmax probabilities, micro-F1
-        at the default threshold) and every label's scores."""
+        at the default threshold), every label's scores and the threshold counts."""
         terms, num_candidates, num_rows = self.compute_terms(model, features, sample)
         loss, logged = self.terms_loss(terms, num_candidates, num_rows)
-        scores = None
+        scores = counts = None
         if not model.training:
-            _, _, metrics, scores = evaluate_labels(model, features, sample, "distribution_ce",
-                                                    self.task.validation_seen_score_offset,
-                                                    MultilabelClassificationConfig.threshold)
+            _, _, metrics, scores, counts = evaluate_labels(model, features, sample, "distribution_ce",
+                                                            self.task.validation_seen_score_offset,
+                                                            MultilabelClassificationConfig.threshold)
             logged.update(metrics)
-        return LabelStep(loss, max(num_rows, 1), logged, scores)
+        return LabelStep(loss, max(num_rows, 1), logged, scores, counts)
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:

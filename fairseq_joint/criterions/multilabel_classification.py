@@ -41,10 +41,12 @@ from fairseq_joint.errors import OptionError
 from fairseq_joint.metrics import (
     RANKING_KEYS,
     LabelScores,
+    ThresholdCounts,
     gzsl_metric_sums,
     harmonic_mean,
     micro_f1,
     ranking_metric_sums,
+    threshold_counts,
 )
 from fairseq_joint.modules.sampling import CandidateSampler
 from fairseq_joint.options import FRACTION, PROBABILITY, registered
@@ -126,12 +128,14 @@ def probabilities(logits: torch.Tensor, kind: str) -> torch.Tensor:
     return torch.sigmoid(logits) if kind == "bce" else torch.softmax(logits, dim=-1)
 
 
-def evaluate_labels(model, features, sample, kind: str, seen_score_offset: float,
-                    threshold: float) -> Tuple[torch.Tensor, torch.Tensor, Dict[str, float], Optional[LabelScores]]:
-    """Validation/test of one batch, its document vectors ``features``: ``(logits, target, logged, scores)``: the
-    logits of the labels seen in training and their targets (what the loss ``kind`` is over), the ranking metrics of
-    the seen and of the unseen labels (``seen_*`` / ``unseen_*``) and with unseen labels the GZSL ones at γ =
-    ``seen_score_offset`` (``gzsl_*``), and then the batch's scores of every label (else None)."""
+def evaluate_labels(model, features, sample, kind: str, seen_score_offset: float, threshold: float
+                    ) -> Tuple[torch.Tensor, torch.Tensor, Dict[str, float], Optional[LabelScores], ThresholdCounts]:
+    """Validation/test of one batch, its document vectors ``features``: ``(logits, target, logged, scores, counts)``:
+    the logits of the labels seen in training and their targets (what the loss ``kind`` is over), the ranking metrics
+    of the seen and of the unseen labels (``seen_*`` / ``unseen_*``) and with unseen labels the GZSL ones at γ =
+    ``seen_score_offset`` (``gzsl_*``), then the batch's scores of every label (else None), and the
+    :func:`~fairseq_joint.metrics.threshold_counts` of the probabilities of every label scored (the probability
+    threshold is calibrated on them)."""
     target = sample["target"].to(features.dtype)
     tokens, train_index = sample["label_tokens"], sample["label_train_index"]
     seen, lang = train_index >= 0, sample.get("lang")
@@ -156,7 +160,11 @@ def evaluate_labels(model, features, sample, kind: str, seen_score_offset: float
         logged.update({f"unseen_{k}": v for k, v in sums.items()})
         for group, sums in gzsl_metric_sums(scores.scores, gold, ~unseen, seen_score_offset).items():
             logged.update({f"gzsl_{group}_{k}": v for k, v in sums.items()})
-    return logits_seen, target[:, seen], logged, scores
+    if logits_all is None:
+        counts = threshold_counts(probs, gold[:, seen_np])
+    else:
+        counts = threshold_counts(probabilities(logits_all, kind).detach().float().cpu().numpy(), gold)
+    return logits_seen, target[:, seen], logged, scores, counts
 
 
 def log_classification_metrics(logging_outputs, prefix: str = "") -> list:
@@ -209,10 +217,11 @@ class MultilabelClassificationCriterion(LabelCriterion):
         """The loss of the document vectors ``features`` over the batch's labels (Eqs. 15-17); at validation over
         the labels seen in training, with the metrics and every label's scores of :func:`evaluate_labels`."""
         if not model.training:
-            logits, target, logged, scores = evaluate_labels(model, features, sample, self.loss_kind,
-                                                             self.task.validation_seen_score_offset, self.threshold)
+            logits, target, logged, scores, counts = evaluate_labels(model, features, sample, self.loss_kind,
+                                                                     self.task.validation_seen_score_offset,
+                                                                     self.threshold)
             return LabelStep(classification_loss(logits, target, self.loss_kind),
-                             loss_normalizer(target, self.loss_kind), logged, scores)
+                             loss_normalizer(target, self.loss_kind), logged, scores, counts)
         target = sample["target"].to(features.dtype)
         tokens, train_index, scored = sample["label_tokens"], sample["label_train_index"], target
         if self.label_sample_rate < 1.0:

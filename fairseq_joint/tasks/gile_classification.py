@@ -16,7 +16,8 @@ Training scores the training labels only. Validation/test score every label of `
 Label descriptions are tokenized with :func:`~fairseq_joint.data.gile_text.tokenize` and binarized with the shared
 dictionary when the task loads them, so any label file can be used at evaluation or prediction time.
 γ of calibrated stacking (``--seen-score-offset``, default: calibrated on each validation of ``valid`` with unseen labels,
-:meth:`~GileClassificationTask.post_validate`) is saved in checkpoints: :attr:`~GileClassificationTask.seen_score_offset`.
+:meth:`~GileClassificationTask.post_validate`) is saved in checkpoints: :attr:`~GileClassificationTask.seen_score_offset`;
+so is the probability threshold of the best micro-F1 on ``valid``: :attr:`~GileClassificationTask.calibrated_threshold`.
 
 **Several languages** (GILE-MHAN, Sec. 3.3): ``--languages en,pl`` reads one such directory per language,
 ``DATA/en`` and ``DATA/pl`` (each binarized with ``fairseq-joint-preprocess-gile --lang``: its own dictionary, the
@@ -56,7 +57,7 @@ from fairseq_joint.data.gile_datasets import MultilingualGileDataset, load_gile_
 from fairseq_joint.data.gile_files import TRAIN_LABELS, GileCorpus, parse_language_weights, read_corpus
 from fairseq_joint.data.label_set import LabelSet, encode_label_set
 from fairseq_joint.errors import OptionError
-from fairseq_joint.metrics import LabelScores, macro_average, pooled_seen_offset
+from fairseq_joint.metrics import LabelScores, ThresholdCounts, calibrate_threshold, macro_average, pooled_seen_offset
 from fairseq_joint.models.gile_classifier import (
     GileClassifier,
     GileDataProvider,
@@ -67,6 +68,7 @@ from fairseq_joint.options import ANY, NON_NEGATIVE, arch, check_number, registe
 
 MODE_CHOICES = ("multilabel", "multiclass")
 CALIBRATED_OFFSET = "calibrated_seen_score_offset"  #: the key of γ calibrated on validation in the task's state
+CALIBRATED_THRESHOLD = "calibrated_threshold"  #: the key of the probability threshold calibrated on validation
 
 
 def all_processes(items: list) -> list:
@@ -152,12 +154,14 @@ class GileClassificationConfig(FairseqDataclass):
 
 class LabelStep(NamedTuple):
     """What a :class:`LabelCriterion` makes of a batch: fairseq's ``(loss, sample_size, logging_output)`` and, at
-    validation, every label's scores of the batch (:meth:`GileClassificationTask.valid_step` calibrates γ on them)."""
+    validation, every label's scores of the batch (:meth:`GileClassificationTask.valid_step` calibrates γ on them)
+    and how many of its labels each probability threshold keeps (the threshold is calibrated on them)."""
 
     loss: torch.Tensor
     sample_size: float
     logging_output: dict
     scores: Optional[LabelScores] = None
+    threshold_counts: Optional[ThresholdCounts] = None
 
 
 class LabelCriterion(FairseqCriterion):
@@ -224,6 +228,13 @@ class GileClassificationTask(FairseqTask, GileDataProvider):
             return "the --seen-score-offset of training"
         return ("calibrated on the validation documents in training" if CALIBRATED_OFFSET in self.state.state_dict
                 else "no γ calibrated in this checkpoint (no validation with unseen labels)")
+
+    @property
+    def calibrated_threshold(self) -> Optional[float]:
+        """The probability threshold calibrated at the last validation (the best micro-F1 on ``valid``,
+        :func:`~fairseq_joint.metrics.calibrate_threshold`; a checkpoint's ``task_state``), None before any."""
+        value = self.state.state_dict.get(CALIBRATED_THRESHOLD)
+        return None if value is None else float(value)
 
     @property
     def validation_seen_score_offset(self) -> float:
@@ -320,30 +331,39 @@ class GileClassificationTask(FairseqTask, GileDataProvider):
         return loss_sum, size_sum, logging_output
 
     def valid_step(self, sample, model, criterion: LabelCriterion):
-        """fairseq's, with the criterion's :class:`LabelStep`: the batch's scores of every label are kept while γ is
-        calibrated."""
+        """fairseq's, with the criterion's :class:`LabelStep`: at fairseq-train's validation of ``valid`` the batch's
+        scores of every label (while γ is calibrated) and its threshold counts are kept."""
         model.eval()
         with torch.no_grad():
             step = criterion.compute_loss(model, model(**sample["net_input"]), sample)
         logging_output = criterion.logged(step, sample)
-        if step.scores is not None and self.calibration_batches is not None and sample.get("split") == "valid":
-            self.calibration_batches.append(step.scores)
+        if self.calibration_batches is not None and sample.get("split") == "valid":
+            scores = step.scores if self.cfg.seen_score_offset is None else None
+            self.calibration_batches.append((scores, step.threshold_counts))
         if "lang" in sample:
             logging_output["lang"] = sample["lang"]
         return step.loss, step.sample_size, logging_output
 
     def begin_valid_epoch(self, epoch, model):
-        """fairseq-train starts a validation: γ is calibrated on it unless --seen-score-offset fixes it."""
-        self.calibration_batches = [] if self.cfg.seen_score_offset is None else None
+        """fairseq-train starts a validation: γ is calibrated on it unless --seen-score-offset fixes it, and so is the
+        probability threshold."""
+        self.calibration_batches = []
 
     def post_validate(self, model, stats, agg):
         """fairseq-train, after each validation subset: γ = :func:`~fairseq_joint.metrics.calibrate_seen_offset` over
-        the ``valid`` documents collected (every process's), logged (``gamma``) and kept in the task's state."""
-        batches = all_processes(self.calibration_batches or [])  # None (γ given) on every process alike
-        self.calibration_batches = None if self.calibration_batches is None else []
-        if batches:
-            self.state.merge_state_dict({CALIBRATED_OFFSET: pooled_seen_offset(batches)})
+        the ``valid`` documents collected (every process's) and the probability threshold of
+        :func:`~fairseq_joint.metrics.calibrate_threshold` over them, each logged (``gamma``, ``threshold``) and kept
+        in the task's state."""
+        batches = all_processes(self.calibration_batches or [])
+        self.calibration_batches = []
+        scores = [s for s, _ in batches if s is not None]
+        if scores:
+            self.state.merge_state_dict({CALIBRATED_OFFSET: pooled_seen_offset(scores)})
             stats["gamma"] = round(self.seen_score_offset, 4)
+        threshold = calibrate_threshold([c for _, c in batches if c is not None])
+        if threshold is not None:
+            self.state.merge_state_dict({CALIBRATED_THRESHOLD: threshold})
+            stats["threshold"] = round(threshold, 4)
 
     def reduce_metrics(self, logging_outputs, criterion):
         """With --languages: the total loss, each language's metrics with its prefix (``pl_seen_avgpr``), and

@@ -27,7 +27,7 @@ from fairseq_joint import errors
 from fairseq_joint.cli import predict_labels
 from fairseq_joint.cli.common import run
 from fairseq_joint.hub import LabelPredictor, LabelScore, load_translator
-from fairseq_joint.tasks.gile_classification import CALIBRATED_OFFSET
+from fairseq_joint.tasks.gile_classification import CALIBRATED_OFFSET, CALIBRATED_THRESHOLD
 
 ML_SAMPLE = REPO / "data" / "debtags-multilingual-sample"
 TEXTS = ["a text editor for programmers", "network audio streaming server", "python library for images",
@@ -67,9 +67,10 @@ def assert_same_rankings(rows, out):
 def test_wan_predictions_equal_the_command_with_unseen_labels_and_probabilities(wan_checkpoint, gile_bin, tmp_path):
     predictor = LabelPredictor.from_checkpoint(wan_checkpoint)
     assert predictor.probability_kind == "bce" and predictor.gamma() == (0.25, "the --seen-score-offset of training")
-    # γ given to training is kept: nothing calibrated, logged or saved besides the option
-    assert "gamma" not in valid_line((wan_checkpoint.parent / "train.log").read_text())
-    assert torch.load(wan_checkpoint, weights_only=True)["task_state"] == {}
+    # γ given to training is kept: no γ calibrated, logged or saved besides the option (the threshold is calibrated)
+    logged = valid_line((wan_checkpoint.parent / "train.log").read_text())
+    assert "gamma" not in logged and 0 < logged["threshold"] < 1
+    assert list(torch.load(wan_checkpoint, weights_only=True)["task_state"]) == [CALIBRATED_THRESHOLD]
     seen = set((gile_bin / "labels.train.txt").read_text().split())
     rows = predictor.predict(TEXTS, labels=SAMPLE / "labels.tsv", topk=None)
     assert_same_rankings(rows, predict_command(wan_checkpoint, tmp_path, TEXTS, "--labels", SAMPLE / "labels.tsv",
@@ -213,7 +214,8 @@ def test_pretrained_encoder_predictions_with_the_calibrated_gamma_equal_the_comm
     shutil.copytree(gile_bin, data)
     flags = ["--encoder", "pretrained", "--pretrained-encoder", sentence_encoder, "--head", "gile", "--similarity-init"]
     checkpoint = train_gile(data, tmp_path / "ck", *flags)
-    gamma = torch.load(checkpoint, weights_only=True)["task_state"][CALIBRATED_OFFSET]
+    calibrated = torch.load(checkpoint, weights_only=True)["task_state"]
+    gamma = calibrated[CALIBRATED_OFFSET]
     assert gamma != 0 and valid_line((tmp_path / "ck" / "train.log").read_text())["gamma"] == round(gamma, 4)
     predictor = LabelPredictor.from_checkpoint(checkpoint)
     assert predictor.gamma() == (gamma, "calibrated on the validation documents in training")
@@ -239,7 +241,7 @@ def test_pretrained_encoder_predictions_with_the_calibrated_gamma_equal_the_comm
         "--validate-interval", "5", "--save-dir", tmp_path / "ck", *GILE_FAST, *flags)
     resumed = torch.load(checkpoint, weights_only=True)
     assert resumed["extra_state"]["train_iterator"]["epoch"] == epoch + 1
-    assert resumed["task_state"] == {CALIBRATED_OFFSET: gamma}
+    assert resumed["task_state"] == {CALIBRATED_OFFSET: gamma, CALIBRATED_THRESHOLD: calibrated[CALIBRATED_THRESHOLD]}
 
 
 def test_multilingual_predictions_by_language_equal_the_command(tmp_path):

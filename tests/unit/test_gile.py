@@ -514,16 +514,17 @@ def validate_in_process(data, split, *flags):
     return task, model, logs, stats
 
 
-def test_the_task_calibrates_gamma_on_valid_and_keeps_it_in_its_state(tmp_path):
+def test_the_task_calibrates_gamma_and_the_threshold_on_valid_and_keeps_them_in_its_state(tmp_path):
     """Without --seen-score-offset, a validation of ``valid`` sets γ = calibrate_seen_offset over every document's
     scores of every label (computed again here by split_scores), logs it (gamma) and keeps it in the task's state
     (what fairseq saves as a checkpoint's task_state, and a task loading it reads), while the gzsl_* metrics stay at
-    γ = 0; another split calibrates nothing; a given --seen-score-offset is kept, and the metrics use it."""
+    γ = 0; the probability threshold likewise (threshold: the best micro-F1 over every label's σ); another split
+    calibrates nothing; a given --seen-score-offset is kept, and the metrics use it (the threshold is calibrated)."""
     from fairseq import tasks
 
     from fairseq_joint.cli import preprocess_gile
-    from fairseq_joint.metrics import calibrate_seen_offset, gzsl_metric_sums
-    from fairseq_joint.tasks.gile_classification import CALIBRATED_OFFSET
+    from fairseq_joint.metrics import calibrate_seen_offset, calibrate_threshold, gzsl_metric_sums, threshold_counts
+    from fairseq_joint.tasks.gile_classification import CALIBRATED_OFFSET, CALIBRATED_THRESHOLD
 
     rng = np.random.default_rng(0)
     (tmp_path / "labels.tsv").write_text("".join(f"{k}\t{v}\n" for k, v in GAMMA_LABELS.items()))
@@ -548,8 +549,11 @@ def test_the_task_calibrates_gamma_on_valid_and_keeps_it_in_its_state(tmp_path):
     assert seen.sum() == 4 and targets[:, ~seen].any() and targets[:, seen].any()
     gamma = calibrate_seen_offset(scores, targets, seen)
     assert gamma != 0.0  # a real calibration, not the default
-    assert task.state_dict() == {CALIBRATED_OFFSET: gamma} and isinstance(gamma, float)  # a float: weights_only loads
-    assert task.seen_score_offset == gamma and stats == {"gamma": round(gamma, 4)}
+    threshold = calibrate_threshold([threshold_counts(torch.sigmoid(torch.from_numpy(scores)).numpy(), targets)])
+    assert 0.0 < threshold < 1.0 and task.calibrated_threshold == threshold
+    assert task.state_dict() == {CALIBRATED_OFFSET: gamma, CALIBRATED_THRESHOLD: threshold}
+    assert isinstance(gamma, float) and isinstance(threshold, float)  # floats: weights_only loads them
+    assert task.seen_score_offset == gamma and stats == {"gamma": round(gamma, 4), "threshold": round(threshold, 4)}
     assert "calibrated" in task.seen_score_offset_origin
     assert all(isinstance(v, (int, float, torch.Tensor, np.number)) for log in logs for v in log.values())  # numbers
     at_zero = gzsl_metric_sums(scores, targets, seen, 0.0)
@@ -557,14 +561,16 @@ def test_the_task_calibrates_gamma_on_valid_and_keeps_it_in_its_state(tmp_path):
         assert sum(log[f"gzsl_{group}_avgpr"] for log in logs) == pytest.approx(at_zero[group]["avgpr"])
     loaded = tasks.setup_task(task.cfg)  # as load_model_ensemble_and_task restores a checkpoint's task_state
     assert loaded.seen_score_offset == 0.0 and "no γ calibrated" in loaded.seen_score_offset_origin
+    assert loaded.calibrated_threshold is None
     loaded.load_state_dict(task.state_dict())
-    assert loaded.seen_score_offset == gamma
+    assert loaded.seen_score_offset == gamma and loaded.calibrated_threshold == threshold
 
     task, _, _, stats = validate_in_process(data, "test")  # the same documents under another split's name
     assert stats == {} and task.state_dict() == {} and task.seen_score_offset == 0.0
 
     task, _, logs, stats = validate_in_process(data, "valid", "--seen-score-offset", 1.5)
-    assert stats == {} and task.state_dict() == {} and task.seen_score_offset == 1.5
+    assert stats == {"threshold": round(threshold, 4)} and task.state_dict() == {CALIBRATED_THRESHOLD: threshold}
+    assert task.seen_score_offset == 1.5
     assert "--seen-score-offset of training" in task.seen_score_offset_origin
     at_given = gzsl_metric_sums(scores, targets, seen, 1.5)
     assert sum(log["gzsl_unseen_avgpr"] for log in logs) == pytest.approx(at_given["unseen"]["avgpr"])

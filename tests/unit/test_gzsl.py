@@ -1,5 +1,5 @@
-"""Unit tests of generalized zero-shot evaluation (all labels ranked together, calibrated stacking) and of the
-cosine start of GILE's joint head over a pretrained sentence encoder."""
+"""Unit tests of generalized zero-shot evaluation (all labels ranked together, calibrated stacking), of the probability
+threshold calibrated on validation, and of the cosine start of GILE's joint head over a pretrained sentence encoder."""
 
 import numpy as np
 import pytest
@@ -8,11 +8,14 @@ import torch.nn.functional as F
 
 from fairseq_joint.errors import OptionError
 from fairseq_joint.metrics import (
+    THRESHOLDS,
     calibrate_seen_offset,
+    calibrate_threshold,
     gzsl_metric_sums,
     gzsl_summary,
     harmonic_mean,
     summarize,
+    threshold_counts,
 )
 from fairseq_joint.models.gile_classifier import GileClassifier, GileClassifierConfig, GileModelInputs
 from fairseq_joint_studies.study_metrics import cross_calibrated_gzsl
@@ -75,6 +78,30 @@ def gile_head(d=6, joint_dim="auto", activation="relu", head="gile"):
                                similarity_init=True)
     torch.manual_seed(0)
     return GileClassifier.build_head(cfg, num_labels=5)
+
+
+def test_the_calibrated_threshold_has_the_best_micro_f1_of_every_candidate():
+    """calibrate_threshold over the counts of several batches: the t of THRESHOLDS whose "p >= t" has scikit-learn's
+    best micro-F1 over all the documents (the counts by hand on one batch); no relevant label: nothing calibrated."""
+    from sklearn.metrics import f1_score
+
+    rng = np.random.default_rng(0)
+    gold = rng.random((40, 7)) < 0.3
+    probs = np.clip(np.where(gold, 0.55, 0.35) + rng.normal(0, 0.2, gold.shape), 0, 1)
+    probs[0, :3] = [0.0, 1.0, THRESHOLDS[700]]  # the ends and a grid value itself (">=": counted at that t)
+    counts = threshold_counts(probs[:2], gold[:2])
+    k = 700
+    assert counts.relevant[k] == (probs[:2][gold[:2]] >= THRESHOLDS[k]).sum()
+    assert counts.irrelevant[k] == (probs[:2][~gold[:2]] >= THRESHOLDS[k]).sum()
+    assert counts.relevant[0] == gold[:2].sum() and counts.irrelevant[0] == (~gold[:2]).sum()
+    t = calibrate_threshold([counts, threshold_counts(probs[2:25], gold[2:25]), threshold_counts(probs[25:], gold[25:])])
+    f1 = np.array([f1_score(gold, probs >= c, average="micro", zero_division=0.0) for c in THRESHOLDS])
+    assert t in THRESHOLDS and f1_score(gold, probs >= t, average="micro") == pytest.approx(f1.max())
+    assert 0.3 < t < 0.6  # between the two groups' centres, not at a grid end
+    assert calibrate_threshold([threshold_counts(probs, np.zeros_like(gold))]) is None and calibrate_threshold([]) is None
+    # a softmax over many labels: probabilities near 1/L are told apart by the geometric part of the grid
+    small = np.where(gold, 3e-3, 1e-3)
+    assert f1_score(gold, small >= calibrate_threshold([threshold_counts(small, gold)]), average="micro") == 1.0
 
 
 def test_cosine_start_of_the_gile_head_is_exact():
