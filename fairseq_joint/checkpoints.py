@@ -30,6 +30,8 @@ Dictionaries are compared by content, not by size: :func:`dictionary_fingerprint
 of the dictionaries they were built with (see ``OutputLayerModelMixin``).
 """
 
+import contextlib
+import errno
 import glob
 import hashlib
 import logging
@@ -149,10 +151,11 @@ def verify(state: Dict[str, object], path: str) -> None:
 
 
 def intact_checkpoints(path: str) -> Iterator[str]:
-    """The other checkpoints of ``path``'s directory that torch reads and whose checksums hold, newest first."""
+    """The other checkpoints of ``path``'s directory that torch reads and whose checksums hold, newest first
+    (``checkpoint_last.pt`` first of those as new as it: fairseq writes it as a copy of another)."""
     others = [p for p in glob.glob(os.path.join(os.path.dirname(os.path.abspath(path)), "checkpoint*.pt"))
               if os.path.abspath(p) != os.path.abspath(path)]
-    for p in sorted(others, key=os.path.getmtime, reverse=True):
+    for p in sorted(others, key=lambda p: (os.path.getmtime(p), p.endswith("checkpoint_last.pt")), reverse=True):
         if _readable(p) is not None:
             continue
         try:
@@ -190,10 +193,35 @@ def atomic_copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
     """Copy through ``<dst>.tmp`` and a rename: ``dst_path`` is the old file or the whole new one, never a part."""
     if os.path.exists(dst_path) and not overwrite:
         return False
-    tmp = dst_path + ".tmp"
-    shutil.copyfile(src_path, tmp)
-    os.replace(tmp, dst_path)
+    with room(dst_path, os.path.getsize(src_path)):
+        shutil.copyfile(src_path, dst_path + ".tmp")
+    os.replace(dst_path + ".tmp", dst_path)
     return True
+
+
+@contextlib.contextmanager
+def room(path, needed: int):
+    """Writing about ``needed`` bytes to the local file ``path`` through ``<path>.tmp`` (fairseq's saves, :func:`copy`):
+    refused before it starts when the disk has less room, and when it runs out of room all the same, ``<path>.tmp`` is
+    removed and the refusal names the file, the room it needed and the newest intact checkpoint to resume from."""
+    local = isinstance(path, str) and "://" not in path  # fairseq hands its own save a file object too
+    free = shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free if local else needed
+    try:
+        if free < needed:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        yield
+    except OSError as err:
+        if not local or err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path + ".tmp")
+        intact = next(intact_checkpoints(path), None)
+        resume = (f"the newest intact checkpoint is {intact}: once there is room, run the same command"
+                  f"{'' if os.path.basename(intact) == 'checkpoint_last.pt' else f' with --restore-file {intact}'} to "
+                  "resume from it" if intact else "no intact checkpoint lies beside it: the run starts over")
+        raise CheckpointError(f"{path}: no space left on the device to write it (about {needed / 2 ** 20:.1f} MiB "
+                              f"needed, {shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free / 2 ** 20:.1f} "
+                              f"MiB free): free space or give a --save-dir with room; {resume}") from err
 
 
 def dictionary_fingerprint(symbols: Iterable[str]) -> int:
@@ -241,12 +269,13 @@ def as_recorded(cfg: Dict[str, object]) -> None:
 
 def save(original, obj, filename, *args, **kwargs):
     """fairseq's ``torch_persistent_save`` (``original``) of a checkpoint dict with its configuration
-    :func:`as_recorded` and its :func:`checksums` added."""
+    :func:`as_recorded` and its :func:`checksums` added, in the :func:`room` its tensors need."""
     if isinstance(obj, dict) and any(isinstance(obj.get(p), dict) for p in PARTS):
         if isinstance(obj.get("cfg"), dict):
             as_recorded(obj["cfg"])
         obj[CHECKSUMS] = checksums(obj)
-    return original(obj, filename, *args, **kwargs)
+    with room(filename, sum(leaf.nbytes for _, leaf in leaves(obj) if torch.is_tensor(leaf))):
+        return original(obj, filename, *args, **kwargs)
 
 
 def load(original, path, *args, **kwargs):

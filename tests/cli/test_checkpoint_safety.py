@@ -261,3 +261,42 @@ def test_a_resume_into_another_model_names_what_differs(tiny_bin, trained, tmp_p
     assert line.startswith(f"error: {run}/checkpoint_last.pt holds another model than this run builds (--arch "
                            "joint_transformer_tiny (checkpoint: joint_lstm_tiny)"), line
     assert "--max-update" not in line and "another --save-dir" in line, line  # the model's options only
+
+
+def test_a_save_that_runs_out_of_disk_space_is_one_line_and_leaves_no_partial_file(tiny_bin, tmp_path):
+    """The write itself fails (its temporary file is /dev/full, where every write ends in ENOSPC): fairseq printed
+    five tracebacks and left the partial checkpoint_1_10.pt.tmp behind."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoint_1_10.pt.tmp").symlink_to("/dev/full")
+    line = one_line_error(cli("fairseq-train", tiny_bin, *TRAIN, "--max-update", "12", "--save-dir", run, check=False))
+    assert re.fullmatch(
+        rf"error: {run}/checkpoint_1_10.pt: no space left on the device to write it \(about \d+\.\d MiB needed, "
+        rf"\d+\.\d MiB free\): free space or give a --save-dir with room; the newest intact checkpoint is "
+        rf"{run}/checkpoint_last.pt: once there is room, run the same command to resume from it", line), line
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint_1_5.pt", "checkpoint_last.pt"]
+
+
+def test_a_save_or_copy_larger_than_the_free_space_is_refused_before_it_starts(tmp_path, monkeypatch):
+    import torch
+    from fairseq import checkpoint_utils
+    from fairseq.file_io import PathManager
+
+    import fairseq_joint  # noqa: F401  (installs the checks of saves and copies)
+
+    saved = {"model": {"w": torch.zeros(2 ** 18)}, "cfg": None}  # 1 MiB of tensors
+    free = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: free._replace(free=2 ** 19))
+    target = tmp_path / "checkpoint_1_2.pt"
+    with pytest.raises(CheckpointError, match=rf"^{target}: no space left on the device to write it \(about 1.0 MiB "
+                                              r"needed, 0.5 MiB free\): .*no intact checkpoint lies beside it"):
+        checkpoint_utils.torch_persistent_save(saved, str(target))
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    checkpoint_utils.torch_persistent_save(saved, str(target))  # with room
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: free._replace(free=2 ** 19))
+    last = tmp_path / "checkpoint_last.pt"
+    with pytest.raises(CheckpointError, match=rf"^{last}: no space .* the newest intact checkpoint is {target}: once "
+                                              rf"there is room, run the same command with --restore-file {target}"):
+        PathManager.copy(str(target), str(last), overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [target.name]
