@@ -43,6 +43,7 @@ from fairseq_joint.options import (
 )
 from fairseq_joint.precision import check_precision
 from fairseq_joint.tasks.gile_classification import GileClassificationTask
+from fairseq_joint.text_files import text_lines
 
 
 def plugin_configs() -> Tuple[type, ...]:
@@ -148,9 +149,18 @@ def parse_args_and_arch(original, parser, input_args=None, parse_known=False, *a
 
 
 def preprocess(original, args):
-    """fairseq-preprocess's ``main`` after :func:`check_parallel_text` (the ``parallel_text`` patch)."""
+    """fairseq-preprocess's ``main`` after :func:`check_parallel_text` (the ``parallel_text`` patch); its refusal to
+    overwrite a dictionary of ``--destdir`` (a ``FileExistsError`` traceback) in one line."""
     check_parallel_text(args)
-    return original(args)
+    try:
+        return original(args)
+    except FileExistsError as err:
+        if err.filename is not None:  # fairseq's refusal is FileExistsError(path), not the OS's
+            raise
+        option = "--srcdict" if os.path.basename(str(err)) == f"dict.{args.source_lang}.txt" else "--tgtdict"
+        raise errors.InputError(f"--destdir {args.destdir} already holds {err} (fairseq-preprocess does not overwrite "
+                                f"a dictionary): give a new --destdir, or binarize with that dictionary: {option} "
+                                f"{err}") from err
 
 
 def call_main(original, cfg, main, **kwargs):
@@ -219,8 +229,9 @@ def before_main(cfg, main) -> None:
 # ---------------------------------------------------------------------------------------------- parallel text
 def check_parallel_text(args: argparse.Namespace) -> None:
     """fairseq-preprocess's text (``--trainpref``, ``--validpref``, ``--testpref``, each ``PREFIX.LANG``): every file
-    there, none empty, and with ``--target-lang`` the two sides of a prefix of the same number of lines; fairseq
-    binarizes misaligned sides without a word (training then fails) and an empty side into an empty ``.bin``."""
+    there, UTF-8, none empty, and with ``--target-lang`` the two sides of a prefix of the same number of lines; fairseq
+    binarizes misaligned sides without a word (training then fails) and an empty side into an empty ``.bin``, and
+    fails on a byte that is not UTF-8 in a traceback ("negative seek position") that names neither file nor line."""
     langs = [lang for lang in (args.source_lang, None if args.only_source else args.target_lang) if lang]
     for option in ("trainpref", "validpref", "testpref"):
         for prefix in filter(None, (getattr(args, option, None) or "").split(",")):
@@ -231,8 +242,7 @@ def check_parallel_text(args: argparse.Namespace) -> None:
                 if not os.path.isfile(path):
                     raise errors.MissingFileError(f"{option_flag} {prefix}: {path} does not exist (fairseq-preprocess reads "
                                                   "PREFIX.LANG for --source-lang and --target-lang)")
-                with open(path, "rb") as f:
-                    counts[path] = sum(1 for _ in f)
+                counts[path] = sum(1 for _ in text_lines(path, f"{option_flag} {prefix}:"))
                 if counts[path] == 0:
                     raise errors.InputError(f"{option_flag} {prefix}: {path} is empty: give a text with one sentence a line")
             if len(set(counts.values())) > 1:

@@ -109,6 +109,26 @@ def test_translation_inputs_that_are_not_utf8(tmp_path):
     assert "sacreBLEU 100.00" in out.stdout  # the mark is not part of the first reference
 
 
+def test_fairseq_preprocess_names_a_line_that_is_not_utf8_and_a_dictionary_it_would_overwrite(tmp_path):
+    """With the plugin: fairseq failed on the Latin-1 line in a traceback ("negative seek position -1"), and on the
+    dictionary of an earlier run in --destdir in a FileExistsError one."""
+    (tmp_path / "train.en").write_text("a house by the lake\nthe street\n")
+    (tmp_path / "train.de").write_bytes(b"ein Haus am See\n" + LATIN1 + b"\n")
+    preprocess = ["fairseq-preprocess", "--user-dir", USER_DIR, "--source-lang", "en", "--target-lang", "de",
+                  "--trainpref", tmp_path / "train", "--workers", "1", "--destdir"]
+    line = refusal(cli(*preprocess, tmp_path / "bin", check=False))
+    assert line == (f"error: --trainpref {tmp_path}/train: {tmp_path}/train.de:2: not UTF-8 (byte 0xdf at column 5): "
+                    "save the file as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8)")
+    (tmp_path / "train.de").write_text("ein Haus am See\ndie Straße\n")
+    cli(*preprocess, tmp_path / "bin")
+    line = refusal(cli(*preprocess, tmp_path / "bin", check=False))
+    assert line == (f"error: --destdir {tmp_path}/bin already holds {tmp_path}/bin/dict.en.txt (fairseq-preprocess "
+                    "does not overwrite a dictionary): give a new --destdir, or binarize with that dictionary: "
+                    f"--srcdict {tmp_path}/bin/dict.en.txt")
+    line = refusal(cli(*preprocess, tmp_path / "bin", "--srcdict", tmp_path / "bin" / "dict.en.txt", check=False))
+    assert line.endswith(f"--tgtdict {tmp_path}/bin/dict.de.txt")
+
+
 @pytest.fixture(scope="module")
 def gile_checkpoint(gile_bin, tmp_path_factory):
     save_dir = tmp_path_factory.mktemp("gile_checkpoint")
