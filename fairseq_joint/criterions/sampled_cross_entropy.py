@@ -5,7 +5,8 @@ negatives, Pappas et al. 2018 Sec. 3.2): the decoder returns its features h and 
 and scores just the V' rows, so only they get gradients. Label smoothing is over V'. Validation always
 uses the exact full softmax, so validation loss/perplexity are comparable across runs; with
 ``--vocab-chunk-size N`` the full softmax (training with ``--sample-rate 1`` and validation) is computed in
-vocabulary chunks without the T x |V| logits (:mod:`fairseq_joint.modules.chunked_softmax`).
+vocabulary chunks without the T x |V| logits (:mod:`fairseq_joint.modules.chunked_softmax`), and without it so is
+validation where |V| is above :data:`VALIDATION_CHUNK` (the same loss, in the memory of N · 8192 logits).
 
 The criterion has fairseq's structure (``label_smoothed_cross_entropy``): ``forward`` runs the model and calls
 ``compute_loss(model, net_output, sample, reduce)``, which returns the summed loss or, with ``reduce=False``, the
@@ -46,6 +47,9 @@ from fairseq_joint.modules.sampling import (
 from fairseq_joint.options import FRACTION, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE_INT
 
 logger = logging.getLogger(__name__)
+
+#: the vocabulary rows of a chunk of the exact softmax at validation without --vocab-chunk-size, where |V| is larger
+VALIDATION_CHUNK = 8192
 
 
 @dataclass
@@ -88,7 +92,9 @@ class SampledCrossEntropyConfig(LabelSmoothedCrossEntropyCriterionConfig, Candid
     vocab_chunk_size: Optional[int] = field(
         default=None,
         metadata={"help": "compute the exact full softmax in chunks of this many vocabulary rows (bounded "
-                          "memory); used for validation and for training without sampling", "range": POSITIVE_INT},
+                          "memory); used for validation and for training without sampling; default: training "
+                          f"without sampling in one piece, validation in chunks of {VALIDATION_CHUNK} rows where |V| "
+                          "is larger (the same loss, without the T x |V| logits)", "range": POSITIVE_INT},
     )
 
     @staticmethod
@@ -173,14 +179,16 @@ class SampledCrossEntropyCriterion(DecoderFeaturesCriterion, LabelSmoothedCrossE
     def exact_softmax_loss(self, layer: OutputLayer, features: Tensor, target: Tensor,
                            reduce: bool) -> Tuple[Tensor, Tensor]:
         """fairseq's label-smoothed loss over the full softmax of ``features`` (N x dh) against ``target`` (N,): in
-        one piece, or in chunks of ``--vocab-chunk-size`` vocabulary rows."""
-        if not self.vocab_chunk_size:
+        chunks of ``--vocab-chunk-size`` vocabulary rows, else at validation (``layer`` in eval mode) in chunks of
+        :data:`VALIDATION_CHUNK` rows where |V| is larger, else in one piece."""
+        chunk = self.vocab_chunk_size or (VALIDATION_CHUNK if not layer.training and layer.num_classes > VALIDATION_CHUNK
+                                          else None)
+        if chunk is None:
             return self.exact_loss(layer, features, target, reduce)
         if not reduce:
-            return self.token_losses_in_blocks(layer, features, target, self.vocab_chunk_size)
+            return self.token_losses_in_blocks(layer, features, target, chunk)
         tgt = target.masked_fill(target == self.padding_idx, IGNORED)
-        return chunked_cross_entropy(layer, features, tgt, self.vocab_chunk_size, ignore_index=IGNORED,
-                                     label_smoothing=self.eps)
+        return chunked_cross_entropy(layer, features, tgt, chunk, ignore_index=IGNORED, label_smoothing=self.eps)
 
     def sampled_loss(self, layer: OutputLayer, features: Tensor, candidates: Candidates,
                      reduce: bool) -> Tuple[Tensor, Tensor]:

@@ -245,6 +245,11 @@ FIGURES = {
         Q("{6 GiB} (CPU benchmark, `tied`: 6,144 MiB)", BENCH, "{tied 131072 plain 18.559 (18.195-19.414)} 6144 {1.00x}"),
         N("| 4 GiB at dj = 4096, 0.5 GiB at dj = 512 |", "computed: 2 · |V| · dj · 4 B"),
         N("| 1.5 GiB at r = 0.25 |", "computed: 3 · T · r · |V| · 4 B"),
+        N("validation of a vocabulary above 8,192 rows runs in chunks of 8,192", "a setting: VALIDATION_CHUNK of "
+          "fairseq_joint/criterions/sampled_cross_entropy.py"),
+        N("| – (\\|V\\| above 8,192) | 2 · T · 8,192 · 4 B: a chunk's logits and their exponent (the same loss as in one "
+          "piece) | 0.25 GiB |", "computed: VALIDATION_CHUNK's logits, 2 · T · 8192 · 4 B"),
+        N("validation runs in chunks of 8,192 rows by default", "a setting: VALIDATION_CHUNK"),
         Q("{0.5 GiB at N = 8192, d = 512} (CPU benchmark, `tied`: 519 MiB)", BENCH,
           "{tied 131072 chunked-8192 12.106 (12.059-13.009)} 519"),
         Q("measured 712 MiB against the plain path's 8,256 MiB for dj = {4096}", BENCH,

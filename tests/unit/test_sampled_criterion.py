@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from conftest import valid_batch
 
+from fairseq_joint.criterions import sampled_cross_entropy
 from fairseq_joint.criterions.sampled_cross_entropy import SampledCrossEntropyCriterion
 from fairseq_joint.errors import Refusal
 
@@ -41,6 +42,33 @@ def test_validation_is_the_exact_full_softmax_and_training_samples(model_and_bat
     scored_rows = (model.decoder.output_projection.bias.grad != 0).sum().item()
     assert scored_rows == log["candidates"]  # every sampled row gets a gradient, no other row does
     model.zero_grad()
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_validation_of_a_large_vocabulary_is_in_chunks_by_default_and_its_loss_unchanged(model_and_batch, monkeypatch,
+                                                                                       eps):
+    """Without --vocab-chunk-size, validation of a vocabulary larger than VALIDATION_CHUNK rows (here made small)
+    walks it in chunks, without the T x |V| logits of the output layer's forward: the loss and nll_loss of the plain
+    path; training without sampling keeps the plain path."""
+    task, model, sample = model_and_batch
+    layer = model.decoder.output_projection
+    crit = SampledCrossEntropyCriterion(task, False, eps, sample_rate=0.3)
+    model.eval()
+    with torch.no_grad():
+        plain, _, plain_log = crit(model, sample)  # |V| below VALIDATION_CHUNK: in one piece
+        monkeypatch.setattr(sampled_cross_entropy, "VALIDATION_CHUNK", 37)
+        with monkeypatch.context() as no_logits:
+            no_logits.setattr(type(layer), "forward", lambda *a, **k: pytest.fail("the T x |V| logits were built"))
+            chunked, _, log = crit(model, sample)
+    torch.testing.assert_close(chunked, plain, rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(log["nll_loss"], plain_log["nll_loss"], rtol=1e-6, atol=1e-5)
+    model.train()
+    calls, forward = [], type(layer).forward
+    with monkeypatch.context() as spy:
+        spy.setattr(type(layer), "forward", lambda self, *a, **k: calls.append(1) or forward(self, *a, **k))
+        SampledCrossEntropyCriterion(task, False, eps)(model, sample)
+    assert len(calls) == 1  # training on the exact softmax: the plain path unless --vocab-chunk-size
+    model.eval()
 
 
 def test_more_negatives_than_the_vocabulary_holds_are_refused(model_and_batch):
