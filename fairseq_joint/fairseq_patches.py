@@ -47,6 +47,12 @@ checks             ``distributed.utils.call_main``               fairseq-train/-
                                                                  (``checks.before_main``); SIGTERM stops fairseq-train
                                                                  as Ctrl-C does; without it, the plugin's options are
                                                                  taken as given
+decay_updates      ``options.parse_args_and_arch``               fairseq-train ``--lr-scheduler polynomial_decay``
+                                                                 without ``--total-num-update``: its documented
+                                                                 default, ``--max-update``, or for ``--task
+                                                                 gile_classification --max-epoch E`` the updates of E
+                                                                 epochs (:func:`decay_updates`; fairseq failed in a
+                                                                 hydra traceback)
 parallel_text      ``fairseq_cli.preprocess:main``               fairseq-preprocess (also ``python -m``, whose ``main`` is
                                                                  ``__main__``'s): a text file of --trainpref,
                                                                  --validpref or --testpref that is missing or empty,
@@ -115,6 +121,7 @@ PATCHES: Tuple[Patch, ...] = (
     Patch("quiet_import", "logging:root"),
     Patch("option_numbers", "fairseq.options:parse_args_and_arch"),
     Patch("full_help", "fairseq.options:parse_args_and_arch"),
+    Patch("decay_updates", "fairseq.options:parse_args_and_arch"),
     Patch("checks", "fairseq.distributed.utils:call_main"),
     Patch("parallel_text", "fairseq_cli.preprocess:main"),
     Patch("atomic_copy", "fairseq.file_io:PathManager.copy"),
@@ -219,6 +226,7 @@ def apply() -> List[str]:
     for owners, attribute, logic, patch in (
         ([options], "parse_args_and_arch", checks.parse_args_and_arch, "option_numbers"),
         ([options], "parse_args_and_arch", full_help, "full_help"),
+        ([options], "parse_args_and_arch", decay_updates, "decay_updates"),
         ([distributed_utils], "call_main", checks.call_main, "checks"),
         (running_as_main(preprocess), "main", checks.preprocess, "parallel_text"),
         ([PathManager], "copy", checkpoints.copy, "atomic_copy"),
@@ -231,6 +239,32 @@ def apply() -> List[str]:
         if [wrap(owner, attribute, around(logic), patch) for owner in owners][0]:
             done.append(patch)
     return done
+
+
+def decay_updates(original, parser, input_args=None, parse_known=False, *args, **kwargs):
+    """Patch ``decay_updates``: fairseq's ``parse_args_and_arch`` (``original``), then for ``--lr-scheduler
+    polynomial_decay`` without ``--total-num-update`` (the updates over which the rate decays; fairseq's command line
+    leaves it unset and fails in a hydra traceback) its documented default, ``--max-update``, or without one, for a run
+    of ``--max-epoch`` epochs of the GILE task, the updates of those epochs (said in one log line)."""
+    from fairseq.tasks import TASK_REGISTRY
+
+    from fairseq_joint.tasks.gile_classification import GileClassificationTask
+
+    parsed = original(parser, input_args, parse_known, *args, **kwargs)
+    a = parsed[0] if parse_known else parsed
+    if getattr(a, "lr_scheduler", None) != "polynomial_decay" or a.total_num_update is not None:
+        return parsed
+    a.total_num_update = a.max_update
+    if not a.max_update and a.max_epoch and issubclass(TASK_REGISTRY.get(a.task, object), GileClassificationTask):
+        per_epoch = GileClassificationTask.updates_per_epoch(a.data, a.languages, a.train_subset, a.batch_size,
+                                                             a.distributed_world_size, a.update_freq[0])
+        a.total_num_update = a.max_epoch * (per_epoch or 0)
+        logging.getLogger(__name__).info(f"--total-num-update {a.total_num_update}: the updates of --max-epoch "
+                                         f"{a.max_epoch} ({per_epoch} an epoch)")
+    if not a.total_num_update:
+        raise errors.OptionError("--lr-scheduler polynomial_decay decays the rate over --total-num-update updates: "
+                                 "give --total-num-update or --max-update")
+    return parsed
 
 
 #: the options that ask argparse for the help

@@ -40,6 +40,7 @@ import contextlib
 import copy
 import functools
 import inspect
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, NamedTuple, Optional
@@ -202,6 +203,22 @@ class GileClassificationTask(FairseqTask, GileDataProvider):
     def setup_task(cls, cfg: GileClassificationConfig, **kwargs):
         return cls(cfg, read_corpus(cfg.data, cfg.label_file, cfg.eval_label_file, cfg.languages, cfg.label_language,
                                     cfg.language_weights))
+
+    @staticmethod
+    def updates_per_epoch(data: str, languages: str, split: str, batch_size: Optional[int], workers: int,
+                          update_freq: int) -> Optional[int]:
+        """fairseq-train's updates in an epoch of ``split`` of ``data`` (of every language of ``languages``):
+        ⌈documents / ``batch_size``⌉ batches of its largest language (each update takes a batch of every language; no
+        batch is dropped, :meth:`get_batch_iterator`), shared by the data-parallel ``workers``, ``update_freq`` batches
+        an update; None without a ``batch_size`` (batches of --max-tokens depend on the texts) or a split to count."""
+        files = [os.path.join(data, lang, f"{split}.labels") for lang in (languages.split(",") if languages else [""])]
+        if not batch_size or not all(os.path.isfile(f) for f in files):
+            return None
+        documents = 0
+        for name in files:
+            with open(name, "rb") as f:
+                documents = max(documents, sum(1 for _ in f))
+        return math.ceil(math.ceil(documents / batch_size / workers) / update_freq)
 
     @property
     def languages(self) -> List[str]:

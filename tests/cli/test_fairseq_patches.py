@@ -65,6 +65,7 @@ WRAPPED_AT = {
     "one_line_usage": "argparse:ArgumentParser.error",
     "option_numbers": "fairseq.options:parse_args_and_arch",
     "full_help": "fairseq.options:parse_args_and_arch",
+    "decay_updates": "fairseq.options:parse_args_and_arch",
     "parallel_text": "fairseq_cli.preprocess:main",
 }
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from conftest import (
     GILE_FAST,
+    GILE_TRAIN,
     SAMPLE,
     cli,
     preprocess_gile,
@@ -483,3 +484,18 @@ def test_label_frequency_bins_compares_checkpoints(gile_bin, tmp_path):
         args = ["--data", gile_bin, "--checkpoint", ckpts["gile"], *bad]
         fail = python_script("examples/gile/label_frequency_bins.py", *args, check=False)
         assert fail.returncode != 0 and message in fail.stderr
+
+
+def test_polynomial_decay_over_the_epochs_of_the_run_without_total_num_update(gile_bin, tmp_path):
+    """--lr-scheduler polynomial_decay --max-epoch 2 without --total-num-update (fairseq failed in a hydra traceback):
+    the rate decays to 0 over the 2 epochs' updates, 5 an epoch (150 documents, batches of 32); --max-update, the
+    option's documented default, where it is given."""
+    out = cli("fairseq-train", gile_bin, *GILE_TRAIN, "--criterion", "multilabel_classification", "--lr-scheduler",
+              "polynomial_decay", "--max-epoch", "2", "--save-dir", tmp_path / "epochs", *GILE_FAST).stdout
+    assert "--total-num-update 10: the updates of --max-epoch 2 (5 an epoch)" in out
+    rates = [float(r) for r in re.findall(r"num_updates=\d+, lr=([\d.e-]+)", out)]
+    assert len(rates) == 10 and rates[-1] == 0 and rates[4] == pytest.approx(1e-3)  # 2e-3 · (1 - 5/10)
+    out = cli("fairseq-train", gile_bin, *GILE_TRAIN, "--criterion", "multilabel_classification", "--lr-scheduler",
+              "polynomial_decay", "--max-update", "4", "--save-dir", tmp_path / "updates", *GILE_FAST).stdout
+    rates = [float(r) for r in re.findall(r"num_updates=\d+, lr=([\d.e-]+)", out)]
+    assert len(rates) == 4 and rates[-1] == 0

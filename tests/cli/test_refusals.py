@@ -40,6 +40,8 @@ def refusal(proc) -> str:
     (["--criterion", "multilabel_classification"], "--criterion multilabel_classification trains a gile_classifier "
                                                    "on --task gile_classification, not --task translation"),
     (["--lable-smoothing", "0.1"], "unrecognized arguments: --lable-smoothing 0.1 (see fairseq-train --help"),
+    (["--lr-scheduler", "polynomial_decay"], "--lr-scheduler polynomial_decay decays the rate over --total-num-update "
+                                             "updates: give --total-num-update or --max-update"),  # a hydra traceback
     pytest.param(["--fp16"], "--fp16 needs a CUDA GPU", marks=pytest.mark.skipif(torch.cuda.is_available(), reason="CPU")),
     pytest.param(["--amp"], "--amp needs a CUDA GPU", marks=pytest.mark.skipif(torch.cuda.is_available(), reason="CPU")),
 ])

@@ -85,7 +85,7 @@ FIGURES = {
         Q("(debtags' 423: about 8 hours an epoch for all-MiniLM-L6-v2 on 2 CPU cores)", BENCH, "423 training labels",
           "a fine-tuned epoch about 1,085 × 27 s ≈ 8 hours", "on 2 CPU cores"),
         Q("the debtags study held out 46 of its 469", GILE, "all 469 labels ranked, 46 of them never seen in training"),
-        Q("{25 × 2 = 50} (the README's figure); debtags' 23,598 make 738 × 2 = 1,476", GILE, "23,598 training texts",
+        Q("the README's figure; debtags' 23,598 make 738 × 2 = 1,476", GILE, "23,598 training texts",
           "--total-num-update 1476`, 2 × 738 updates"),
         N("(default 0.5), so train", "a default"),
         N("with t = 0.5 and γ = −2.5, a training label needs a score ≥ 2.5 and a new label ≥ 0",

@@ -655,3 +655,18 @@ def test_finetune_label_refresh_encodes_the_descriptions_once_per_period_without
     with torch.no_grad():
         model.label_scores(model(texts), labels, train_index)
     assert encoded == [2, 2, 2, 2]
+
+
+def test_updates_per_epoch_count_the_largest_languages_batches_per_worker_and_update(tmp_path):
+    from fairseq_joint.tasks.gile_classification import GileClassificationTask
+
+    for lang, documents in (("en", 100), ("pl", 70)):
+        (tmp_path / lang).mkdir()
+        (tmp_path / lang / "train.labels").write_text("A\n" * documents)
+    count = GileClassificationTask.updates_per_epoch
+    assert count(str(tmp_path), "en,pl", "train", 32, 1, 1) == 4  # ⌈100 / 32⌉ batches of English, the largest
+    assert count(str(tmp_path), "pl", "train", 32, 1, 1) == 3
+    assert count(str(tmp_path), "en,pl", "train", 10, 3, 2) == 2  # 10 batches, 4 a worker, 2 an update
+    assert count(str(tmp_path / "en"), "", "train", 32, 1, 1) == 4
+    assert count(str(tmp_path), "en", "valid", 32, 1, 1) is None  # no such split
+    assert count(str(tmp_path), "en", "train", None, 1, 1) is None  # --max-tokens batches: not counted
