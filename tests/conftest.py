@@ -333,3 +333,28 @@ def build_sentence_encoder(dest: Path, dim: int = 16, seed: int = 0, words: int 
 def sentence_encoder(tmp_path_factory) -> Path:
     """A tiny random sentence-transformers model directory (16-d)."""
     return build_sentence_encoder(tmp_path_factory.mktemp("sentence_encoder"))
+
+
+# ---------------------------------------------------------------------------------------------- devices
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """One CUDA GPU as torch reports it, on a CPU-only machine: ``torch.cuda`` says one device is there, and
+    ``Tensor.to`` a CUDA device records the tensor and leaves it on the CPU. Returns the ids of the tensors sent to
+    CUDA (a ``.to(device)`` that reaches every tensor a model, its encoder and its caches hold records them all)."""
+    moved = set()
+    original = torch.Tensor.to
+
+    def to(self, *args, **kwargs):
+        args = list(args)
+        where = ("device", kwargs) if "device" in kwargs else (0, args) if args else None
+        if where is not None and isinstance(where[1][where[0]], (str, torch.device)) and \
+                torch.device(where[1][where[0]]).type == "cuda":
+            moved.add(id(self))
+            where[1][where[0]] = torch.device("cpu")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "to", to)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    return moved

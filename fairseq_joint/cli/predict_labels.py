@@ -9,7 +9,8 @@ pretrained``) the texts and descriptions are embedded by it (the descriptions' e
 γ (calibrated stacking: it lowers the training labels' scores so that new labels can compete) is the checkpoint's
 unless ``--seen-score-offset`` gives one: the ``--seen-score-offset`` of training, else the γ calibrated on the
 validation documents in training, else 0; one line on stderr says which. A multilingual model
-(``--languages``) needs the texts' language, ``--lang``: one it was trained on. The same from Python, with the model
+(``--languages``) needs the texts' language, ``--lang``: one it was trained on. It runs on a GPU when there is one (the
+model, its sentence encoder and the label set), ``--cpu`` keeps it on the CPU. The same from Python, with the model
 loaded once: :class:`fairseq_joint.hub.LabelPredictor` (docs/python.md), whose ranking this command prints.
 
 Example::
@@ -50,12 +51,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "--encoder pretrained, when it is no longer where training found it")
     p.add_argument("--label-file", help="where the --label-file training was given is now, if it moved")
     p.add_argument("--eval-label-file", help="where the --eval-label-file training was given is now, if it moved")
+    p.add_argument("--cpu", action="store_true", help="predict on the CPU (default: the first CUDA GPU when there is "
+                   "one, as fairseq's commands)")
     args = p.parse_args(argv)
     check_number("--topk", args.topk, POSITIVE_INT)  # the check LabelPredictor.predict makes: the same message
     descriptions = read_label_file(args.labels)
     lines = read_text(args.input, "--input") if args.input else sys.stdin.read().splitlines()
     predictor = LabelPredictor.from_checkpoint(args.checkpoint, args.data, args.pretrained_encoder, command=PROG,
-                                               label_file=args.label_file, eval_label_file=args.eval_label_file)
+                                               label_file=args.label_file, eval_label_file=args.eval_label_file,
+                                               device="cpu" if args.cpu else None)
+    if predictor.device.type != "cpu":
+        print(f"note: predicting on {predictor.device} (--cpu to stay on the CPU)", file=sys.stderr)
     lang = predictor.check_language(args.lang)
     label_set = predictor.label_set(descriptions, args.labels)
     texts = [t for t in lines if t.strip()]

@@ -47,7 +47,7 @@ from fairseq_joint.modules.cooccurrence_init import COOCCURRENCE_INIT_CHOICES, c
 from fairseq_joint.modules.lexical_encoder import REFIT, HybridTextEncoder, LexicalModel, check_signature
 from fairseq_joint.modules.output_layers import ACTIVATION_CHOICES, OutputLayer, OutputLayerSpec
 from fairseq_joint.modules.pretrained_embedding import load_word_vectors_
-from fairseq_joint.modules.sentence_encoder import PretrainedSentenceEncoder
+from fairseq_joint.modules.sentence_encoder import PretrainedSentenceEncoder, cosine
 from fairseq_joint.modules.text_encoders import ENCODER_CHOICES as TEXT_ENCODER_CHOICES
 from fairseq_joint.modules.text_encoders import LAYER_CHOICES, HierarchicalAttentionEncoder, WordAttentionEncoder
 from fairseq_joint.options import DROPOUT, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE_INT, arch, registered
@@ -620,17 +620,18 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
                 return self.sentence_encoder.features(src_embeddings).to(self.head_dtype)
             if not self.sentence_encoder.finetune:
                 raise ValueError("a frozen pretrained encoder reads the texts' embeddings (src_embeddings: "
-                                 "model.embed_texts(texts)), not token ids")
+                                 "model.embed_texts(texts, device)), not token ids")
             return self.sentence_encoder(src_tokens).to(self.head_dtype)
         mask = src_tokens.ne(self.embed_tokens.padding_idx)
         return self.encoder(self.embed_tokens(src_tokens), mask, src_tokens)
 
-    def embed_texts(self, texts) -> torch.Tensor:
+    def embed_texts(self, texts, device: torch.device) -> torch.Tensor:
         """h of raw texts with the pretrained encoder (normalized sentence embeddings, no autograd; with the hybrid
-        encoder's lexical features beside them)."""
+        encoder's lexical features beside them), on ``device`` (the model's)."""
         encoder = self.sentence_encoder
         with torch.no_grad():
-            return encoder.features(encoder.collate(encoder.inputs(encoder.embed(texts), texts))).to(self.head_dtype)
+            inputs = encoder.collate(encoder.inputs(encoder.embed(texts), texts)).to(device)
+            return encoder.features(inputs).to(self.head_dtype)
 
     def label_vectors(self, label_tokens: torch.Tensor) -> torch.Tensor:
         """e_j: the mean of the description's word vectors in E (Sec. 2.2), padding masked; with a pretrained encoder,
@@ -670,6 +671,13 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         self.evaluation_label_vectors.clear()  # the weights may change from here on
         return super().train(mode)
 
+    def _apply(self, fn, *args, **kwargs):
+        """``.to()``, ``.cuda()``, ``.half()``: the label vectors kept between calls are computed again where (and as)
+        the weights are now."""
+        self.evaluation_label_vectors.clear()
+        self.label_vector_cache.clear()
+        return super()._apply(fn, *args, **kwargs)
+
     def set_num_updates(self, num_updates):
         """fairseq's update count; every ``--finetune-label-refresh`` updates the cached label vectors are dropped (the
         next batches encode them again with the encoder as trained so far)."""
@@ -700,8 +708,8 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         if self.cfg.cosine_prior and not self.training:  # the frozen encoder's vectors: the first d coordinates
             d = self.sentence_encoder.dim
             unseen = (train_index < 0).to(logits.dtype)  # the head scores the labels it was trained on by itself
-            cosine = (features[:, :d] @ label_vectors[:, :d].t()).to(logits.dtype)
-            logits = logits + self.cfg.cosine_prior * cosine * unseen
+            prior = cosine(features[:, :d], label_vectors[:, :d]).to(logits.dtype)
+            logits = logits + self.cfg.cosine_prior * prior * unseen
         if self.label_bias is not None:
             bias = torch.where(train_index >= 0, self.label_bias[train_index.clamp(min=0)], self.label_bias.mean())
             logits = logits + bias.to(logits.dtype)

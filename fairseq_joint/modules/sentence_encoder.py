@@ -11,7 +11,8 @@ vectors replaced by a sentence encoder).
   recognised);
 * :class:`PretrainedSentenceEncoder` embeds texts (frozen: without autograd, batched, with progress lines) or
   runs the encoder on token ids inside the model (``--finetune-encoder``; a transformer over padded word pieces, or
-  a static model's bag of word pieces);
+  a static model's bag of word pieces); :func:`cosine` is the zero-shot score of a text and a description
+  (``LabelPredictor.from_encoder``);
 * :class:`EmbeddingCache` keeps embeddings next to the binarized data, keyed by the model's fingerprint and the
   texts' content: a later run, or ``fairseq-joint-predict-labels``, reuses them; changed data or another model
   gives another key, so a stale cache is rebuilt, never read.
@@ -83,6 +84,12 @@ def encoder_fingerprint(path: str) -> str:
     return digest.hexdigest()
 
 
+def cosine(texts: Tensor, descriptions: Tensor) -> Tensor:
+    """(N, L) the cosine of each text and each description, from their normalized embeddings (N, d) and (L, d): their
+    dot products (GILE Sec. 2.2 with the encoder's vectors: the zero-shot score without training)."""
+    return texts @ descriptions.t()
+
+
 def texts_fingerprint(texts: Sequence[str]) -> str:
     digest = hashlib.sha256()
     for t in texts:
@@ -95,7 +102,9 @@ class PretrainedSentenceEncoder(nn.Module):
 
     Frozen (the default), the sentence-transformers model is held outside the module tree: its weights are
     neither trained nor saved in checkpoints (the checkpoint records the fingerprint and reloads it from the
-    path). With ``finetune`` it is a sub-module: trained, and saved with the model.
+    path), and stays where it was loaded (the CPU) when the model moves: it embeds the data once, into the cache;
+    ``LabelPredictor.to`` moves it beside the model. With ``finetune`` it is a sub-module: trained, and saved with the
+    model.
     """
 
     def __init__(self, path: str, finetune: bool = False, option: str = "--pretrained-encoder"):

@@ -169,10 +169,11 @@ def test_refusals_are_the_commands(wan_checkpoint, translation_checkpoint, tmp_p
         said = errors.one_line(raised.value).replace("LabelPredictor.from_checkpoint", "fairseq-joint-predict-labels")
         assert said == line, argv
     assert isinstance(raised.value, errors.Refusal)
-    # texts: only a list of non-empty strings; nothing is dropped or split into characters
+    # texts: one string or a list of non-empty strings; nothing is dropped or split into characters
     predictor = LabelPredictor.from_checkpoint(wan_checkpoint)
-    for texts, message in (("one text", "not one string"), (["fine", 3], "texts[1] is a int, not a string"),
-                           (["fine", None], "texts[1] is a NoneType"), (["fine", "  "], "texts[1] is empty")):
+    for texts, message in ((b"one text", "texts is bytes"), (["fine", 3], "texts[1] is a int, not a string"),
+                           (["fine", None], "texts[1] is a NoneType"), (["fine", "  "], "texts[1] is empty"),
+                           ("  ", "texts is empty")):
         with pytest.raises(errors.InputError, match=message.replace("[", r"\[").replace("]", r"\]")):
             predictor.predict(texts, labels=SAMPLE / "labels.tsv")
     for labels, message in (({"a b": "x"}, "contains whitespace"), ({"x": ""}, "has an empty description"),
@@ -188,9 +189,11 @@ def test_refusals_are_the_commands(wan_checkpoint, translation_checkpoint, tmp_p
     import numpy as np  # numpy's integers are integers (e.g. a k picked with numpy)
 
     assert [len(r) for r in predictor.predict(TEXTS[:2], labels=SAMPLE / "labels.tsv", topk=np.int64(2))] == [2, 2]
-    for labels in (["devel::lang:python"], ("devel::lang:python", "Python"), None):  # a label without its description
-        with pytest.raises(errors.InputError, match=f"labels is a {type(labels).__name__}: give a label<TAB>description "
-                           "file's path or a {label: description} dict"):
+    for labels, message in ((None, "labels is a NoneType: give a label<TAB>description file's path, a {label: "
+                                   "description} dict or a list of label names"),
+                            (("devel::lang:python", "Python"), rf"labels\[1\] 'Python' is not in {wan_checkpoint}'s "
+                                                               r"label file \(469 labels\): give one of its labels")):
+        with pytest.raises(errors.InputError, match=message):
             predictor.predict(TEXTS, labels=labels)
     with pytest.raises(errors.MissingFileError, match="label file .* does not exist"):
         predictor.predict(TEXTS, labels=tmp_path / "no-labels.tsv")

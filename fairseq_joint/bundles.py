@@ -1,0 +1,230 @@
+"""One self-contained directory per label predictor: what ``LabelPredictor.save`` writes and
+``LabelPredictor.from_pretrained`` reads (docs/python.md).
+
+A bundle holds copies of every file the predictor reads (the checkpoint, the data directory's dictionaries, label
+lists, label file and lexical features, the sentence encoder's directory, or a pinned reference to it), a model card
+(``README.md``: the model, the options it was trained with as a ``fairseq-train`` command, its last validation's
+figures) and :data:`MANIFEST`, which lists every file with its SHA-256, as a checkpoint holds the checksums of its
+tensors (:mod:`fairseq_joint.checkpoints`). :func:`read_bundle` checks them all before anything is loaded: a missing
+or altered file is refused in one line that names it.
+
+* :func:`write_bundle` copies the parts into a new directory through a temporary one beside it (a directory under the
+  bundle's name is whole or absent);
+* :func:`training_command` writes a checkpoint's configuration as the ``fairseq-train`` command line that gives it;
+* :func:`validation_figures` reads the figures of the last validation a checkpoint saved (fairseq's meters).
+"""
+
+import ast
+import dataclasses
+import hashlib
+import json
+import os
+import shlex
+import shutil
+from typing import Dict, Optional
+
+from fairseq_joint.errors import CheckpointError, MissingFileError, OptionError
+from fairseq_joint.metrics import harmonic_mean, micro_f1
+from fairseq_joint.options import arch, declared, flag
+
+#: the manifest of a bundle: its kind, its parts and every file's SHA-256
+MANIFEST = "fairseq-joint-model.json"
+FORMAT = "fairseq-joint label predictor 1"
+#: the model card
+CARD = "README.md"
+#: what to say to fix a bundle that fails its checks
+RECOPY = "copy the directory again from where LabelPredictor.save wrote it (or save it again)"
+
+
+def file_sha256(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def write_bundle(directory: str, files: Dict[str, str], trees: Dict[str, str], manifest: dict, card: str) -> str:
+    """Write the bundle ``directory`` (new, or an empty directory): each of ``files`` (bundle-relative name -> the file
+    to copy) and ``trees`` (bundle-relative name -> a directory whose files are copied as
+    :func:`~fairseq_joint.modules.sentence_encoder.encoder_fingerprint` reads them, so that the copy has the same
+    fingerprint), the model card ``card`` and the manifest (``manifest`` with the format and every file's SHA-256
+    added). Returns the directory's path."""
+    directory = os.fspath(directory)
+    if os.path.lexists(directory) and not (os.path.isdir(directory) and not os.listdir(directory)):
+        raise OptionError(f"save: {directory} exists and is not an empty directory: give a new directory")
+    tmp = f"{directory.rstrip(os.sep)}.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    copies = dict(files)
+    for name, source in trees.items():
+        for root, _, names in os.walk(source):
+            for file in names:
+                copies[os.path.join(name, os.path.relpath(os.path.join(root, file), source))] = os.path.join(root, file)
+    try:
+        os.makedirs(tmp)
+        for name, source in copies.items():
+            os.makedirs(os.path.dirname(os.path.join(tmp, name)), exist_ok=True)
+            shutil.copyfile(source, os.path.join(tmp, name))
+        with open(os.path.join(tmp, CARD), "w", encoding="utf-8") as f:
+            f.write(card)
+        checksums = {}
+        for root, dirs, names in os.walk(tmp):
+            dirs.sort()
+            for name in sorted(names):
+                path = os.path.join(root, name)
+                checksums[os.path.relpath(path, tmp).replace(os.sep, "/")] = file_sha256(path)
+        with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
+            json.dump({"format": FORMAT, **manifest, "files": checksums}, f, indent=1)
+        if os.path.isdir(directory):
+            os.rmdir(directory)  # empty (checked above)
+        os.replace(tmp, directory)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return directory
+
+
+def read_bundle(directory: str) -> dict:
+    """The manifest of the bundle ``directory`` once every file it lists is there with its SHA-256; else a one-line
+    refusal naming the file: ``MissingFileError`` for a missing one, ``CheckpointError`` for an altered one."""
+    directory = os.fspath(directory)
+    path = os.path.join(directory, MANIFEST)
+    if not os.path.isdir(directory):
+        raise MissingFileError(f"{directory}: no such directory: give a directory written by LabelPredictor.save")
+    if not os.path.isfile(path):
+        raise MissingFileError(f"{path} is missing: {directory} is not a directory written by LabelPredictor.save "
+                               f"(a checkpoint loads with LabelPredictor.from_checkpoint), or {RECOPY}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"{path} is unreadable ({type(e).__name__}): {RECOPY}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(manifest.get("files"), dict):
+        raise CheckpointError(f"{path} is not a manifest of {FORMAT!r}: {RECOPY}")
+    for name, checksum in manifest["files"].items():
+        part = os.path.join(directory, *name.split("/"))
+        if not os.path.isfile(part):
+            raise MissingFileError(f"{part} is missing from the saved predictor {directory}: {RECOPY}")
+        if file_sha256(part) != checksum:
+            raise CheckpointError(f"{part} is altered (its SHA-256 differs from the one {MANIFEST} holds): {RECOPY}")
+    return manifest
+
+
+def bundle_part(directory: str, manifest: dict, key: str) -> Optional[str]:
+    """The path of the part ``key`` of a bundle's manifest (a file or directory inside the bundle), or None."""
+    name = manifest.get(key)
+    if name is None:
+        return None
+    if not isinstance(name, str) or name.startswith("/") or ".." in name.split("/"):
+        raise CheckpointError(f"{os.path.join(directory, MANIFEST)}: its {key} {name!r} is not a part of the bundle: "
+                              f"{RECOPY}")
+    return os.path.join(directory, *name.split("/"))
+
+
+def check_encoder_reference(path: str, fingerprint: str, saved: str, directory: str) -> None:
+    """The encoder a bundle saved as a reference (not copied) is the one it was saved with: ``saved``, the SHA-256 of
+    its files (:func:`~fairseq_joint.modules.sentence_encoder.encoder_fingerprint`), against ``fingerprint``, that of
+    the directory ``path`` loaded now."""
+    if fingerprint != saved:
+        raise CheckpointError(f"sentence encoder {path}: not the one {directory} was saved with (its files differ from "
+                              f"the fingerprint in {MANIFEST}): give that encoder's directory (pretrained_encoder=)")
+
+
+# ---------------------------------------------------------------------------------------------- the model card
+def _default(field: dataclasses.Field):
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return dataclasses.MISSING
+
+
+def _plain(value):
+    """A configuration value as plain Python (OmegaConf's lists and dicts as lists and dicts)."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+
+
+def _same(value, default) -> bool:
+    if isinstance(default, str) and isinstance(value, (list, tuple)):  # e.g. --adam-betas "(0.9, 0.999)"
+        try:
+            default = ast.literal_eval(default)
+        except (ValueError, SyntaxError):
+            return False
+    if isinstance(value, (list, tuple)) and isinstance(default, (list, tuple)):
+        return list(value) == list(default)
+    return value == default
+
+
+def _argument(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return shlex.quote(",".join(str(v) for v in value))
+    return shlex.quote(str(value))
+
+
+def training_command(cfg) -> str:
+    """The ``fairseq-train`` command line of a checkpoint's configuration ``cfg``: its data directory, its task,
+    architecture, criterion, optimizer and learning-rate scheduler, and every option of those and of fairseq's common,
+    dataset, optimization and checkpoint groups whose value is not its default (the device and distributed options
+    left out: they are the machine's). Paths are those of the machine it was trained on."""
+    from fairseq.dataclass.configs import CheckpointConfig, CommonConfig, DatasetConfig, OptimizationConfig
+    from fairseq.optim import OPTIMIZER_DATACLASS_REGISTRY
+    from fairseq.optim.lr_scheduler import LR_SCHEDULER_DATACLASS_REGISTRY
+
+    choices = {"task": cfg.task._name, "arch": arch(cfg.model), "criterion": cfg.criterion._name,
+               "optimizer": cfg.optimizer._name if cfg.optimizer is not None else None,
+               "lr_scheduler": cfg.lr_scheduler._name if cfg.lr_scheduler is not None else None}
+    words = ["fairseq-train", shlex.quote(str(cfg.task.data))]
+    for name, value in choices.items():
+        if value is not None:
+            words += [flag(name), shlex.quote(str(value))]
+    groups = [(cfg.common, (CommonConfig,)), (cfg.task, declared(cfg, "task")), (cfg.model, declared(cfg, "model")),
+              (cfg.criterion, declared(cfg, "criterion")), (cfg.dataset, (DatasetConfig,)),
+              (cfg.optimization, (OptimizationConfig,))]
+    if choices["optimizer"] in OPTIMIZER_DATACLASS_REGISTRY:
+        groups.append((cfg.optimizer, (OPTIMIZER_DATACLASS_REGISTRY[choices["optimizer"]],)))
+    if choices["lr_scheduler"] in LR_SCHEDULER_DATACLASS_REGISTRY:
+        groups.append((cfg.lr_scheduler, (LR_SCHEDULER_DATACLASS_REGISTRY[choices["lr_scheduler"]],)))
+    groups.append((cfg.checkpoint, (CheckpointConfig,)))
+    given = {flag(name) for name in choices} | {"--data"}
+    for section, configs in groups:
+        for config in configs:
+            for field in dataclasses.fields(config):
+                option = flag(field.name)
+                if field.name.startswith("_") or option in given or field.name not in section:
+                    continue
+                default = _default(field)
+                if isinstance(default, str) and "${" in default:
+                    continue  # another option's value (fairseq's interpolation)
+                value = _plain(section[field.name])
+                if value is None or _same(value, default):
+                    continue
+                given.add(option)
+                words += [option] if isinstance(value, bool) else [option, _argument(value)]
+    return " ".join(words)
+
+
+#: fairseq's throughput meters, logged beside a validation's figures
+THROUGHPUT = ("wps", "wpb", "bsz", "ups", "wall", "gnorm", "clip", "lr", "num_updates", "train_wall", "gb_free")
+
+
+def validation_figures(state: dict) -> Dict[str, float]:
+    """The figures of the last validation a checkpoint dict ``state`` saved (fairseq keeps the meters of ``valid`` in
+    ``extra_state``), rounded as fairseq logs them, with the ones fairseq derives at logging time computed again
+    (micro-F1 from its counts, GZSL H from the two AvgPr); empty when the checkpoint saved none."""
+    from fairseq.logging.meters import MetersDict
+
+    saved = ((state.get("extra_state") or {}).get("metrics") or {}).get("valid")
+    if not saved:
+        return {}
+    meters = MetersDict()
+    meters.load_state_dict(saved)
+    values = {k: float(v) for k, v in meters.get_smoothed_values().items()
+              if not k.startswith("_") and k not in THROUGHPUT}
+    for key in list(meters):
+        if key.startswith("_") and key.endswith("_tp"):
+            group = key[1:-3]
+            counts = [meters[f"_{group}_{c}"].sum for c in ("tp", "fp", "fn")]
+            values[f"{group}_f1"] = round(100.0 * micro_f1(*counts), 2)
+        unseen = key.replace("gzsl_seen_avgpr", "gzsl_unseen_avgpr")
+        if key.endswith("gzsl_seen_avgpr") and unseen in meters:
+            h = harmonic_mean(meters[key].avg, meters[unseen].avg)
+            values[f"{key[:-len('gzsl_seen_avgpr')]}gzsl_h"] = round(h, 2)
+    return values

@@ -1,0 +1,196 @@
+"""The Python API's calls without a trained model (fairseq_joint.hub): devices (device=, .to(), refusals), texts and
+labels as the ecosystem passes them, and LabelPredictor.from_encoder, the zero-shot start (the encoder's cosine),
+with the same calls as a trained model, saved and loaded as one checksummed directory."""
+
+import json
+import shutil
+
+import pytest
+import torch
+from conftest import SAMPLE
+
+from fairseq_joint import errors
+from fairseq_joint.bundles import MANIFEST
+from fairseq_joint.data.gile_files import read_label_file
+from fairseq_joint.hub import LabelPredictor, as_texts, check_device
+
+LABELS = SAMPLE / "labels.tsv"
+TEXTS = ["a text editor for programmers", "network audio streaming server", "a game of strategy"]
+NAMES = ["devel::editor", "works-with::audio", "game::strategy", "use::gameplaying"]
+
+
+def by_label(ranked):
+    """{label: score} of a ranking (a text scored alone or in a padded batch differs in the last digits, and a tiny
+    random encoder gives labels equal scores, whose order is then either)."""
+    return pytest.approx({r.label: r.score for r in ranked}, abs=1e-5)
+
+
+@pytest.fixture(scope="module")
+def zero_shot(sentence_encoder):
+    return LabelPredictor.from_encoder(sentence_encoder, label_file=LABELS, device="cpu")
+
+
+def test_devices_are_read_as_torch_reads_them_and_one_that_is_not_there_is_refused(fake_cuda):
+    assert check_device("cpu") == check_device(torch.device("cpu")) == torch.device("cpu")
+    assert check_device(None) == check_device("cuda") == check_device(0) == torch.device("cuda", 0)  # one (fake) GPU
+    with pytest.raises(errors.OptionError, match=r"^device='cuda:1': this machine has 1 CUDA GPU\(s\), cuda:0 to "):
+        check_device("cuda:1")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="refusals of a machine without CUDA")
+@pytest.mark.parametrize("device, message", [
+    ("cuda", "device='cuda': (this torch is built without CUDA|no CUDA GPU is visible): use device='cpu'"),
+    ("cuda:0", "device='cuda:0': (this torch is built without CUDA|no CUDA GPU is visible)"),
+    ("gpu", "device='gpu': unknown device; give 'cpu', 'cuda' or 'cuda:N'"),
+    (-1, "device=-1: unknown device"),
+    ("meta", "device='meta': fairseq-joint predicts on 'cpu' or a CUDA GPU"),
+    (2.5, "device=2.5: give a device name"),
+    (True, "device=True: give a device name"),
+])
+def test_a_device_that_is_not_there_or_not_known_is_refused_in_one_line(device, message, sentence_encoder):
+    assert check_device(None) == torch.device("cpu")
+    with pytest.raises(errors.OptionError, match=f"^{message}") as raised:
+        LabelPredictor.from_encoder(sentence_encoder, device=device)
+    assert not isinstance(raised.value, ValueError) and "\n" not in errors.one_line(raised.value)
+
+
+def test_texts_are_one_string_or_a_list_of_strings():
+    assert as_texts("one text") == (["one text"], True) and as_texts(("a", "b")) == (["a", "b"], False)
+    for texts, message in ((b"bytes", "texts is bytes"), (None, "texts is None"), ([], "texts holds no text"),
+                           (["a", 3], r"texts\[1\] is a int"), ("  ", "texts is empty")):
+        with pytest.raises(errors.InputError, match=message):
+            as_texts(texts)
+
+
+def test_from_encoder_scores_every_label_by_the_encoders_cosine(zero_shot, sentence_encoder):
+    """The score of a label is the cosine of the text's and the description's embeddings, as sentence-transformers
+    computes them itself; predict ranks by it, best first; the embeddings are those vectors."""
+    from sentence_transformers import SentenceTransformer
+
+    descriptions = read_label_file(str(LABELS))
+    st = SentenceTransformer(str(sentence_encoder), device="cpu", local_files_only=True)
+    expected = st.encode(TEXTS, normalize_embeddings=True) @ st.encode([descriptions[n] for n in NAMES],
+                                                                        normalize_embeddings=True).T
+    matrix = zero_shot.scores(TEXTS, labels=NAMES)
+    assert matrix.labels == NAMES and matrix.probabilities is None and not matrix.seen.any()
+    assert matrix.scores.numpy() == pytest.approx(expected, abs=1e-5)
+    assert torch.allclose(zero_shot.embeddings(TEXTS) @ zero_shot.embeddings(labels=NAMES).T, matrix.scores, atol=1e-6)
+    assert zero_shot.embeddings(TEXTS[0]).shape == (16,) and zero_shot.embeddings(TEXTS[0]).norm() == pytest.approx(1)
+    rows = zero_shot.predict(TEXTS, labels=NAMES, topk=3)
+    for ranked, row in zip(rows, expected):  # the 3 best cosines, best first (each with its own label's)
+        assert [r.score for r in ranked] == pytest.approx(sorted(row, reverse=True)[:3], abs=1e-5)
+        assert [r.score for r in ranked] == pytest.approx([row[NAMES.index(r.label)] for r in ranked], abs=1e-5)
+        assert all(r.probability is None and not r.seen for r in ranked)
+    # one string in, one ranking out; names, a dict and the file's lines give the same label set
+    every = zero_shot.predict(TEXTS, labels=NAMES, topk=None)
+    assert {r.label: r.score for r in zero_shot.predict(TEXTS[1], labels=NAMES, topk=None)} == by_label(every[1])
+    assert zero_shot.predict(TEXTS, labels={n: descriptions[n] for n in NAMES}, topk=None) == every
+    assert zero_shot.scores(TEXTS[2], labels=NAMES).scores.shape == (4,)
+    assert zero_shot.gamma() == (0.0, "no label was seen in training (a sentence encoder alone)")
+
+
+def test_a_threshold_keeps_the_labels_at_or_above_it_and_one_outside_the_cosines_range_is_refused(zero_shot):
+    scores = zero_shot.scores(TEXTS, labels=NAMES).scores
+    t = float(scores.median())
+    rows = zero_shot.predict(TEXTS, labels=NAMES, topk=None, threshold=t)
+    assert [{r.label for r in ranked} for ranked in rows] == [{n for n, s in zip(NAMES, row) if s >= t}
+                                                             for row in scores.tolist()]
+    assert 0 < sum(map(len, rows)) < len(TEXTS) * len(NAMES)
+    assert zero_shot.threshold(t) == (t, "given")
+    for threshold, kind, message in (
+            (1.5, errors.OptionError, r"^threshold \(on the score\) must be a finite number in \[-1, 1\], got 1.5"),
+            (float("nan"), errors.OptionError, r"^threshold \(on the score\) must be a finite number"),
+            ("calibrated", errors.OptionError, r"^threshold='calibrated': a sentence encoder alone was calibrated on "
+                                               "no validation: give a cosine"),
+            ("high", errors.OptionError, r"^threshold='high': give a number")):
+        with pytest.raises(kind, match=message):
+            zero_shot.predict(TEXTS, labels=NAMES, threshold=threshold)
+
+
+def test_labels_as_names_need_a_label_file_that_holds_them(zero_shot, sentence_encoder):
+    for labels, message in ((["devel::editor", "no::such"], r"^labels\[1\] 'no::such' is not in LabelPredictor"
+                                                            r".from_encoder\(.*\)'s label file \(469 labels\)"),
+                            (["devel::editor", "devel::editor"], r"labels\[1\] 'devel::editor' is given twice"),
+                            ([3], r"labels\[0\] is a int"), ([], "labels holds no labels"),
+                            (None, "labels is a NoneType: give a label<TAB>description file's path, a")):
+        with pytest.raises(errors.InputError, match=message):
+            zero_shot.predict(TEXTS, labels=labels)
+    bare = LabelPredictor.from_encoder(sentence_encoder, device="cpu")
+    with pytest.raises(errors.InputError, match="labels is a list of names, but LabelPredictor.from_encoder.* has no "
+                       "label file"):
+        bare.predict(TEXTS, labels=NAMES)
+    with pytest.raises(errors.OptionError, match="--lang pl: a sentence encoder alone reads"):
+        zero_shot.predict(TEXTS, labels=NAMES, lang="pl")
+    for call in (lambda: zero_shot.embeddings(), lambda: zero_shot.embeddings(TEXTS, labels=NAMES)):
+        with pytest.raises(errors.InputError, match="embeddings: give texts or labels="):
+            call()
+
+
+def test_to_moves_the_encoder_and_every_label_set_encoded(sentence_encoder, fake_cuda):
+    """.to('cuda') sends the encoder's weights and the label sets already encoded to the GPU; later texts are scored
+    there (their vectors sent too); the results are the CPU's."""
+    predictor = LabelPredictor.from_encoder(sentence_encoder, label_file=LABELS, device="cpu")
+    before = predictor.predict(TEXTS, labels=NAMES, topk=None)
+    label_set = next(iter(predictor.label_sets.values()))
+    held = [*predictor.sentence_encoder.st.parameters(), *predictor.sentence_encoder.st.buffers(), label_set.tokens,
+            label_set.train_index]
+    assert not fake_cuda
+    assert predictor.to("cuda") is predictor and predictor.device == torch.device("cuda", 0)
+    assert {id(t) for t in held} <= fake_cuda
+    sent = len(fake_cuda)
+    assert predictor.predict(TEXTS, labels=NAMES, topk=None) == before and len(fake_cuda) > sent
+    assert LabelPredictor.from_encoder(sentence_encoder, label_file=LABELS).device == torch.device("cuda", 0)
+
+
+def test_an_encoder_saved_as_one_directory_loads_elsewhere_and_a_part_altered_is_refused(zero_shot, sentence_encoder,
+                                                                                         tmp_path):
+    saved = tmp_path / "saved"
+    assert zero_shot.save(saved) == str(saved)
+    manifest = json.loads((saved / MANIFEST).read_text())
+    assert manifest["kind"] == "encoder" and {"README.md", "label_file.tsv", "encoder/modules.json"} <= set(
+        manifest["files"])
+    moved = tmp_path / "elsewhere" / "zero-shot"
+    shutil.copytree(saved, moved)
+    shutil.rmtree(saved)
+    loaded = LabelPredictor.from_pretrained(moved, device="cpu")
+    assert loaded.predict(TEXTS, labels=NAMES) == zero_shot.predict(TEXTS, labels=NAMES)
+    assert loaded.sentence_encoder.fingerprint == zero_shot.sentence_encoder.fingerprint
+    with pytest.raises(errors.OptionError, match=r"^save: .* exists and is not an empty directory"):
+        loaded.save(moved)
+
+    def damaged(change):
+        copy = tmp_path / f"copy{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(moved, copy)
+        change(copy)
+        return copy
+
+    cases = [
+        (lambda d: (d / "encoder" / "tokenizer.json").unlink(), errors.MissingFileError,
+         r"encoder/tokenizer.json is missing from the saved predictor"),
+        (lambda d: (d / "label_file.tsv").write_text("a\tb\n"), errors.CheckpointError,
+         r"label_file.tsv is altered \(its SHA-256 differs from the one fairseq-joint-model.json holds\)"),
+        (lambda d: (d / MANIFEST).unlink(), errors.MissingFileError, "fairseq-joint-model.json is missing"),
+        (lambda d: (d / MANIFEST).write_text("{"), errors.CheckpointError, "fairseq-joint-model.json is unreadable"),
+    ]
+    for change, kind, message in cases:
+        with pytest.raises(kind, match=message) as raised:
+            LabelPredictor.from_pretrained(damaged(change))
+        assert "\n" not in errors.one_line(raised.value)
+
+
+def test_an_encoder_saved_by_reference_is_pinned_by_its_fingerprint(sentence_encoder, tmp_path):
+    encoder = tmp_path / "encoder"
+    shutil.copytree(sentence_encoder, encoder)
+    predictor = LabelPredictor.from_encoder(encoder, device="cpu")
+    predictor.save(tmp_path / "saved", copy_encoder=False)
+    manifest = json.loads((tmp_path / "saved" / MANIFEST).read_text())
+    assert not any(name.startswith("encoder/") for name in manifest["files"])
+    assert manifest["encoder_reference"]["path"] == str(encoder)
+    labels = {"x": "a text editor", "y": "a strategy game"}
+    assert LabelPredictor.from_pretrained(tmp_path / "saved").predict(TEXTS, labels) == predictor.predict(TEXTS, labels)
+    shutil.copytree(encoder, tmp_path / "moved")  # the same files elsewhere: given as pretrained_encoder
+    (encoder / "README.md").write_text("changed")
+    with pytest.raises(errors.CheckpointError, match=f"sentence encoder {encoder}: not the one .* was saved with"):
+        LabelPredictor.from_pretrained(tmp_path / "saved")
+    loaded = LabelPredictor.from_pretrained(tmp_path / "saved", pretrained_encoder=tmp_path / "moved")
+    assert loaded.predict(TEXTS, labels) == predictor.predict(TEXTS, labels)
