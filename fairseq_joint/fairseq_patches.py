@@ -75,6 +75,10 @@ checkpoint_kind    ``checkpoint_utils.load_model_ensemble_and``  a ``--path`` th
                                                                  non-finite or out-of-range number in its options are
                                                                  refused in one line before any model is built
                                                                  (``checks.check_checkpoint_kind``, ``checks.validate``)
+exact_scores       ``sequence_scorer.SequenceScorer.generate``   ``fairseq-generate --score-reference`` of the plugin's
+                                                                 models: each target's log-probability from the
+                                                                 exact softmax in chunks, without the B x T x |V|
+                                                                 logits (:func:`exact_scores`)
 resume             ``tasks.FairseqTask.get_batch_iterator``      reusable iterators created after epoch 1 (a resume)
                                                                  only: epoch 1's batches, so a resumed run ends where
                                                                  the uninterrupted one does (``resume``)
@@ -128,6 +132,7 @@ PATCHES: Tuple[Patch, ...] = (
     Patch("checksums", "fairseq.checkpoint_utils:torch_persistent_save"),
     Patch("verified_load", "fairseq.checkpoint_utils:load_checkpoint_to_cpu"),
     Patch("checkpoint_kind", "fairseq.checkpoint_utils:load_model_ensemble_and_task"),
+    Patch("exact_scores", "fairseq.sequence_scorer:SequenceScorer.generate"),
     Patch("resume", "fairseq.tasks:FairseqTask.get_batch_iterator"),
     Patch("resume_changes", "fairseq.trainer:Trainer.load_checkpoint"),
 )
@@ -205,6 +210,7 @@ def apply() -> List[str]:
     from fairseq import checkpoint_utils, options
     from fairseq.distributed import utils as distributed_utils
     from fairseq.file_io import PathManager
+    from fairseq.sequence_scorer import SequenceScorer
     from fairseq.tasks import FairseqTask
     from fairseq.trainer import Trainer
     from fairseq_cli import preprocess
@@ -233,6 +239,7 @@ def apply() -> List[str]:
         ([checkpoint_utils], "torch_persistent_save", checkpoints.save, "checksums"),
         ([checkpoint_utils], "load_checkpoint_to_cpu", checks.load_checkpoint_to_cpu, "verified_load"),
         ([checkpoint_utils], "load_model_ensemble_and_task", checks.load_model_ensemble_and_task, "checkpoint_kind"),
+        ([SequenceScorer], "generate", exact_scores, "exact_scores"),
         ([FairseqTask], "get_batch_iterator", resume.get_batch_iterator, "resume"),
         ([Trainer], "load_checkpoint", resume.load_checkpoint, "resume_changes"),
     ):
@@ -265,6 +272,19 @@ def decay_updates(original, parser, input_args=None, parse_known=False, *args, *
         raise errors.OptionError("--lr-scheduler polynomial_decay decays the rate over --total-num-update updates: "
                                  "give --total-num-update or --max-update")
     return parsed
+
+
+def exact_scores(original, scorer, models, sample, **kwargs):
+    """Patch ``exact_scores``: fairseq's ``SequenceScorer.generate`` (``original``) of the plugin's translation models
+    reads each target's log-probability from the exact softmax in chunks
+    (``criterions.sampled_cross_entropy.ExactTargetScores``), as validation scores them, instead of the B x T x |V|
+    logits; other models (an ensemble with any) as fairseq scores them."""
+    from fairseq_joint.criterions.sampled_cross_entropy import ExactTargetScores
+    from fairseq_joint.models.output_layer_model import OutputLayerModelMixin
+
+    if not all(isinstance(model, OutputLayerModelMixin) for model in models):
+        return original(scorer, models, sample, **kwargs)
+    return original(scorer, [ExactTargetScores(model, sample, scorer.pad) for model in models], sample, **kwargs)
 
 
 #: the options that ask argparse for the help

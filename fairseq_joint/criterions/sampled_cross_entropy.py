@@ -131,6 +131,51 @@ def target_dictionary_sampler(task, sampler, sample_rate, num_samples, unigram_a
     )
 
 
+def exact_token_losses(layer: OutputLayer, features: Tensor, target: Tensor, chunk_size: int, epsilon: float,
+                       padding_idx: int) -> Tuple[Tensor, Tensor]:
+    """fairseq's label-smoothed loss and nll of every position (``features`` N x dh against ``target`` (N,); N x 1,
+    zero at ``padding_idx``) over the full softmax, with the memory of ``chunk_size`` vocabulary rows: the class side
+    g_out(X) is projected once and the tokens are walked in blocks whose logits (at most N x ``chunk_size`` numbers)
+    are recomputed in backward (``torch.utils.checkpoint``)."""
+    block = token_chunk_size(target.numel(), layer.num_classes, chunk_size)
+    context = layer.encode_context(features)
+    classes, bias = layer.class_side()
+
+    def block_losses(context: Tensor, classes: Tensor, bias: Optional[Tensor], target: Tensor):
+        lprobs = F.log_softmax(F.linear(context, classes, bias).float(), dim=-1)
+        return label_smoothed_nll_loss(lprobs, target, epsilon, ignore_index=padding_idx, reduce=False)
+
+    blocks = [checkpoint(block_losses, context[start:start + block], classes, bias, target[start:start + block],
+                         use_reentrant=False) for start in range(0, target.numel(), block)]
+    return torch.cat([loss for loss, _ in blocks]), torch.cat([nll for _, nll in blocks])
+
+
+class ExactTargetScores:
+    """A plugin translation model as fairseq's ``SequenceScorer`` (``fairseq-generate --score-reference``) reads one,
+    scoring ``sample``'s targets through :func:`exact_token_losses` (the exact softmax in chunks of
+    :data:`VALIDATION_CHUNK` rows where |V| is larger) instead of the B x T x |V| logits: its output is each target's
+    log-probability (B x T x 1, beside the decoder's attention), and ``get_normalized_probs`` returns it broadcast
+    over the vocabulary (a view of no memory) for the scorer to gather each target's from."""
+
+    def __init__(self, model, sample, padding_idx: int):
+        self.model, self.layer = model, model.decoder.output_projection
+        self.target, self.padding_idx = sample["target"], padding_idx
+
+    def eval(self):
+        self.model.eval()
+        return self
+
+    def __call__(self, **net_input):
+        features, extra = self.model(**net_input, features_only=True)
+        _, nll = exact_token_losses(self.layer, features.reshape(-1, features.size(-1)), self.target.reshape(-1),
+                                    min(VALIDATION_CHUNK, self.layer.num_classes), 0.0, self.padding_idx)
+        return -nll.view(*self.target.shape, 1), extra
+
+    def get_normalized_probs(self, net_output, log_probs, sample=None):
+        scores = net_output[0] if log_probs else net_output[0].exp()
+        return scores.expand(*scores.shape[:-1], self.layer.num_classes)
+
+
 def per_position(values: Tensor, scored: Tensor) -> Tensor:
     """Losses of the ``scored`` positions (``values``, one each) as a column over all positions, 0 elsewhere."""
     return values.new_zeros(scored.numel(), 1).masked_scatter(scored.unsqueeze(-1), values.reshape(-1, 1))
@@ -186,7 +231,7 @@ class SampledCrossEntropyCriterion(DecoderFeaturesCriterion, LabelSmoothedCrossE
         if chunk is None:
             return self.exact_loss(layer, features, target, reduce)
         if not reduce:
-            return self.token_losses_in_blocks(layer, features, target, chunk)
+            return exact_token_losses(layer, features, target, chunk, self.eps, self.padding_idx)
         tgt = target.masked_fill(target == self.padding_idx, IGNORED)
         return chunked_cross_entropy(layer, features, tgt, chunk, ignore_index=IGNORED, label_smoothing=self.eps)
 
@@ -206,26 +251,6 @@ class SampledCrossEntropyCriterion(DecoderFeaturesCriterion, LabelSmoothedCrossE
         """fairseq's label-smoothed loss over the full softmax of ``features`` (N x dh) against ``target`` (N,)."""
         lprobs = F.log_softmax(layer(features).float(), dim=-1).view(-1, layer.num_classes)
         return label_smoothed_nll_loss(lprobs, target, self.eps, ignore_index=self.padding_idx, reduce=reduce)
-
-    def token_losses_in_blocks(self, layer: OutputLayer, features: Tensor, target: Tensor,
-                               chunk_size: int) -> Tuple[Tensor, Tensor]:
-        """:meth:`exact_loss` per position (``reduce=False``) with the memory of ``chunk_size`` vocabulary rows: the
-        class side g_out(X) is projected once and the tokens are walked in blocks whose logits (at most N x
-        ``chunk_size`` numbers) are recomputed in backward (``torch.utils.checkpoint``)."""
-        block = token_chunk_size(target.numel(), layer.num_classes, chunk_size)
-        context = layer.encode_context(features)
-        classes, bias = layer.class_side()
-        losses, nll_losses = [], []
-        for start in range(0, target.numel(), block):
-            loss, nll_loss = checkpoint(self._block_losses, context[start:start + block], classes, bias,
-                                        target[start:start + block], use_reentrant=False)
-            losses.append(loss)
-            nll_losses.append(nll_loss)
-        return torch.cat(losses), torch.cat(nll_losses)
-
-    def _block_losses(self, context: Tensor, classes: Tensor, bias: Optional[Tensor], target: Tensor):
-        lprobs = F.log_softmax(F.linear(context, classes, bias).float(), dim=-1)
-        return label_smoothed_nll_loss(lprobs, target, self.eps, ignore_index=self.padding_idx, reduce=False)
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:

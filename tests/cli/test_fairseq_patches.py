@@ -19,6 +19,7 @@ CHANGES = r"""
 import argparse, importlib, inspect, json, logging, sys, warnings
 sys.argv = ["fairseq-train"]
 import fairseq, fairseq.options, fairseq.checkpoint_utils, fairseq.distributed.utils, fairseq.file_io, fairseq.tasks, fairseq.trainer
+import fairseq.sequence_scorer
 import fairseq_cli.train, fairseq_cli.preprocess
 
 def snapshot():
@@ -60,6 +61,7 @@ WRAPPED_AT = {
     "verified_load": "fairseq.checkpoint_utils:load_checkpoint_to_cpu",
     "checkpoint_kind": "fairseq.checkpoint_utils:load_model_ensemble_and_task",
     "resume": "fairseq.tasks.fairseq_task:FairseqTask.get_batch_iterator",
+    "exact_scores": "fairseq.sequence_scorer:SequenceScorer.generate",
     "resume_changes": "fairseq.trainer:Trainer.load_checkpoint",
     "one_line_errors": "sys:excepthook",
     "one_line_usage": "argparse:ArgumentParser.error",
@@ -121,6 +123,16 @@ def test_with_the_changes_off_fairseq_trains_and_decodes_as_it_does_without_the_
               "--beam", 2, "--max-len-b", 5, "--required-batch-size-multiple", 1,
               env={**OFF, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"})
     assert len([line for line in out.stdout.splitlines() if line.startswith("H-")]) == 40
+    # --score-reference: fairseq's scores over the full logits, those of the exact softmax in chunks (exact_scores)
+    scored = [cli("fairseq-generate", tiny_bin, "--user-dir", USER_DIR, "--path", tmp_path / "checkpoint_last.pt",
+                  "--score-reference", "--required-batch-size-multiple", 1, env=env).stdout
+              for env in ({**OFF, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}, None)]
+    theirs, ours = ([line for line in out.splitlines() if line.startswith(("H-", "P-"))] for out in scored)
+    assert len(theirs) == 80 and len(ours) == 80
+    for a, b in zip(theirs, ours):
+        x, y = (re.findall(r"-?\d+\.\d+", line) for line in (a, b))
+        assert a.split("\t")[0] == b.split("\t")[0] and len(x) == len(y)
+        assert all(abs(float(p) - float(q)) <= 2e-4 for p, q in zip(x, y)), (a, b)
     # the plugin's checks before fairseq starts are off: a refusal comes where fairseq meets it (building the
     # criterion, after the task and model), after fairseq's traceback
     proc = cli("fairseq-train", *train, "--criterion", "sampled_cross_entropy", "--num-samples", 10 ** 5, check=False,

@@ -192,3 +192,30 @@ def test_the_chunked_path_is_the_full_softmax_with_its_gradients(model_and_batch
     for name, g in full[2].items():  # fp32 sums in another order: within 0.1% of the largest entry (or 1e-6)
         torch.testing.assert_close(chunked[2][name], g, rtol=1e-4, atol=1e-6 + 1e-3 * g.abs().max().item(), msg=name)
     model.zero_grad()
+
+
+def test_score_reference_reads_the_exact_chunked_softmax_not_the_logits(model_and_batch, monkeypatch):
+    """fairseq-generate --score-reference (fairseq's SequenceScorer) of a plugin model: the same scores as fairseq's
+    own over the B x T x |V| logits, without the output layer's forward; an ensemble too (fairseq averages
+    probabilities), and --softmax-batch (fairseq's scoring in slices of tokens) changes nothing."""
+    from fairseq.sequence_scorer import SequenceScorer
+
+    from fairseq_joint import fairseq_patches
+
+    task, model, sample = model_and_batch
+    model.eval()
+    layer = model.decoder.output_projection
+    assert "exact_scores" in fairseq_patches.wrapped()
+    fairseqs = fairseq_patches.original("exact_scores")
+    for models, softmax_batch in (([model], None), ([model], 7), ([model, model], None)):
+        scorer = SequenceScorer(task.tgt_dict, softmax_batch=softmax_batch)
+        expected = fairseqs(scorer, models, dict(sample))
+        monkeypatch.setattr(sampled_cross_entropy, "VALIDATION_CHUNK", 37)  # |V| in chunks
+        with monkeypatch.context() as no_logits:
+            no_logits.setattr(type(layer), "forward", lambda *a, **k: pytest.fail("the B x T x |V| logits were built"))
+            scored = scorer.generate(models, dict(sample))
+        for mine, theirs in zip(scored, expected):
+            assert torch.equal(mine[0]["tokens"], theirs[0]["tokens"])
+            torch.testing.assert_close(mine[0]["positional_scores"], theirs[0]["positional_scores"])
+            torch.testing.assert_close(mine[0]["score"], theirs[0]["score"])
+            torch.testing.assert_close(mine[0]["attention"], theirs[0]["attention"])
