@@ -87,16 +87,11 @@ def unsafe_checkpoint(path: str, err: BaseException) -> CheckpointError:
                            "written by fairseq-train; do not turn the check off for a file you did not make")
 
 
-def _frame_value(tb, function: str, names) -> Optional[object]:
-    """The first of the local variables ``names`` of the innermost frame of ``function`` in a traceback."""
-    found = None
+def _frame_locals(err: BaseException, function: str) -> dict:
+    """The local variables of the innermost frame of ``function`` in ``err``'s traceback (none: empty)."""
+    found, tb = {}, err.__traceback__
     while tb is not None:
-        frame = tb.tb_frame
-        if frame.f_code.co_name == function:
-            for name in names:
-                if name in frame.f_locals:
-                    found = frame.f_locals[name]
-                    break
+        found = tb.tb_frame.f_locals if tb.tb_frame.f_code.co_name == function else found
         tb = tb.tb_next
     return found
 
@@ -123,6 +118,16 @@ def option_of(value: str) -> str:
     return value
 
 
+#: what an error of the OS about a file the command line named means, by its type ({given}: the option and file)
+FILE_ERRORS = {
+    FileExistsError: "{given} exists: give a new name, or delete it first",
+    IsADirectoryError: "{given} is a directory: give a file",
+    NotADirectoryError: "{given} is a file, not a directory: give a directory",
+    PermissionError: "{given}: permission denied: give a path this user may read (and write, for an output)",
+    FileNotFoundError: "{given}: no such file or directory (give an existing path; a relative one is read from {cwd})",
+}
+
+
 def translate(err: BaseException) -> Optional[Refusal]:
     """The refusal an error of fairseq's, torch's or Python's own means, when it is a user's mistake; else None:
 
@@ -142,33 +147,23 @@ def translate(err: BaseException) -> Optional[Refusal]:
     * fairseq's translation task found no language pair in DATA's file names (e.g. a GILE data directory given to
       fairseq-generate)."""
     if isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in str(err):
-        path = _frame_value(err.__traceback__, "load", ("f",))
+        path = _frame_locals(err, "load").get("f")
         return unsafe_checkpoint(path if isinstance(path, (str, os.PathLike)) else "the checkpoint", err)
-    if isinstance(err, (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
-                        PermissionError)) and err.filename is not None:
+    said = next((m for kind, m in FILE_ERRORS.items() if isinstance(err, kind)), None)
+    if said and err.filename is not None:
         name = os.fsdecode(err.filename)
         if isinstance(err, NotADirectoryError):  # the file the command line named, under which a path was made
             name = next((a for a in sys.argv[1:] if a and name.startswith(a.rstrip(os.sep) + os.sep)), name)
         if name not in sys.argv[1:] and not any(a.endswith("=" + name) for a in sys.argv[1:]):
             return None
-        if isinstance(err, FileExistsError):
-            return InputError(f"{option_of(name)} exists: give a new name, or delete it first")
-        if isinstance(err, IsADirectoryError):
-            return InputError(f"{option_of(name)} is a directory: give a file")
-        if isinstance(err, NotADirectoryError):
-            under = os.path.dirname(name.rstrip(os.sep))
-            while under and not os.path.exists(under) and os.path.dirname(under) != under:
-                under = os.path.dirname(under)
-            if not os.path.isfile(name) and os.path.isfile(under):  # a path under a file (--results-path FILE/out)
-                return InputError(f"{option_of(name)}: {under} is a file, not a directory: give a path under a "
-                                  "directory")
-            return InputError(f"{option_of(name)} is a file, not a directory: give a directory")
-        if isinstance(err, PermissionError):
-            return InputError(f"{option_of(name)}: permission denied: give a path this user may read (and write, "
-                              "for an output)")
-        return MissingFileError(f"{option_of(name)}: no such file or directory (give an existing path; a relative one "
-                                f"is read from {os.getcwd()})")
-    found = re.fullmatch(r"Dataset not found: (\S+) \((.*)\)", str(err))
+        under = os.path.dirname(name.rstrip(os.sep))
+        while under and not os.path.exists(under) and os.path.dirname(under) != under:
+            under = os.path.dirname(under)
+        if isinstance(err, NotADirectoryError) and not os.path.isfile(name) and os.path.isfile(under):
+            said = "{given}: " + under + " is a file, not a directory: give a path under a directory"  # FILE/out
+        kind = MissingFileError if isinstance(err, FileNotFoundError) else InputError
+        return kind(said.format(given=option_of(name), cwd=os.getcwd()))
+    message, found = str(err), re.fullmatch(r"Dataset not found: (\S+) \((.*)\)", str(err))
     if isinstance(err, FileNotFoundError) and found:
         split, data = found.groups()
         given = option_of(split)
@@ -177,32 +172,26 @@ def translate(err: BaseException) -> Optional[Refusal]:
         return MissingFileError(f"{which}{data} holds no binarized '{split}' split of this language pair: give a split "
                                 "it holds (ls it: SPLIT.SRC-TGT.SRC.bin), or binarize one with fairseq-preprocess "
                                 "(--trainpref/--validpref/--testpref write train/valid/test)")
-    if (isinstance(err, ValueError) and str(err) == "cannot mmap an empty file"
-            or isinstance(err, AttributeError) and "_bin_buffer_mmap" in str(err)):
-        path = _frame_value(err.__traceback__, "_do_init", ("path",)) or _frame_value(err.__traceback__, "__init__",
-                                                                                         ("path",))
-        where = f"{path}.bin" if path else "a .bin file of the data directory"
-        return InputError(f"{where} is empty (no sentence was binarized): run fairseq-preprocess again on a text "
-                          "that holds sentences")
-    if isinstance(err, KeyError) and err.args == (None,) and _frame_value(err.__traceback__, "parse_args_and_arch",
-                                                                           ("parser",)) is not None:
+    if message == "cannot mmap an empty file" or isinstance(err, AttributeError) and "_bin_buffer_mmap" in message:
+        path = _frame_locals(err, "_do_init").get("path") or _frame_locals(err, "__init__").get("path")
+        return InputError(f"{f'{path}.bin' if path else 'a .bin file of the data directory'} is empty (no sentence "
+                          "was binarized): run fairseq-preprocess again on a text that holds sentences")
+    if isinstance(err, KeyError) and err.args == (None,) and "parser" in _frame_locals(err, "parse_args_and_arch"):
         return OptionError("no task was given: add --task (translation, or gile_classification for a "
                            "gile_classifier checkpoint)")
-    if isinstance(err, (AssertionError, ValueError)) and str(err).startswith("--"):  # the plugin refuses as Refusals
+    if isinstance(err, (AssertionError, ValueError)) and message.startswith("--"):  # the plugin refuses as Refusals
         return OptionError(f"{one_line(err).rstrip('!.')}: change the options (see {program()} --help)")
-    if isinstance(err, AssertionError) and str(err) == "Source and target must contain the same number of examples":
-        prefix = _frame_value(err.__traceback__, "load_langpair_dataset", ("prefix",))
-        src = _frame_value(err.__traceback__, "load_langpair_dataset", ("src",))
-        tgt = _frame_value(err.__traceback__, "load_langpair_dataset", ("tgt",))
-        where = f"{prefix}{src} and {prefix}{tgt}" if prefix and src and tgt else "the source and target sides"
+    if message == "Source and target must contain the same number of examples":
+        pair = _frame_locals(err, "load_langpair_dataset")
+        where = "{prefix}{src} and {prefix}{tgt}".format(**pair) if {"prefix", "src", "tgt"} <= pair.keys() else \
+            "the source and target sides"
         return InputError(f"{where} hold different numbers of sentences (fairseq-preprocess was given texts whose "
                           "lines do not pair up): line i of the source text must translate line i of the target "
                           "text; fix them (wc -l) and run fairseq-preprocess again")
-    if isinstance(err, AssertionError) and str(err) == "Must specify batch size either with --max-tokens or --batch-size":
+    if message == "Must specify batch size either with --max-tokens or --batch-size":
         return OptionError("no batch size was given: add --max-tokens or --batch-size")
-    if isinstance(err, Exception) and str(err) == "Could not infer language pair, please provide it explicitly":
-        cfg = _frame_value(err.__traceback__, "setup_task", ("cfg",))
-        data = getattr(cfg, "data", None) or "DATA"
+    if message == "Could not infer language pair, please provide it explicitly":
+        data = getattr(_frame_locals(err, "setup_task").get("cfg"), "data", None) or "DATA"
         return InputError(f"{data} holds no binarized translation corpus whose languages fairseq can read from its "
                           "file names (train.SRC-TGT.SRC.idx): give the directory fairseq-preprocess wrote, or "
                           "--source-lang and --target-lang (a gile_classifier checkpoint is scored with "

@@ -285,6 +285,16 @@ def test_fairseq_and_python_errors_of_a_users_mistake_become_refusals(tmp_path, 
     err = raised(options.parse_args_and_arch, parser, ["data", "--path", "x.pt"], None, True)  # suppress_defaults
     assert isinstance(err, KeyError) and isinstance(errors.refusal(err), errors.OptionError)
     assert "add --task" in str(errors.refusal(err))
+    # fairseq's assertions of sides of other lengths (binarized without the plugin) and of no batch size
+    def load_langpair_dataset(prefix, src, tgt):  # the frame of fairseq's function of that name
+        raise AssertionError("Source and target must contain the same number of examples")
+
+    found = errors.refusal(raised(load_langpair_dataset, f"{tmp_path}/train.en-de.", "en", "de"))
+    assert str(found).startswith(f"{tmp_path}/train.en-de.en and {tmp_path}/train.en-de.de hold different numbers of "
+                                 "sentences"), found
+    found = errors.refusal(raised(exec, "raise AssertionError('Must specify batch size either with --max-tokens or "
+                                        "--batch-size')"))
+    assert str(found) == "no batch size was given: add --max-tokens or --batch-size"
     # anything else keeps its traceback
     assert errors.refusal(raised(lambda: {}[None])) is None
     assert errors.refusal(raised(lambda: math.sqrt(-1))) is None
