@@ -87,7 +87,6 @@ FIGURES = {
         Q("the debtags study held out 46 of its 469", GILE, "all 469 labels ranked, 46 of them never seen in training"),
         Q("the README's figure; debtags' 23,598 make 738 × 2 = 1,476", GILE, "23,598 training texts",
           "--total-num-update 1476`, 2 × 738 updates"),
-        N("(default 0.5), so train", "a default"),
         N("with t = 0.5 and γ = −2.5, a training label needs a score ≥ 2.5 and a new label ≥ 0",
           "an example (γ as calibrated for the README's model)"),
         Q("(23,598 training documents, 469 labels;", GILE, "23,598 training texts", "all 469 labels ranked"),
