@@ -226,7 +226,7 @@ class LabelPredictor(abc.ABC):
         """Load a predictor :meth:`save` wrote into ``directory``, once every part of it is there as saved (a missing
         part: ``MissingFileError``, an altered one: ``CheckpointError``, naming the file). ``pretrained_encoder``:
         where its sentence encoder is, when it was saved as a reference (``copy_encoder=False``) and is no longer
-        where it was (it must be the same files)."""
+        where it was (it must be the same files; a copied encoder is the directory's own)."""
         from fairseq_joint import bundles
 
         device = check_device(device)
@@ -235,13 +235,17 @@ class LabelPredictor(abc.ABC):
         reference = manifest.get("encoder_reference")
         encoder = bundles.bundle_part(directory, manifest, "encoder")
         if pretrained_encoder is not None:
-            if encoder is None and reference is None:
-                raise OptionError(f"pretrained_encoder: {directory} holds a model without a sentence encoder: drop it")
+            if reference is None:
+                what = "its own copy of its sentence encoder" if encoder else "a model without a sentence encoder"
+                raise OptionError(f"pretrained_encoder: {directory} holds {what}: drop pretrained_encoder")
             encoder = os.fspath(pretrained_encoder)
         elif encoder is None and reference is not None:
             encoder = reference["path"]
         label_file = bundles.bundle_part(directory, manifest, "label_file")
-        if manifest.get("kind") == "encoder":
+        kind = manifest.get("kind")
+        if kind not in ("encoder", "gile_classifier"):
+            raise CheckpointError(f"{os.path.join(directory, bundles.MANIFEST)}: unknown kind {kind!r}: {bundles.RECOPY}")
+        if kind == "encoder":
             predictor = cls.from_encoder(encoder, label_file=label_file, device=device)
         else:
             predictor = cls.from_checkpoint(bundles.bundle_part(directory, manifest, "checkpoint"),

@@ -157,6 +157,8 @@ def test_an_encoder_saved_as_one_directory_loads_elsewhere_and_a_part_altered_is
     assert loaded.sentence_encoder.fingerprint == zero_shot.sentence_encoder.fingerprint
     with pytest.raises(errors.OptionError, match=r"^save: .* exists and is not an empty directory"):
         loaded.save(moved)
+    with pytest.raises(errors.OptionError, match="^pretrained_encoder: .* holds its own copy of its sentence encoder"):
+        LabelPredictor.from_pretrained(moved, pretrained_encoder=sentence_encoder)
 
     def damaged(change):
         copy = tmp_path / f"copy{len(list(tmp_path.iterdir()))}"
@@ -171,6 +173,8 @@ def test_an_encoder_saved_as_one_directory_loads_elsewhere_and_a_part_altered_is
          r"label_file.tsv is altered \(its SHA-256 differs from the one fairseq-joint-model.json holds\)"),
         (lambda d: (d / MANIFEST).unlink(), errors.MissingFileError, "fairseq-joint-model.json is missing"),
         (lambda d: (d / MANIFEST).write_text("{"), errors.CheckpointError, "fairseq-joint-model.json is unreadable"),
+        (lambda d: (d / MANIFEST).write_text(json.dumps({**manifest, "kind": "other"})), errors.CheckpointError,
+         "fairseq-joint-model.json: unknown kind 'other'"),
     ]
     for change, kind, message in cases:
         with pytest.raises(kind, match=message) as raised:
