@@ -268,6 +268,13 @@ def test_multilingual_predictions_by_language_equal_the_command(tmp_path):
         line = refusal_line(predict_command(checkpoint, tmp_path, texts, "--labels", ML_SAMPLE / "labels.tsv", *argv,
                                            check=False))
         assert errors.one_line(raised.value) == line
+    # saved as one directory: every language's dictionary and label list in it, the data directory moved away
+    saved = predictor.save(tmp_path / "saved")
+    assert {"data/en/dict.txt", "data/pl/dict.txt", "data/pl/language.txt", "data/pl/train.labels"} <= set(
+        json.loads((tmp_path / "saved" / "fairseq-joint-model.json").read_text())["files"])
+    data.rename(tmp_path / "bin.away")
+    assert LabelPredictor.from_pretrained(saved).predict(texts, labels=ML_SAMPLE / "labels.tsv", lang="pl",
+                                                         topk=10) == rows
 
 
 # ---------------------------------------------------------------------------------------------- translation
