@@ -46,10 +46,10 @@ from fairseq_joint.data.gile_files import (
     check_label,
     read_label_file,
 )
-from fairseq_joint.data.gile_text import tokenize
 from fairseq_joint.data.label_set import LabelSet
 from fairseq_joint.errors import CheckpointError, InputError, MissingFileError, OptionError
 from fairseq_joint.loaders import load_checkpoint, load_gile_checkpoint
+from fairseq_joint.modules.tokenizer import tokenize
 from fairseq_joint.options import ANY, POSITIVE_INT, PROBABILITY, Range, check_number
 
 logger = logging.getLogger(__name__)
@@ -147,7 +147,7 @@ def as_texts(texts: Texts) -> Tuple[List[str], bool]:
 
 def text_vectors(model, texts: Sequence[str], dictionary, lang: Optional[str], device: torch.device) -> torch.Tensor:
     """h of raw texts on ``device``: the pretrained encoder's embeddings, or the WAN/HAN encoder (``lang``'s) over the
-    dictionary's ids (texts tokenized as the data were, :func:`~fairseq_joint.data.gile_text.tokenize`)."""
+    dictionary's ids (texts tokenized as the data were, :func:`~fairseq_joint.modules.tokenizer.tokenize`)."""
     from fairseq.data import data_utils
 
     encoder = model.sentence_encoder

@@ -12,7 +12,10 @@ every label description: GILE shares E between words and label words), ``{split}
 multilingual model, ``--task gile_classification --languages``), every JSONL record's ``lang`` field must name that
 language, and ``language.txt`` records it for the task to check against the directory it is read from. With
 ``--lexical-features N``, ``lexical.json``: a TF-IDF model (word uni+bigrams, sublinear tf, at most N terms) fitted on
-the training texts, the lexical channel of ``--encoder hybrid``.
+the training texts (or on ``--lexical-texts``: e.g. every language's training file, one model for the languages of a
+multilingual model; ``--lexical-tokenizer gile`` for languages written without spaces), the lexical channel of
+``--encoder hybrid``; ``--lexical-model FILE`` copies one fitted before (every language of a multilingual model reads
+the same).
 
 Example::
 
@@ -41,9 +44,9 @@ from fairseq_joint.data.gile_files import (
     TRAIN_LABELS,
     read_label_file,
 )
-from fairseq_joint.data.gile_text import tokenize
 from fairseq_joint.data.inputs import check_min_count, read_examples
-from fairseq_joint.modules.lexical_encoder import DEFAULT_MAX_FEATURES, LexicalModel
+from fairseq_joint.modules.lexical_encoder import DEFAULT_MAX_FEATURES, TOKENIZERS, LexicalModel
+from fairseq_joint.modules.tokenizer import tokenize
 from fairseq_joint.text_files import text_lines
 
 PROG = "fairseq-joint-preprocess-gile"
@@ -68,7 +71,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help=f"fit a TF-IDF model (word uni+bigrams, sublinear tf, terms of >= 2 training texts, the N most "
                    f"frequent; N {DEFAULT_MAX_FEATURES} when not given) on the training texts into DESTDIR/{LEXICAL_FILE}: "
                    "the lexical channel of --encoder hybrid")
+    p.add_argument("--lexical-texts", nargs="+", metavar="FILE",
+                   help="--lexical-features: fit the TF-IDF model on the texts of these files (JSONL or TSV, as --train) "
+                   "instead of --train's: e.g. every language's training file, one lexical model for a multilingual "
+                   "model's languages")
+    p.add_argument("--lexical-tokenizer", choices=TOKENIZERS, default="words",
+                   help="--lexical-features: words are scikit-learn's (runs of word characters), or GILE's tokens (gile: "
+                   "each character of a script written without spaces, e.g. Japanese, is a word)")
+    p.add_argument("--lexical-model", metavar="FILE",
+                   help=f"copy this {LEXICAL_FILE}, fitted before (e.g. by the first language's preprocessing with "
+                   "--lexical-texts), into DESTDIR instead of fitting one")
     args = p.parse_args(argv)
+    if args.lexical_model and (args.lexical_features or args.lexical_texts or args.lexical_tokenizer != "words"):
+        raise fail("--lexical-model copies a fitted lexical model: drop --lexical-features, --lexical-texts and "
+                   "--lexical-tokenizer, which fit one")
+    if (args.lexical_texts or args.lexical_tokenizer != "words") and not args.lexical_features:
+        raise fail("--lexical-texts and --lexical-tokenizer say how --lexical-features fits its model: add "
+                   "--lexical-features (N terms, e.g. 65536)")
 
     descriptions = read_label_file(args.labels) if args.labels else None
     splits = {s: read_examples(getattr(args, s), args.format, args.text_field, args.labels_field)
@@ -131,12 +150,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         with open(os.path.join(args.destdir, LANGUAGE_FILE), "w", encoding="utf-8") as f:
             f.write(args.lang + "\n")
     lexical_path = os.path.join(args.destdir, LEXICAL_FILE)
-    if args.lexical_features:
-        lexical = LexicalModel.fit([text for _, text, _ in splits["train"]], args.lexical_features,
-                                   f"the training texts of {args.train}")
+    if args.lexical_model:
+        LexicalModel.load(args.lexical_model).save(lexical_path)
+        logger.info(f"lexical features: copied {args.lexical_model} to {lexical_path}")
+    elif args.lexical_features:
+        sources = args.lexical_texts or [args.train]
+        texts = [text for path in sources for _, text, _ in
+                 (splits["train"] if path == args.train else read_examples(path, args.format, args.text_field,
+                                                                             args.labels_field))]
+        lexical = LexicalModel.fit(texts, args.lexical_features, f"the texts of {', '.join(sources)}",
+                                   tokenizer=args.lexical_tokenizer)
         lexical.save(lexical_path)
-        logger.info(f"lexical features: {lexical.num_features} TF-IDF terms fitted on {lexical.documents} training "
-                    f"texts; wrote {lexical_path}")
+        logger.info(f"lexical features: {lexical.num_features} TF-IDF terms ({args.lexical_tokenizer}) fitted on "
+                    f"{lexical.documents} texts of {len(sources)} file(s); wrote {lexical_path}")
     elif os.path.isfile(lexical_path):  # fitted on the texts this run replaced
         os.remove(lexical_path)
         logger.info(f"removed {lexical_path} (an earlier run's; --lexical-features fits one on these texts)")

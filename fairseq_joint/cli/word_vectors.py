@@ -38,9 +38,9 @@ import numpy as np
 
 from fairseq_joint.cli.common import fail, non_negative_int, parser, positive_int, run, setup_logging
 from fairseq_joint.data.gile_files import read_label_file
-from fairseq_joint.data.gile_text import tokenize
 from fairseq_joint.data.inputs import check_min_count, heldout_parallel_ids, read_aligned, read_examples
 from fairseq_joint.metrics import retrieval_precision_at_1
+from fairseq_joint.modules.tokenizer import tokenize
 from fairseq_joint.text_files import read_text
 
 PROG = "fairseq-joint-word-vectors"

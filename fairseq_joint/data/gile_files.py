@@ -25,8 +25,8 @@ import torch
 from fairseq.data import Dictionary
 from fairseq.data.indexed_dataset import make_dataset
 
-from fairseq_joint.data.gile_text import tokenize
 from fairseq_joint.errors import InputError, MissingFileError, OptionError
+from fairseq_joint.modules.tokenizer import tokenize
 from fairseq_joint.text_files import read_text, text_lines
 
 logger = logging.getLogger(__name__)

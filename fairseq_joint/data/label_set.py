@@ -8,9 +8,9 @@ from typing import Dict, List, NamedTuple, Optional, Sequence
 import torch
 from fairseq.data import Dictionary, data_utils
 
-from fairseq_joint.data.gile_text import tokenize
 from fairseq_joint.errors import InputError
 from fairseq_joint.modules.sentence_encoder import EmbeddingCache, PretrainedSentenceEncoder
+from fairseq_joint.modules.tokenizer import tokenize
 
 logger = logging.getLogger(__name__)
 

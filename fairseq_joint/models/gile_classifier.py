@@ -22,7 +22,8 @@ starts ``gile`` and ``bil_n16`` exactly at their cosine); ``--seen-label-bias`` 
 TF-IDF vectors (fitted on the training texts at preprocessing, ``DATA/lexical.json``) projected by a learned map
 (:mod:`fairseq_joint.modules.lexical_encoder`), so h = [e ; Pᵀx] and the start is sentence + lexical cosine. With
 ``--languages`` that one encoder serves every language (a multilingual sentence encoder, e.g. one made by
-``fairseq-joint-distill-encoder``), the joint space is shared and the classification unit per language (Sec. 3.3).
+``fairseq-joint-distill-encoder``; with ``hybrid``, one lexical model fitted on every language's training texts, which
+each language's directory holds), the joint space is shared and the classification unit per language (Sec. 3.3).
 
 ``--joint-dim auto`` sets d_j by Eq. 19, ``d_j = dh·|Y| / (dh + d)``, the capacity of the linear head.
 Only ``linear`` has label-set-size dependent parameters, so only it cannot score labels unseen in training.
@@ -32,7 +33,7 @@ import logging
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -153,16 +154,25 @@ class GileDataProvider:
         raise NotImplementedError
 
 
-def pretrained_sentence_encoder(cfg, data: str = "") -> Optional[PretrainedSentenceEncoder]:
+def pretrained_sentence_encoder(cfg, data: Union[str, Sequence[str]] = "") -> Optional[PretrainedSentenceEncoder]:
     """The sentence encoder of ``--encoder pretrained`` (``--pretrained-encoder``, trained with
-    ``--finetune-encoder``), or of ``--encoder hybrid`` (frozen, with the lexical model of ``data``'s
-    ``lexical.json``), else None; ``cfg`` holds those options."""
+    ``--finetune-encoder``), or of ``--encoder hybrid`` (frozen, with the lexical model of the ``lexical.json`` of
+    ``data``: a data directory, or every language's of a multilingual model, which must all hold the same model),
+    else None; ``cfg`` holds those options."""
     if cfg.encoder == "hybrid":
-        path = os.path.join(data, LEXICAL_FILE)
-        if not os.path.isfile(path):
-            raise OptionError(f"--encoder hybrid: {path} is missing (no lexical features were fitted on the "
-                              f"training texts): {REFIT} (e.g. 32768)")
-        return HybridTextEncoder(cfg.pretrained_encoder, LexicalModel.load(path), cfg.lexical_dim)
+        models = {}
+        for directory in [data] if isinstance(data, str) else data:
+            path = os.path.join(directory, LEXICAL_FILE)
+            if not os.path.isfile(path):
+                raise OptionError(f"--encoder hybrid: {path} is missing (no lexical features were fitted on the "
+                                  f"training texts): {REFIT} (e.g. 32768)")
+            models[path] = LexicalModel.load(path)
+        (first, lexical), *others = models.items()
+        for path, model in others:
+            if model.fingerprint != lexical.fingerprint:
+                raise InputError(f"{path} is not the lexical model of {first}: the languages of a multilingual "
+                                 f"--encoder hybrid read one; preprocess each with --lexical-model {first}")
+        return HybridTextEncoder(cfg.pretrained_encoder, lexical, cfg.lexical_dim)
     if cfg.encoder != "pretrained":
         return None
     return PretrainedSentenceEncoder(cfg.pretrained_encoder, finetune=bool(cfg.finetune_encoder))
@@ -298,8 +308,6 @@ class GileClassifierConfig(FairseqDataclass):
                  ("--finetune-encoder: --encoder hybrid keeps its sentence encoder frozen (the lexical channel "
                   "trains); use --encoder pretrained --finetune-encoder, or drop it",
                   m.finetune_encoder and m.encoder == "hybrid"),
-                 ("--encoder hybrid reads one language's TF-IDF features; a multilingual model (--languages) uses "
-                  "--encoder pretrained", m.encoder == "hybrid" and multilingual),
                  ("--share-encoder/--share-attention share parts of per-language HAN/WAN encoders; --encoder {encoder} "
                   "is one sentence encoder for every language: drop them",
                   (m.share_encoder or m.share_attention) and sentence),
@@ -727,11 +735,29 @@ def gile_pretrained(args) -> None:
     linearly to 0, it scored seen AvgPr above TF-IDF + logistic regression and unseen AvgPr above the encoder's cosine.
     ``--encoder pretrained`` drops the lexical channel (data without ``lexical.json``). Other options keep
     ``gile_classifier``'s defaults; any of these can still be given."""
-    defaults = GileClassifierConfig(encoder="hybrid", head="gile", similarity_init=True, seen_label_bias=True,
-                                    cosine_prior=20.0)
-    for name in GileClassifierConfig.__dataclass_fields__:
-        if not name.startswith("_") and getattr(args, name, None) is None:
-            setattr(args, name, getattr(defaults, name))
+    preset(args, "gile_pretrained", GileClassifierConfig(encoder="hybrid", head="gile", similarity_init=True,
+                                                         seen_label_bias=True, cosine_prior=20.0))
+
+
+@register_model_architecture("gile_classifier", "gile_multilingual")
+def gile_multilingual(args) -> None:
+    """``--arch gile_multilingual --pretrained-encoder STUDENT`` with ``--task gile_classification --languages
+    en,it,...``: one model for texts in many languages and English label descriptions (GILE-MHAN, Sec. 3.3, over one
+    encoder): ``gile_pretrained``'s hybrid encoder and head, the sentence encoder a multilingual student of an English
+    one (``fairseq-joint-distill-encoder``), the lexical model one for every language (``fairseq-joint-preprocess-gile
+    --lexical-texts`` over every language's training texts, ``--lexical-tokenizer gile``); the joint space shared, the
+    classification unit each language's. examples/gile/multilingual.sh makes the student, the data and the model;
+    studies/gile-multilingual.md measured it."""
+    preset(args, "gile_multilingual", GileClassifierConfig(encoder="hybrid", head="gile", similarity_init=True,
+                                                           seen_label_bias=True, cosine_prior=20.0))
+
+
+def preset(args, name: str, defaults: "GileClassifierConfig") -> None:
+    """Fill the options ``args`` leaves unset with ``defaults`` (a preset architecture's), then refuse an encoder
+    that is not a pretrained sentence encoder."""
+    for field_name in GileClassifierConfig.__dataclass_fields__:
+        if not field_name.startswith("_") and getattr(args, field_name, None) is None:
+            setattr(args, field_name, getattr(defaults, field_name))
     if getattr(args, "encoder", None) not in SENTENCE_ENCODERS:
-        raise OptionError(f"--arch gile_pretrained is GILE over a pretrained sentence encoder (--encoder hybrid or "
+        raise OptionError(f"--arch {name} is GILE over a pretrained sentence encoder (--encoder hybrid or "
                           f"pretrained), not --encoder {args.encoder}: use --arch gile_classifier")

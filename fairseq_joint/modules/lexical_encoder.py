@@ -6,7 +6,12 @@ never seen in training is scored from its description's words as well as from it
   terms in at least two documents, the ``max_features`` most frequent, rows L2-normalized), fitted on the training
   texts by ``fairseq-joint-preprocess-gile --lexical-features N`` and stored with the data (``lexical.json``: terms,
   idf weights, options, a fingerprint of them all). A checkpoint records the fingerprint; data with another lexical
-  model are refused.
+  model are refused. Its words are scikit-learn's (runs of two or more word characters), or with the ``gile``
+  tokenizer (:data:`TOKENIZERS`) the tokens of GILE's one tokenizer (:func:`~fairseq_joint.modules.tokenizer.tokenize`):
+  every character of a script written without spaces (Japanese) is a word, so such texts get character uni- and
+  bigrams where scikit-learn's pattern would make each clause one word. One model may serve several languages
+  (fitted on all their training texts): a multilingual model's texts and the descriptions then share the terms the
+  languages share (names of programs, formats, protocols), and each language keeps its own.
 * :class:`HybridTextEncoder` is a :class:`~fairseq_joint.modules.sentence_encoder.PretrainedSentenceEncoder` (frozen,
   its embeddings cached beside the data as for ``--encoder pretrained``) that adds the lexical channel: the vector of a
   text is the concatenation ``[e ; Pᵀx]`` of its normalized sentence embedding e (d) and the projection of its TF-IDF
@@ -41,9 +46,19 @@ from torch import Tensor
 
 from fairseq_joint.errors import CheckpointError, InputError, MissingFileError, OptionError
 from fairseq_joint.modules.sentence_encoder import PretrainedSentenceEncoder
+from fairseq_joint.modules.tokenizer import tokenize
 
 #: the TfidfVectorizer settings of the lexical channel (the study's TF-IDF + logistic regression baseline's)
 TFIDF_OPTIONS = {"ngram_range": [1, 2], "sublinear_tf": True, "min_df": 2, "lowercase": True}
+#: how a lexical model splits texts into words: scikit-learn's pattern (``words``, the default) or GILE's tokenizer
+#: (``gile``, for languages written without spaces), its tokens without a letter or digit left out
+TOKENIZERS = ("words", "gile")
+
+
+def tokens_with_word_characters(text: str) -> List[str]:
+    """The ``gile`` tokenizer's words: :func:`~fairseq_joint.modules.tokenizer.tokenize` (lower-cased), punctuation
+    tokens left out."""
+    return [t for t in tokenize(text) if any(c.isalnum() for c in t)]
 FORMAT = "fairseq-joint lexical features 1"
 DEFAULT_MAX_FEATURES = 2 ** 15
 #: the feature ids travel as float64 in a packed row: exact below 2^53; a cap far below that
@@ -73,15 +88,18 @@ class LexicalModel:
         return hashlib.sha256(content.encode("utf-8")).hexdigest()
 
     @classmethod
-    def fit(cls, texts: Sequence[str], max_features: int = DEFAULT_MAX_FEATURES, where: str = "the training texts"
-            ) -> "LexicalModel":
-        """Fit the vocabulary (at most ``max_features`` terms) and idf weights on ``texts``."""
+    def fit(cls, texts: Sequence[str], max_features: int = DEFAULT_MAX_FEATURES, where: str = "the training texts",
+            tokenizer: str = "words") -> "LexicalModel":
+        """Fit the vocabulary (at most ``max_features`` terms) and idf weights on ``texts``, split into words by
+        ``tokenizer`` (one of :data:`TOKENIZERS`)."""
         from sklearn.feature_extraction.text import TfidfVectorizer
 
         if not 1 <= max_features <= MAX_FEATURES_LIMIT:
             raise OptionError(f"--lexical-features {max_features}: give a number of TF-IDF features from 1 to "
                               f"{MAX_FEATURES_LIMIT} (e.g. {DEFAULT_MAX_FEATURES})")
         options = dict(TFIDF_OPTIONS, min_df=min(TFIDF_OPTIONS["min_df"], len(texts)))
+        if tokenizer != "words":  # the default is not recorded: the models fitted before the option keep their print
+            options["tokenizer"] = tokenizer
         vectorizer = TfidfVectorizer(**cls._sklearn_options(options), max_features=max_features, dtype=np.float32)
         try:
             vectorizer.fit(texts)
@@ -92,7 +110,10 @@ class LexicalModel:
 
     @staticmethod
     def _sklearn_options(options: Dict) -> Dict:
-        return dict(options, ngram_range=tuple(options["ngram_range"]))
+        out = dict(options, ngram_range=tuple(options["ngram_range"]))
+        if out.pop("tokenizer", "words") == "gile":
+            out.update(tokenizer=tokens_with_word_characters, token_pattern=None, lowercase=False)
+        return out
 
     def vectorizer(self):
         """The fitted ``TfidfVectorizer`` (vocabulary and idf from this model)."""

@@ -13,7 +13,7 @@ data (see :mod:`fairseq_joint.modules.sentence_encoder`), and the model is built
 Training scores the training labels only. Validation/test score every label of ``--eval-label-file``
 (default ``--label-file``), which may be a larger set; labels absent from ``labels.train.txt`` are the
 *unseen* (zero-shot) labels and are reported separately from the *seen* ones (Table 2's two halves).
-Label descriptions are tokenized with :func:`~fairseq_joint.data.gile_text.tokenize` and binarized with the shared
+Label descriptions are tokenized with :func:`~fairseq_joint.modules.tokenizer.tokenize` and binarized with the shared
 dictionary when the task loads them, so any label file can be used at evaluation or prediction time.
 γ of calibrated stacking (``--seen-score-offset``, default: calibrated on each validation of ``valid`` with unseen labels,
 :meth:`~GileClassificationTask.post_validate`) is saved in checkpoints: :attr:`~GileClassificationTask.seen_score_offset`;
@@ -262,7 +262,11 @@ class GileClassificationTask(FairseqTask, GileDataProvider):
     def sentence_encoder(self):
         """The sentence encoder of ``--encoder pretrained``/``hybrid`` (None for WAN/HAN), built once, here: it embeds
         this task's texts and label descriptions, and the model is built around it (:meth:`model_inputs`)."""
-        return pretrained_sentence_encoder(self.cfg, self.corpus.data_dir())
+        c = self.corpus
+        # a multilingual hybrid encoder reads the lexical model every language's directory holds (one, checked)
+        lexical = [c.data_dir(lang) for lang in dict.fromkeys([*c.languages, c.label_language])] if c.languages \
+            else c.data_dir()
+        return pretrained_sentence_encoder(self.cfg, lexical)
 
     def document_dim(self, encoder_dim: int) -> int:
         """dh, the size of the document vectors h: the sentence encoder's (its lexical channel included) when the

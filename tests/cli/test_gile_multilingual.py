@@ -325,3 +325,60 @@ def test_one_pretrained_sentence_encoder_serves_every_language(ml_bin, tmp_path,
                         (["--aligned-dir", tmp_path], "one of the two")):
         bad = python_script("examples/gile/multilingual_study.py", *args, *extra, check=False)
         assert bad.returncode == 2 and said in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_the_multilingual_recipe_makes_a_student_shared_lexical_features_and_one_model(tmp_path, sentence_encoder):
+    """examples/gile/multilingual.sh DATA WORKDIR on the bundled en/pl sample (a tiny teacher, 1 epoch): the student,
+    every language's binaries with one lexical model (the same file in each directory), and a gile_multilingual model
+    that predicts by language from WORKDIR/checkpoint_last.pt; a second run reuses every step."""
+    import os
+
+    from fairseq_joint.hub import LabelPredictor
+
+    env = dict(os.environ, PATH=f"{REPO / '.venv' / 'bin'}:{os.environ['PATH']}", TEACHER=str(sentence_encoder),
+               EPOCHS="1", LEXICAL_FEATURES="2048", HELDOUT_DOCS="40")
+    work = tmp_path / "w"
+    run = cli("bash", REPO / "examples/gile/multilingual.sh", ML_SAMPLE, work, "--no-progress-bar", env=env)
+    assert (work / "student" / "alignment.json").is_file()
+    en, pl = ((work / "bin" / lang / "lexical.json").read_text() for lang in ("en", "pl"))
+    assert en == pl and '"tokenizer": "gile"' in en  # fitted once, on both languages' texts, and copied
+    log = (work / "train.log").read_text()
+    assert "gile_multilingual" in log and "one encoder for en, pl" in log
+    assert valid_line(log)["pl_docs"] == 60
+    predictor = LabelPredictor.from_checkpoint(work / "checkpoint_last.pt")
+    ranked = predictor.predict("Biblioteka do obsługi plików graficznych PNG.", labels=str(ML_SAMPLE / "labels.tsv"),
+                               lang="pl", topk=3)
+    assert len(ranked) == 3
+    again = cli("bash", REPO / "examples/gile/multilingual.sh", ML_SAMPLE, work, env=env)
+    assert "distilling" not in again.stderr and "binarizing" not in again.stderr and "training" not in again.stderr
+    assert "done:" in again.stderr and run.returncode == 0
+    # bad input: one line each
+    for data, extra, said in ((tmp_path, {}, "labels.tsv is missing"),
+                              (ML_SAMPLE, {"LANGS": "pl,en"}, "the pivot language en (the descriptions' language) "
+                                                               "comes first"),
+                              (ML_SAMPLE, {"LANGS": "en,xx"}, "xx/train.jsonl is missing")):
+        bad = cli("bash", REPO / "examples/gile/multilingual.sh", data, tmp_path / "bad", env=dict(env, **extra),
+                  check=False)
+        assert bad.returncode == 2 and said in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_a_multilingual_hybrid_reads_one_lexical_model(tmp_path, sentence_encoder):
+    """Languages preprocessed with their own lexical models are refused by name; the preprocessing options that
+    contradict each other too."""
+    data = tmp_path / "bin"
+    for lang in ("en", "pl"):
+        preprocess_gile("--train", ML_SAMPLE / lang / "train.jsonl", "--valid", ML_SAMPLE / lang / "valid.jsonl",
+                        "--labels", ML_SAMPLE / "labels.tsv", "--lang", lang, "--destdir", data / lang,
+                        "--lexical-features", "512")
+    with pytest.raises(InputError, match=rf"^{data}/pl/lexical.json is not the lexical model of "
+                                         rf"{data}/en/lexical.json: .* --lexical-model {data}/en/lexical.json$"):
+        task = GileClassificationTask.setup_task(GileClassificationConfig(
+            data=str(data), languages="en,pl", encoder="hybrid", pretrained_encoder=str(sentence_encoder),
+            lexical_dim=8, finetune_encoder=False))
+        assert task.sentence_encoder is None  # not reached
+    for extra, said in ((["--lexical-model", data / "en" / "lexical.json", "--lexical-features", "64"],
+                         "--lexical-model copies a fitted lexical model: drop --lexical-features"),
+                        (["--lexical-tokenizer", "gile"], "add --lexical-features")):
+        bad = cli("fairseq-joint-preprocess-gile", "--train", ML_SAMPLE / "pl" / "train.jsonl", "--labels",
+                  ML_SAMPLE / "labels.tsv", "--destdir", tmp_path / "x", *extra, check=False)
+        assert bad.returncode == 2 and said in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr

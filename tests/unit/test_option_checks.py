@@ -441,7 +441,6 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
     ([*GILE, "--finetune-label-refresh", "2"], "^--finetune-label-refresh 2 sets how often"),
     ([*GILE, "--finetune-encoder"], "^--finetune-encoder trains a pretrained sentence encoder; --encoder wan has none"),
     ([*GILE, "--encoder", "hybrid", "--finetune-encoder"], "--encoder hybrid keeps its sentence encoder frozen"),
-    ([*GILE, "--encoder", "hybrid", "--languages", "en,pl"], "^--encoder hybrid reads one language's TF-IDF"),
     ([*GILE, "--encoder", "pretrained", "--share-encoder"], "--encoder pretrained is one sentence encoder for every"),
     ([*GILE, "--share-attention"], "give --languages \\(e.g. en,pl\\), or drop them$"),
     ([*GILE, "--encoder-dim", "15", "--word-encoder", "bigru"], "^--encoder-dim 15 must be even for bigru"),

@@ -1,4 +1,5 @@
-"""The one tokenizer of GILE's input texts and label descriptions (both are embedded with one E, GILE Sec. 2.2)."""
+"""The one tokenizer of GILE's input texts and label descriptions (both are embedded with one E, GILE Sec. 2.2), and of
+the lexical channel's TF-IDF features when they span languages written without spaces."""
 
 import re
 from typing import List
