@@ -38,6 +38,7 @@ from fairseq_joint.cli.common import fail, parser, run, setup_logging
 from fairseq_joint.data.gile_files import read_label_file, read_label_lines
 from fairseq_joint.loaders import load_gile_model
 from fairseq_joint.metrics import gzsl_summary, ranking_metric_sums, summarize
+from fairseq_joint.modules.lexical_encoder import tokens_with_word_characters
 from fairseq_joint.plots import figure
 from fairseq_joint_studies import fairseq_log
 from fairseq_joint_studies.study_metrics import chance_level, cross_calibrated_gzsl, split_scores
@@ -84,10 +85,11 @@ def valid_matrix(bin_dir):
     return y, np.array([n in train for n in names]), names
 
 
-def baseline_scores(name, data, bin_dir, encoder_path):
-    """The (documents x labels of ``bin_dir``) score matrix of a single-tool baseline: TF-IDF (1-2 grams) +
-    one-vs-rest logistic regression's probability (seen labels only; 0 elsewhere) or the sentence encoder's cosine of
-    text and description (every label, no training)."""
+def baseline_scores(name, data, bin_dir, encoder_path, tokenizer: str = "words"):
+    """The (documents x labels of ``bin_dir``) score matrix of a single-tool baseline: TF-IDF (1-2 grams; words split
+    by ``tokenizer``, as the lexical channel's: ``words`` scikit-learn's, ``gile`` GILE's) + one-vs-rest logistic
+    regression's probability (seen labels only; 0 elsewhere) or the sentence encoder's cosine of text and description
+    (every label, no training)."""
     y, seen, names = valid_matrix(bin_dir)
     if name == "cosine":
         from fairseq_joint.data.gile_files import read_raw_texts
@@ -110,7 +112,9 @@ def baseline_scores(name, data, bin_dir, encoder_path):
     for i, r in enumerate(train_rows):
         ytrain[i, [pos[n] for n in r["labels"] if n in pos]] = True
     cols = [c for c in np.flatnonzero(seen) if ytrain[:, c].any()]
-    vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)
+    words = {} if tokenizer == "words" else dict(tokenizer=tokens_with_word_characters, token_pattern=None,
+                                                 lowercase=False)
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, **words)
     x = vectorizer.fit_transform(r["text"] for r in train_rows)
     clf = OneVsRestClassifier(LogisticRegression(C=10.0, solver="liblinear"), n_jobs=1).fit(x, ytrain[:, cols])
     scores = np.zeros(y.shape)
