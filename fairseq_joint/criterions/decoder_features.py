@@ -1,5 +1,5 @@
-"""The one place where a fairseq-joint criterion reads a translation model (decoder features, targets, output layer),
-and the shape every translation criterion of the plugin takes: fairseq's ``forward``, which runs the model once, and
+"""The one place where a fairseq-joint criterion reads a translation model (decoder features, targets, output layer)
+and the rule that the model is one (:func:`check_translation_model`), and the shape every translation criterion of the plugin takes: fairseq's ``forward``, which runs the model once, and
 the loss in ``compute_loss(model, net_output, sample, reduce)``."""
 
 from typing import Tuple
@@ -8,16 +8,26 @@ from fairseq.criterions import FairseqCriterion
 from torch import Tensor
 
 from fairseq_joint.errors import OptionError
+from fairseq_joint.models.output_layer_model import OutputLayerModelMixin
 from fairseq_joint.modules.output_layers import OutputLayer
+from fairseq_joint.options import arch, registered
 
 
-def output_layer_of(model, criterion: str) -> OutputLayer:
-    """The fairseq-joint output layer of ``model`` (``decoder.output_projection``), or a one-line error."""
-    layer = getattr(getattr(model, "decoder", None), "output_projection", None)
-    if not isinstance(layer, OutputLayer):
-        raise OptionError(f"--criterion {criterion} needs a fairseq-joint model (--arch joint_transformer*/joint_lstm*), "
-                          "whose decoder has an --output-layer")
-    return layer
+def check_translation_model(cfg) -> None:
+    """The rule of every criterion that scores a decoder's features through its output layer (its config's
+    ``validate``, run once before fairseq starts): the model of ``cfg`` (a whole configuration) is a fairseq-joint
+    translation model, whose decoder has an ``--output-layer``."""
+    model = registered(cfg, "model")
+    if not issubclass(model, OutputLayerModelMixin):
+        raise OptionError(f"--criterion {cfg.criterion._name} scores the --output-layer of a fairseq-joint translation "
+                          f"model, not --arch {arch(cfg.model)} ({model.__name__}): use --arch joint_transformer or "
+                          "joint_lstm (or one of their presets, e.g. joint_transformer_wmt_en_de)")
+
+
+def output_layer_of(model) -> OutputLayer:
+    """The output layer of ``model``, a fairseq-joint translation model (:func:`check_translation_model`): its
+    decoder's ``output_projection``."""
+    return model.decoder.output_projection
 
 
 def features_and_target(model, net_output, sample, ignore_prefix_size: int = 0) -> Tuple[Tensor, Tensor]:

@@ -52,7 +52,12 @@ from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEn
 from omegaconf import II
 
 from fairseq_joint.checkpoints import dictionary_fingerprint
-from fairseq_joint.criterions.decoder_features import DecoderFeaturesCriterion, features_and_target, output_layer_of
+from fairseq_joint.criterions.decoder_features import (
+    DecoderFeaturesCriterion,
+    check_translation_model,
+    features_and_target,
+    output_layer_of,
+)
 from fairseq_joint.criterions.sampled_cross_entropy import (
     CandidateSamplingConfig,
     log_candidates,
@@ -127,15 +132,13 @@ class LabelEmbeddingCrossEntropyConfig(LabelEmbeddingOptions):
 
     @staticmethod
     def validate(cfg) -> None:
-        """Target words of a translation model: not the GILE task's labels; o2 needs dh."""
+        """Target words of a fairseq-joint translation model (whose architecture records dh, the default of
+        ``--label-embedding-input-dim``): not the GILE task's labels."""
         if issubclass(registered(cfg, "task"), GileClassificationTask):
             raise OptionError("--criterion label_embedding_cross_entropy scores a translation model's target words; "
                               "for --task gile_classification use --criterion gile_label_embedding_cross_entropy "
                               "(the same loss over the labels, --classification-mode multiclass)")
-        if not cfg.criterion.label_embedding_from and cfg.criterion.label_embedding_input_dim is None:
-            raise OptionError("--criterion label_embedding_cross_entropy needs the feature size dh for its second "
-                              "output layer o2: use a fairseq-joint model (--arch joint_*) or pass "
-                              "--label-embedding-input-dim")
+        check_translation_model(cfg)
 
 
 def load_label_embedding(path: str, num_labels: Optional[int] = None,
@@ -254,7 +257,7 @@ class LabelEmbeddingCrossEntropyCriterion(DecoderFeaturesCriterion):
     def inputs(self, model, net_output, sample):
         """``(h, y, score)``: the decoder features of the non-pad target tokens (rows of Eq. 14), their ids, and
         o1 = the decoder's output layer as ``score(h, ids)``."""
-        layer = output_layer_of(model, self.name)
+        layer = output_layer_of(model)
         features, target = features_and_target(model, net_output, sample, self.ignore_prefix_size)
         keep = target.reshape(-1).ne(self.padding_idx)  # padding is never scored
         h = features.reshape(-1, features.size(-1))[keep]

@@ -32,7 +32,12 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
-from fairseq_joint.criterions.decoder_features import DecoderFeaturesCriterion, features_and_target, output_layer_of
+from fairseq_joint.criterions.decoder_features import (
+    DecoderFeaturesCriterion,
+    check_translation_model,
+    features_and_target,
+    output_layer_of,
+)
 from fairseq_joint.errors import OptionError
 from fairseq_joint.modules.chunked_softmax import chunked_cross_entropy, token_chunk_size
 from fairseq_joint.modules.output_layers import OutputLayer
@@ -99,6 +104,7 @@ class SampledCrossEntropyConfig(LabelSmoothedCrossEntropyCriterionConfig, Candid
 
     @staticmethod
     def validate(cfg) -> None:
+        check_translation_model(cfg)
         c = cfg.criterion
         if c.report_accuracy:
             raise OptionError("--report-accuracy is not supported by sampled_cross_entropy; drop it")
@@ -208,7 +214,7 @@ class SampledCrossEntropyCriterion(DecoderFeaturesCriterion, LabelSmoothedCrossE
         sampler in training), else the exact softmax over V (in chunks with ``--vocab-chunk-size``). The loss and
         fairseq's ``nll_loss`` (logged) are summed, or per target position with ``reduce=False`` (see the module
         docstring); ``candidates`` logs |V'|."""
-        layer = output_layer_of(model, self.name)
+        layer = output_layer_of(model)
         features, target = features_and_target(model, net_output, sample, self.ignore_prefix_size)
         if candidates is None and model.training and self.sampler is not None:
             candidates = self.sampler.sample(target)

@@ -425,7 +425,12 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
     ([*SAMPLED, "--num-samples", "5", "--remove-accidental-hits", "--label-smoothing", "0.1"],
      "cannot be combined with --label-smoothing"),
     ([*SAMPLED, "--report-accuracy"], "^--report-accuracy is not supported by sampled_cross_entropy"),
-    ([*LABEL_EMBEDDING, "--arch", "transformer"], "needs the feature size dh .* pass --label-embedding-input-dim$"),
+    # a criterion that scores a decoder's --output-layer needs a model that has one (refused before a forward pass)
+    ([*SAMPLED, "--arch", "transformer"], r"^--criterion sampled_cross_entropy scores the --output-layer of a "
+     r"fairseq-joint translation model, not --arch transformer \(TransformerModel\): use --arch joint_transformer or "
+     "joint_lstm"),
+    ([*LABEL_EMBEDDING, "--arch", "lstm", "--label-embedding-input-dim", "8"],
+     r"^--criterion label_embedding_cross_entropy scores the --output-layer .* not --arch lstm \(LSTMModel\)"),
     (["--share-decoder-input-output-embed", "--output-layer", "joint"], "conflicts with --output-layer joint"),
     (["--share-decoder-input-output-embed", "--arch", "joint_lstm_tiny"], "conflicts with --output-layer joint: use "
                                                                           "--output-layer tied"),
