@@ -41,7 +41,7 @@ from fairseq_joint.options import (
     ranges,
     registered,
 )
-from fairseq_joint.precision import check_precision
+from fairseq_joint.precision import bf16_on_cuda, check_precision
 from fairseq_joint.tasks.gile_classification import GileClassificationTask
 from fairseq_joint.text_files import text_lines
 
@@ -170,6 +170,14 @@ def call_main(original, cfg, main, **kwargs):
         return original(cfg, main, **kwargs)
     finally:
         training_finished()
+
+
+def bf16_call_main(original, cfg, main, **kwargs):
+    """fairseq's ``call_main``, for fairseq-train after :func:`fairseq_joint.precision.bf16_on_cuda` (the
+    ``bf16_on_cuda`` patch: fairseq's --bf16 on a CUDA GPU without torch_xla drops the --tpu it implies)."""
+    if fairseq_program(main) == "fairseq_cli.train":
+        bf16_on_cuda(cfg.common)
+    return original(cfg, main, **kwargs)
 
 
 def load_checkpoint_to_cpu(original, path, *args, **kwargs):

@@ -47,6 +47,10 @@ checks             ``distributed.utils.call_main``               fairseq-train/-
                                                                  (``checks.before_main``); SIGTERM stops fairseq-train
                                                                  as Ctrl-C does; without it, the plugin's options are
                                                                  taken as given
+bf16_on_cuda       ``distributed.utils.call_main``               fairseq-train ``--bf16`` on a CUDA GPU with bf16 and
+                                                                 without torch_xla: the ``--tpu`` (XLA) that
+                                                                 fairseq's --bf16 implies is dropped, so it trains in
+                                                                 bf16 on the GPU (``precision.bf16_on_cuda``)
 decay_updates      ``options.parse_args_and_arch``               fairseq-train ``--lr-scheduler polynomial_decay``
                                                                  without ``--total-num-update``: its documented
                                                                  default, ``--max-update``, or for ``--task
@@ -127,6 +131,7 @@ PATCHES: Tuple[Patch, ...] = (
     Patch("full_help", "fairseq.options:parse_args_and_arch"),
     Patch("decay_updates", "fairseq.options:parse_args_and_arch"),
     Patch("checks", "fairseq.distributed.utils:call_main"),
+    Patch("bf16_on_cuda", "fairseq.distributed.utils:call_main"),
     Patch("parallel_text", "fairseq_cli.preprocess:main"),
     Patch("atomic_copy", "fairseq.file_io:PathManager.copy"),
     Patch("checksums", "fairseq.checkpoint_utils:torch_persistent_save"),
@@ -234,6 +239,7 @@ def apply() -> List[str]:
         ([options], "parse_args_and_arch", full_help, "full_help"),
         ([options], "parse_args_and_arch", decay_updates, "decay_updates"),
         ([distributed_utils], "call_main", checks.call_main, "checks"),
+        ([distributed_utils], "call_main", checks.bf16_call_main, "bf16_on_cuda"),
         (running_as_main(preprocess), "main", checks.preprocess, "parallel_text"),
         ([PathManager], "copy", checkpoints.copy, "atomic_copy"),
         ([checkpoint_utils], "torch_persistent_save", checkpoints.save, "checksums"),

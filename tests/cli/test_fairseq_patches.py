@@ -56,6 +56,7 @@ print(json.dumps({"changed": changed, "wrapped": wrapped,
 #: where each wrap target lives (a class's methods under the module that defines the class)
 WRAPPED_AT = {
     "checks": "fairseq.distributed.utils:call_main",
+    "bf16_on_cuda": "fairseq.distributed.utils:call_main",
     "atomic_copy": "fairseq.file_io:PathManager.copy",
     "checksums": "fairseq.checkpoint_utils:torch_persistent_save",
     "verified_load": "fairseq.checkpoint_utils:load_checkpoint_to_cpu",

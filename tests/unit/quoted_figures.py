@@ -140,6 +140,7 @@ FIGURES = {
         N("torch ≥ 2.6 loads with `weights_only=True`", "a version"),
         N("with torch ≥ 2.6 fairseq then loads", "a version"),
         N("fairseq 0.12 causes", "a version"),
+        N("fairseq 0.12's `--bf16` sets `--tpu`", "a version"),
     ],
     "docs/faq.md": [
         N("Python ≥ 3.11", "a version"),

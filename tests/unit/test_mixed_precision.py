@@ -178,6 +178,15 @@ def test_cuda_sampling_and_chunked_softmax_never_wait_for_the_host():
         torch.cuda.set_sync_debug_mode("default")
 
 
+def common(**options):
+    """fairseq's ``common`` group of a command line that sets ``options`` (``bf16=True, tpu=True``: what fairseq's
+    ``--bf16`` parses to)."""
+    from fairseq.dataclass.configs import CommonConfig
+    from omegaconf import OmegaConf
+
+    return OmegaConf.structured(CommonConfig(**options))
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU-only refusals")
 @pytest.mark.parametrize("flag", ["fp16", "memory_efficient_fp16", "bf16", "amp"])
 def test_precision_flags_without_cuda_are_refused_before_any_work(flag):
@@ -191,11 +200,11 @@ def test_precision_flags_without_cuda_are_refused_before_any_work(flag):
 
     name = "--" + flag.replace("_", "-")
     with pytest.raises(OptionError, match=f"{name} needs a CUDA GPU.* drop {name} to train in fp32 on the CPU"):
-        check_precision(SimpleNamespace(**{flag: True}, tpu=flag == "bf16"))
-    check_precision(SimpleNamespace(fp16=False, bf16=False, amp=False))  # nothing asked: nothing to check
+        check_precision(common(**{flag: True}, tpu=flag == "bf16"))
+    check_precision(common())  # nothing asked: nothing to check
     # fairseq's commands hand their configuration to call_main: the check runs there first
     assert distributed_utils.call_main.fairseq_joint_checks
-    cfg = SimpleNamespace(common=SimpleNamespace(**{flag: True}))
+    cfg = SimpleNamespace(common=common(**{flag: True}, tpu=flag == "bf16"))
 
     def main(*args, **kwargs):  # stands in for fairseq_cli.train.main
         pytest.fail("fairseq's main ran")
@@ -205,3 +214,42 @@ def test_precision_flags_without_cuda_are_refused_before_any_work(flag):
     main.__module__ = "fairseq_cli.train"
     with pytest.raises(OptionError, match=name):
         distributed_utils.call_main(cfg, main)
+
+
+@pytest.mark.parametrize("program, xla, gpu, tpu", [
+    ("fairseq_cli.train", False, True, False),  # the one case: fairseq-train, a CUDA GPU with bf16, no torch_xla
+    ("fairseq_cli.train", True, True, True),  # torch_xla installed: fairseq's own TPU path
+    ("fairseq_cli.train", False, False, True),  # no GPU: left to the refusal of the checks
+    ("fairseq_cli.validate", False, True, True),  # not a training run
+])
+def test_bf16_on_a_cuda_gpu_drops_the_tpu_fairseq_implies_through_the_patch_table(monkeypatch, program, xla, gpu, tpu):
+    """fairseq's --bf16 sets --tpu, whose XLA path crashes without torch_xla: the bf16_on_cuda change, installed on
+    fairseq's call_main with the others of the patch table (and with them switched off by FAIRSEQ_JOINT_PATCHES=0:
+    tests/cli/test_fairseq_patches.py), drops it for fairseq-train on a CUDA GPU with bf16 without torch_xla only,
+    before fairseq's call_main runs."""
+    from types import SimpleNamespace
+
+    import fairseq_cli.train  # noqa: F401  (the modules whose main it stands in for)
+    import fairseq_cli.validate  # noqa: F401
+    from fairseq.distributed import utils as distributed_utils
+
+    from fairseq_joint import checks, fairseq_patches, precision
+
+    assert distributed_utils.call_main.fairseq_joint_bf16_on_cuda
+    assert fairseq_patches.Patch("bf16_on_cuda", "fairseq.distributed.utils:call_main") in fairseq_patches.PATCHES
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: True)
+    monkeypatch.setattr(precision, "xla_installed", lambda: xla)
+    seen = []
+
+    def fairseq_call_main(cfg, main):  # stands in for the call_main the change wraps
+        seen.append((cfg.common.tpu, main))
+
+    def main(*args, **kwargs):
+        pytest.fail("fairseq's main ran")
+
+    main.__module__ = program  # fairseq's command whose main it stands in for
+    cfg = SimpleNamespace(common=common(bf16=True, tpu=True))
+    checks.bf16_call_main(fairseq_call_main, cfg, main)
+    assert seen == [(tpu, main)]
+    assert cfg.common.bf16  # bf16 itself is kept
