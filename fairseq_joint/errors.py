@@ -191,7 +191,8 @@ def translate(err: BaseException) -> Optional[Refusal]:
     if message == "Must specify batch size either with --max-tokens or --batch-size":
         return OptionError("no batch size was given: add --max-tokens or --batch-size")
     if message == "Could not infer language pair, please provide it explicitly":
-        data = getattr(_frame_locals(err, "setup_task").get("cfg"), "data", None) or "DATA"
+        cfg = _frame_locals(err, "setup_task").get("cfg")  # TranslationTask.setup_task(cls, cfg), which reads cfg.data
+        data = cfg.data if cfg is not None else "DATA"
         return InputError(f"{data} holds no binarized translation corpus whose languages fairseq can read from its "
                           "file names (train.SRC-TGT.SRC.idx): give the directory fairseq-preprocess wrote, or "
                           "--source-lang and --target-lang (a gile_classifier checkpoint is scored with "
@@ -224,13 +225,13 @@ def usage_problem(parser, message: str) -> str:
                                          else f" (one of {len(choices)} choices)")
     unknown = re.fullmatch(r"unrecognized arguments: (.*)", message, re.S)
     if unknown:
-        names = [o for o in getattr(parser, "_option_string_actions", {}) if o.startswith("--")]
+        names = [o for o in parser._option_string_actions if o.startswith("--")]
         for arg in unknown.group(1).split():
             close = difflib.get_close_matches(arg.split("=")[0], names, n=1, cutoff=CLOSE) if arg.startswith("--") else []
             if close:
                 message += f"; {arg.split('=')[0]}: did you mean {close[0]}?"
     message = message.replace("invalid <lambda> value", "invalid value")  # fairseq's types are lambdas
-    chosen = [o for o in ("--task", "--arch", "--criterion") if o in getattr(parser, "_option_string_actions", {})
+    chosen = [o for o in ("--task", "--arch", "--criterion") if o in parser._option_string_actions
               and not parser.prog.startswith("fairseq-joint-")]  # fairseq's parsers only
     given = " and ".join(filter(None, (", ".join(chosen[:-1]), chosen[-1]))) if chosen else ""
     where = f"see {parser.prog} --help" + (f"; given {given} it lists their options too" if chosen else "")

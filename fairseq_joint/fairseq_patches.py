@@ -142,7 +142,8 @@ PATCHES: Tuple[Patch, ...] = (
     Patch("resume_changes", "fairseq.trainer:Trainer.load_checkpoint"),
 )
 
-#: a wrapper's mark: ``fairseq_joint_<patch name>`` = True
+#: a wrapper's mark: ``fairseq_joint_<patch name>`` = True (read with a default: a function of fairseq's, or Python's,
+#: that no patch wrapped has none)
 MARK = "fairseq_joint_{}"
 #: what :func:`wrap` replaced in this process: ``{patch name: [(owner, attribute, the original as stored)]}``
 _wrapped: Dict[str, List[Tuple[object, str, object]]] = {}
@@ -265,7 +266,8 @@ def decay_updates(original, parser, input_args=None, parse_known=False, *args, *
 
     parsed = original(parser, input_args, parse_known, *args, **kwargs)
     a = parsed[0] if parse_known else parsed
-    if getattr(a, "lr_scheduler", None) != "polynomial_decay" or a.total_num_update is not None:
+    # the patch wraps every command's parse; only fairseq-train's parser declares --lr-scheduler
+    if "lr_scheduler" not in a or a.lr_scheduler != "polynomial_decay" or a.total_num_update is not None:
         return parsed
     a.total_num_update = a.max_update
     if not a.max_update and a.max_epoch and issubclass(TASK_REGISTRY.get(a.task, object), GileClassificationTask):
@@ -309,8 +311,10 @@ def full_help(original, parser, input_args=None, *args, **kwargs):
     def first_parse(_args=None, namespace=None):
         del parser.parse_known_args  # the later parses are argparse's own
         parsed = parser.parse_known_args([arg for arg in given if arg not in HELP], namespace)
-        if None in (getattr(parsed[0], "task", ""), getattr(parsed[0], "arch", "")):
-            parser.parse_known_args(given, namespace)  # no --arch (--task) to add the options of: the help as it was
+        # an option whose choice's options fairseq adds, declared by this command's parser (fairseq-generate's declares
+        # no --arch) and not given: nothing to add the options of, the help as it was
+        if any(option in parsed[0] and getattr(parsed[0], option) is None for option in ("task", "arch")):
+            parser.parse_known_args(given, namespace)
         return parsed
 
     parser.parse_known_args = first_parse

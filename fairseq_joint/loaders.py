@@ -73,7 +73,7 @@ def load_translation_model(path: str):
         raise errors.CheckpointError(f"{path} is not a translation checkpoint of fairseq-joint (no decoder embedding)")
     task = translation_task(weights["encoder.embed_tokens.weight"].shape[0], weights["decoder.embed_tokens.weight"].shape[0])
     model = task.build_model(cfg.model)
-    if "data_fingerprints" in weights and getattr(model, "data_fingerprints", None) is not None:
+    if "data_fingerprints" in weights:  # a model that records its data (DataFingerprintMixin), as the one built here
         model.data_fingerprints.copy_(weights["data_fingerprints"])  # stand-in dictionaries: take the checkpoint's
     model.load_state_dict(weights, strict=True, model_cfg=cfg.model)
     return model

@@ -75,10 +75,10 @@ class OutputLayerConfig(FairseqDataclass):
 
         from fairseq_joint.options import registered
 
-        args = cfg.model
+        args = cfg.model  # a training run's (the rules run for fairseq-train): fairseq's LSTM and Transformer declare both
         # with --share-all-embeddings fairseq's Transformer turns the flag on itself, in the arguments a checkpoint saves
-        if (getattr(args, "share_decoder_input_output_embed", False) and args.output_layer != "tied"
-                and not getattr(args, "share_all_embeddings", False)):
+        if (args.share_decoder_input_output_embed and args.output_layer != "tied"
+                and not args.share_all_embeddings):
             raise OptionError(f"--share-decoder-input-output-embed conflicts with --output-layer {args.output_layer}: "
                               "use --output-layer tied for weight tying (and drop --share-decoder-input-output-embed)")
         if issubclass(registered(cfg, "criterion"), AdaptiveLoss):
