@@ -39,7 +39,7 @@ from fairseq_joint.criterions.decoder_features import (
     output_layer_of,
 )
 from fairseq_joint.errors import OptionError
-from fairseq_joint.modules.chunked_softmax import chunked_cross_entropy, token_chunk_size
+from fairseq_joint.modules.chunked_softmax import chunked_cross_entropy, exact_target_log_probs, token_chunk_size
 from fairseq_joint.modules.output_layers import OutputLayer
 from fairseq_joint.modules.sampling import (
     IGNORED,
@@ -158,8 +158,9 @@ def exact_token_losses(layer: OutputLayer, features: Tensor, target: Tensor, chu
 
 class ExactTargetScores:
     """A plugin translation model as fairseq's ``SequenceScorer`` (``fairseq-generate --score-reference``) reads one,
-    scoring ``sample``'s targets through :func:`exact_token_losses` (the exact softmax in chunks of
-    :data:`VALIDATION_CHUNK` rows where |V| is larger) instead of the B x T x |V| logits: its output is each target's
+    scoring ``sample``'s targets through the forward pass of the exact softmax in chunks of :data:`VALIDATION_CHUNK`
+    rows where |V| is larger (``chunked_softmax.exact_target_log_probs``: the fused kernels on a GPU, as validation's
+    loss) instead of the B x T x |V| logits: its output is each target's
     log-probability (B x T x 1, beside the decoder's attention), and ``get_normalized_probs`` returns it broadcast
     over the vocabulary (a view of no memory) for the scorer to gather each target's from."""
 
@@ -173,9 +174,8 @@ class ExactTargetScores:
 
     def __call__(self, **net_input):
         features, extra = self.model(**net_input, features_only=True)
-        _, nll = exact_token_losses(self.layer, features.reshape(-1, features.size(-1)), self.target.reshape(-1),
-                                    min(VALIDATION_CHUNK, self.layer.num_classes), 0.0, self.padding_idx)
-        return -nll.view(*self.target.shape, 1), extra
+        scores = exact_target_log_probs(self.layer, features, self.target, min(VALIDATION_CHUNK, self.layer.num_classes))
+        return scores.unsqueeze(-1), extra
 
     def get_normalized_probs(self, net_output, log_probs, sample=None):
         scores = net_output[0] if log_probs else net_output[0].exp()

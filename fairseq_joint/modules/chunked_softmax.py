@@ -38,19 +38,16 @@ from fairseq_joint.modules.fused_cross_entropy import (
     ROW_ALIGNMENT,
     fused_chunk_rows,
     fused_cross_entropy,
+    fused_log_normalizers,
     fused_path_problem,
 )
+from fairseq_joint.modules.softmax_terms import chunks, coefficients, token_losses
 
 logger = logging.getLogger(__name__)
 
 #: the token path holds C and ∂L/∂C (2·|V|·k numbers) for a projected class side when that is at most this many
 #: logit chunks (N·chunk numbers each)
 CLASS_SIDE_CHUNKS = 4
-
-
-def _chunks(n: int, size: int):
-    for start in range(0, n, size):
-        yield start, min(start + size, n)
 
 
 def _dtypes(t: Tensor) -> Tuple[torch.dtype, torch.dtype]:
@@ -60,12 +57,6 @@ def _dtypes(t: Tensor) -> Tuple[torch.dtype, torch.dtype]:
     return acc, gemm
 
 
-def _coefficients(epsilon: float, num_classes: int) -> Tuple[float, float]:
-    """(a, b) of ∂loss/∂z = a (p − onehot) + b (|V| p − 1): a = 1 − ε − ε_i, b = ε_i."""
-    eps_i = epsilon / (num_classes - 1) if epsilon > 0 and num_classes > 1 else 0.0
-    return 1.0 - epsilon - eps_i, eps_i
-
-
 class _TokenChunkedCrossEntropy(torch.autograd.Function):
     """The loss of ``context @ classesᵀ + bias`` walked over chunks of tokens, gradients computed in forward."""
 
@@ -73,7 +64,7 @@ class _TokenChunkedCrossEntropy(torch.autograd.Function):
     def forward(ctx, context, classes, bias, targets, token_chunk, epsilon, grad):
         acc, gemm = _dtypes(context)
         num_classes = classes.size(0)
-        a_coef, eps_i = _coefficients(epsilon, num_classes)
+        a_coef, eps_i = coefficients(epsilon, num_classes)
         need = [context.requires_grad, classes.requires_grad, bias is not None and bias.requires_grad]
         grad = grad and any(need)
         valid = targets >= 0
@@ -86,7 +77,7 @@ class _TokenChunkedCrossEntropy(torch.autograd.Function):
         grad_classes = torch.zeros(classes.shape, dtype=acc, device=context.device) if grad and need[1] else None
         grad_bias = torch.zeros(num_classes, dtype=acc, device=context.device) if grad and need[2] else None
         with torch.autocast(context.device.type, enabled=False):
-            for start, end in _chunks(context.size(0), token_chunk):
+            for start, end in chunks(context.size(0), token_chunk):
                 x = context[start:end].detach().to(gemm)
                 z = x @ c_mat.t() if b_vec is None else torch.addmm(b_vec.to(gemm), x, c_mat.t())
                 z = z.to(acc)
@@ -100,12 +91,9 @@ class _TokenChunkedCrossEntropy(torch.autograd.Function):
                 z.sub_(top).exp_()
                 total = z.sum(-1)
                 lse = top.squeeze(-1) + total.log()
-                # an ignored token (padding) adds 0 whatever its logits, as in fairseq's loss (NaN * 0 would be NaN)
-                token_nll = torch.where(scored, lse - z_y, 0.0)
+                token_loss, token_nll = token_losses(lse, z_y, scored, (a_coef, eps_i), num_classes, z_sum)
                 nll += token_nll.sum()
-                loss += a_coef * token_nll.sum()
-                if eps_i:
-                    loss += eps_i * torch.where(scored, num_classes * lse - z_sum, 0.0).sum()
+                loss += token_loss.sum()
                 if not grad:
                     continue
                 # z becomes ∂loss/∂z in place: a (p − onehot) + b (|V| p − 1), zero on ignored tokens
@@ -142,38 +130,43 @@ class _TokenChunkedCrossEntropy(torch.autograd.Function):
         return out[0], out[1], out[2], None, None, None, None
 
 
+def vocabulary_log_normalizers(layer, context: Tensor, targets: Tensor, chunk_size: int,
+                               smooth: bool) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
+    """``(lse, target logit, sum of logits or None)`` of every token (fp32; a target < 0: its logit 0), the vocabulary
+    walked in chunks of ``chunk_size`` rows on the CPU (each chunk's class side computed, its logits reduced, dropped):
+    the vocabulary path's forward and the per-token scores of :func:`exact_target_log_probs`."""
+    n_tok = context.size(0)
+    acc, gemm = _dtypes(context)
+    safe = targets.clamp(min=0)
+    x = context.detach().to(gemm)
+    lse = torch.full((n_tok,), float("-inf"), device=context.device, dtype=acc)
+    target_logit = torch.zeros(n_tok, device=context.device, dtype=acc)
+    logit_sum = torch.zeros(n_tok, device=context.device, dtype=acc) if smooth else None
+    with torch.no_grad(), torch.autocast(context.device.type, enabled=False):
+        for start, end in chunks(layer.num_classes, chunk_size):
+            classes, bias_c = layer.class_side(span=(start, end))
+            z = (x @ classes.to(gemm).t()).to(acc)
+            if bias_c is not None:
+                z += bias_c.to(acc)
+            chunk_lse = torch.logsumexp(z, dim=-1)
+            # a +inf logit makes log_softmax NaN (inf - inf); torch's logsumexp gives +inf: NaN, as log_softmax
+            lse = torch.logaddexp(lse, torch.where(chunk_lse == float("inf"), float("nan"), chunk_lse))
+            if smooth:
+                logit_sum += z.sum(-1)
+            inside = (safe >= start) & (safe < end)
+            local = (safe - start).clamp(0, end - start - 1).unsqueeze(-1)
+            target_logit += torch.where(inside, z.gather(-1, local).squeeze(-1), 0.0)
+    return lse, target_logit, logit_sum
+
+
 class _VocabChunkedCrossEntropy(torch.autograd.Function):
     """The loss walked over chunks of vocabulary rows; backward recomputes each chunk's class side and logits."""
 
     @staticmethod
     def forward(ctx, context, targets, chunk_size, epsilon, layer, table, bias, *proj_params):
-        n_tok, num_classes = context.size(0), layer.num_classes
-        acc, gemm = _dtypes(context)
-        scored = targets >= 0
-        safe = targets.clamp(min=0)
-        x = context.detach().to(gemm)
-        lse = torch.full((n_tok,), float("-inf"), device=context.device, dtype=acc)
-        target_logit = torch.zeros(n_tok, device=context.device, dtype=acc)
-        logit_sum = torch.zeros(n_tok, device=context.device, dtype=acc)
-        with torch.no_grad(), torch.autocast(context.device.type, enabled=False):
-            for start, end in _chunks(num_classes, chunk_size):
-                classes, bias_c = layer.class_side(span=(start, end))
-                z = (x @ classes.to(gemm).t()).to(acc)
-                if bias_c is not None:
-                    z += bias_c.to(acc)
-                chunk_lse = torch.logsumexp(z, dim=-1)
-                # a +inf logit makes log_softmax NaN (inf - inf); torch's logsumexp gives +inf: NaN, as log_softmax
-                lse = torch.logaddexp(lse, torch.where(chunk_lse == float("inf"), float("nan"), chunk_lse))
-                if epsilon > 0:
-                    logit_sum += z.sum(-1)
-                inside = (safe >= start) & (safe < end)
-                local = (safe - start).clamp(0, end - start - 1).unsqueeze(-1)
-                target_logit += torch.where(inside, z.gather(-1, local).squeeze(-1), 0.0)
-        a_coef, eps_i = _coefficients(epsilon, num_classes)
-        nll = torch.where(scored, lse - target_logit, 0.0)  # an ignored token adds 0 whatever its logits
-        loss = a_coef * nll
-        if eps_i:  # (0 times an infinite smoothing term would be NaN)
-            loss = loss + eps_i * torch.where(scored, num_classes * lse - logit_sum, 0.0)
+        lse, target_logit, logit_sum = vocabulary_log_normalizers(layer, context, targets, chunk_size, epsilon > 0)
+        loss, nll = token_losses(lse, target_logit, targets >= 0, coefficients(epsilon, layer.num_classes),
+                                 layer.num_classes, logit_sum)
         ctx.save_for_backward(context, targets, table, bias, lse, *proj_params)
         ctx.layer, ctx.chunk_size, ctx.epsilon = layer, chunk_size, epsilon
         return loss.sum(), nll.sum()
@@ -184,7 +177,7 @@ class _VocabChunkedCrossEntropy(torch.autograd.Function):
         layer = ctx.layer
         num_classes = layer.num_classes
         acc, gemm = _dtypes(context)
-        a_coef, eps_i = _coefficients(ctx.epsilon, num_classes)
+        a_coef, eps_i = coefficients(ctx.epsilon, num_classes)
         scored = targets >= 0
         valid = scored.to(acc)
         safe = targets.clamp(min=0)
@@ -199,7 +192,7 @@ class _VocabChunkedCrossEntropy(torch.autograd.Function):
         grad_proj = [torch.zeros_like(p, dtype=acc) if p.requires_grad else None for p in proj_params]
         live = [p for p in (layer.class_weight, layer.class_bias) if p is not None]  # the graph's leaves
         with torch.autocast(context.device.type, enabled=False):
-            for start, end in _chunks(num_classes, ctx.chunk_size):
+            for start, end in chunks(num_classes, ctx.chunk_size):
                 rows = layer.class_table(span=(start, end)).detach().requires_grad_(table.requires_grad)
                 with torch.enable_grad():
                     classes, bias_c = layer.class_side(span=(start, end), rows=rows)
@@ -267,15 +260,32 @@ def exact_softmax_path(layer, device: torch.device, num_tokens: int, chunk_size:
         problem = fused_path_problem(device)
         if problem is None:
             rows = fused_chunk_rows(chunk_size, layer.num_classes)
-            _notice(f"--vocab-chunk-size {chunk_size}: the exact softmax runs fused on {device} in chunks of {rows} "
-                    "vocabulary rows" + ("" if rows in (chunk_size, layer.num_classes) else
-                                         f" (the nearest multiple of {ROW_ALIGNMENT}: aligned GEMMs)"))
+            _notice(f"the exact softmax in chunks of {chunk_size} vocabulary rows runs fused on {device}"
+                    + ("" if rows in (chunk_size, layer.num_classes) else
+                       f", in chunks of {rows} (the nearest multiple of {ROW_ALIGNMENT}: aligned GEMMs)"))
             return "fused"
     path = "tokens" if uses_token_chunks(layer, num_tokens, chunk_size) else "vocabulary"
     if device.type == "cuda":
-        _notice(f"--vocab-chunk-size {chunk_size}: the exact softmax runs the CPU-tuned {path} path on {device}, "
-                f"not the fused GPU path: {problem}")
+        _notice(f"the exact softmax in chunks of {chunk_size} vocabulary rows runs the CPU-tuned {path} path on "
+                f"{device}, not the fused GPU path: {problem}")
     return path
+
+
+def exact_target_log_probs(output_layer, features: Tensor, targets: Tensor, chunk_size: int) -> Tensor:
+    """log p(y | h) of every token (``features`` (..., dh) against ``targets`` (...); no gradient) over the full
+    vocabulary with the memory of ``chunk_size`` vocabulary rows: the forward pass of the path
+    :func:`exact_softmax_path` picks (the fused kernels on a GPU, the vocabulary walk on the CPU), without the N x |V|
+    logits (fairseq-generate --score-reference, the ``exact_scores`` patch)."""
+    shape = targets.shape
+    targets = targets.reshape(-1)
+    with torch.no_grad():
+        context = output_layer.encode_context(features.reshape(-1, features.size(-1)))
+        if exact_softmax_path(output_layer, context.device, context.size(0), chunk_size) == "fused":
+            rows = fused_chunk_rows(chunk_size, output_layer.num_classes)
+            lse, target_logit, _ = fused_log_normalizers(output_layer, context, targets, rows, smooth=False)
+        else:
+            lse, target_logit, _ = vocabulary_log_normalizers(output_layer, context, targets, chunk_size, smooth=False)
+    return (target_logit - lse).view(shape)
 
 
 def chunked_cross_entropy(output_layer, features: Tensor, targets: Tensor, chunk_size: int,
@@ -293,13 +303,15 @@ def chunked_cross_entropy(output_layer, features: Tensor, targets: Tensor, chunk
     """
     targets = targets.reshape(-1)
     targets = torch.where(targets == ignore_index, torch.full_like(targets, -1), targets)
+    # a target id outside the vocabulary is a bug of the data or the caller: stop, on the device (no host wait)
+    torch._assert_async(targets.lt(output_layer.num_classes).all(), "a target id is not in the vocabulary")
     context = output_layer.encode_context(features.reshape(-1, features.size(-1)))
     n_tok = context.size(0)
     if path is None:
         path = exact_softmax_path(output_layer, context.device, n_tok, chunk_size)
     if path == "fused":
         return fused_cross_entropy(output_layer, context, targets, chunk_size,
-                                   _coefficients(float(label_smoothing), output_layer.num_classes))
+                                   coefficients(float(label_smoothing), output_layer.num_classes))
     if path == "tokens":
         classes, bias = output_layer.class_side()
         chunk = token_chunk_size(n_tok, output_layer.num_classes, chunk_size)

@@ -35,6 +35,8 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from fairseq_joint.modules.softmax_terms import chunks, token_losses
+
 logger = logging.getLogger(__name__)
 
 #: the fused path walks the vocabulary in multiples of this many rows (aligned GEMM leading dimensions)
@@ -59,9 +61,15 @@ def _triton_problem() -> Optional[str]:
     return None
 
 
+#: set to 0 to keep a GPU on the CPU-tuned paths (the fused kernels off)
+SWITCH = "FAIRSEQ_JOINT_FUSED"
+
+
 def fused_path_problem(device: torch.device) -> Optional[str]:
-    """Why the fused path cannot run on ``device`` (None: it can): not a CUDA device (unless Triton interprets, the
-    tests), no Triton, or a GPU older than :data:`MIN_CAPABILITY`."""
+    """Why the fused path cannot run on ``device`` (None: it can): switched off (:data:`SWITCH` ``=0``), not a CUDA
+    device (unless Triton interprets, the tests), no Triton, or a GPU older than :data:`MIN_CAPABILITY`."""
+    if os.environ.get(SWITCH, "1").strip() == "0":
+        return f"{SWITCH}=0 switches it off"
     if device.type != "cuda" and not interpreting():
         return f"{device.type} is not a CUDA device"
     problem = _triton_problem()
@@ -184,9 +192,32 @@ def _chunk_logits(layer, x: Tensor, start: int, end: int, gemm: torch.dtype,
     return logits, classes, bias
 
 
-def _chunks(n: int, size: int):
-    for start in range(0, n, size):
-        yield start, min(start + size, n)
+def _autocast_state(device_type: str) -> Tuple[str, bool, torch.dtype]:
+    return device_type, torch.is_autocast_enabled(device_type), torch.get_autocast_dtype(device_type)
+
+
+def fused_log_normalizers(layer, context: Tensor, targets: Tensor, chunk_rows: int, smooth: bool,
+                          autocast: Optional[Tuple[str, bool, torch.dtype]] = None) -> Tuple[Tensor, Tensor, Tensor]:
+    """``(lse, target logit, sum of logits)`` of every token (fp32; a target < 0: its logit 0), the vocabulary walked
+    in chunks of ``chunk_rows`` rows: per chunk the GEMM of its logits and one read of them by the fused kernel
+    (the forward pass; the per-token scores of ``chunked_softmax.exact_target_log_probs``). ``autocast``: the state
+    the GEMMs run under (default: the ambient one)."""
+    autocast = autocast or _autocast_state(context.device.type)
+    gemm = _gemm_dtype(context, autocast)
+    lse_update, _ = _kernels()
+    n_tok = context.size(0)
+    x = context.detach().to(gemm)
+    f32 = dict(dtype=torch.float32, device=context.device)
+    running_max = torch.full((n_tok,), float("-inf"), **f32)
+    running_sum = torch.zeros(n_tok, **f32)
+    logit_sum = torch.zeros(n_tok, **f32)
+    target_logit = torch.zeros(n_tok, **f32)
+    with torch.no_grad():
+        for start, end in chunks(layer.num_classes, chunk_rows):
+            z, _, _ = _chunk_logits(layer, x, start, end, gemm)
+            lse_update[(n_tok,)](z, z.stride(0), end - start, start, running_max, running_sum, logit_sum, targets,
+                                 target_logit, SMOOTH=smooth, BLOCK=BLOCK)
+    return running_max + running_sum.log(), target_logit, logit_sum
 
 
 class _FusedVocabCrossEntropy(torch.autograd.Function):
@@ -194,33 +225,14 @@ class _FusedVocabCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, context, targets, chunk_rows, a_coef, eps_i, layer, table, bias, *proj_params):
-        device_type = context.device.type
-        autocast = (device_type, torch.is_autocast_enabled(device_type), torch.get_autocast_dtype(device_type))
-        gemm = _gemm_dtype(context, autocast)
-        lse_update, _ = _kernels()
-        n_tok, num_classes = context.size(0), layer.num_classes
-        x = context.detach().to(gemm)
-        f32 = dict(dtype=torch.float32, device=context.device)
-        running_max = torch.full((n_tok,), float("-inf"), **f32)
-        running_sum = torch.zeros(n_tok, **f32)
-        logit_sum = torch.zeros(n_tok, **f32)
-        target_logit = torch.zeros(n_tok, **f32)
-        with torch.no_grad():
-            for start, end in _chunks(num_classes, chunk_rows):
-                z, _, _ = _chunk_logits(layer, x, start, end, gemm)
-                lse_update[(n_tok,)](z, z.stride(0), end - start, start, running_max, running_sum, logit_sum, targets,
-                                     target_logit, SMOOTH=eps_i > 0, BLOCK=BLOCK)
-        lse = running_max + running_sum.log()
-        valid = targets >= 0
-        zero = torch.zeros((), **f32)
-        nll = torch.where(valid, lse - target_logit, zero)
-        loss = a_coef * nll
-        if eps_i > 0:
-            loss = loss + eps_i * torch.where(valid, num_classes * lse - logit_sum, zero)
+        autocast = _autocast_state(context.device.type)
+        lse, target_logit, logit_sum = fused_log_normalizers(layer, context, targets, chunk_rows, eps_i > 0, autocast)
+        loss, nll = token_losses(lse, target_logit, targets >= 0, (a_coef, eps_i), layer.num_classes, logit_sum)
         ctx.save_for_backward(context, targets, lse, table, bias, *proj_params)
         ctx.layer, ctx.chunk_rows, ctx.coefficients, ctx.autocast = layer, chunk_rows, (a_coef, eps_i), autocast
-        ctx.mark_non_differentiable(nll)
-        return loss.sum(), nll.sum()
+        total_nll = nll.sum()
+        ctx.mark_non_differentiable(total_nll)
+        return loss.sum(), total_nll
 
     @staticmethod
     def backward(ctx, grad_loss, _grad_nll):
@@ -245,7 +257,7 @@ class _FusedVocabCrossEntropy(torch.autograd.Function):
         wants_classes = grad_table is not None or any(g is not None for g in grad_proj)
         # the class side is recomputed as forward computed it: under forward's autocast
         with torch.autocast(device_type, dtype=amp_dtype, enabled=amp):
-            for start, end in _chunks(num_classes, ctx.chunk_rows):
+            for start, end in chunks(num_classes, ctx.chunk_rows):
                 rows = None
                 if projected:
                     rows = layer.class_table(span=(start, end)).detach().requires_grad_(grad_table is not None)

@@ -197,14 +197,48 @@ def test_the_cpu_keeps_its_paths_and_a_gpu_without_the_kernels_says_why(monkeypa
         for _ in range(3):
             assert exact_softmax_path(layer, gpu, N, 128) == "tokens"
     notices = [r.getMessage() for r in caplog.records]
-    assert notices == ["--vocab-chunk-size 128: the exact softmax runs the CPU-tuned tokens path on cuda:0, not the "
-                       "fused GPU path: Triton is not installed (pip install triton; CUDA builds of torch ship it)"]
+    assert notices == ["the exact softmax in chunks of 128 vocabulary rows runs the CPU-tuned tokens path on cuda:0, not "
+                       "the fused GPU path: Triton is not installed (pip install triton; CUDA builds of torch ship it)"]
     monkeypatch.setattr(chunked_softmax, "fused_path_problem", lambda device: None)
     caplog.clear()
     with caplog.at_level(logging.INFO, logger=chunked_softmax.__name__):
         assert exact_softmax_path(layer, gpu, N, 1000) == "fused"
     assert [r.getMessage() for r in caplog.records] == [
-        "--vocab-chunk-size 1000: the exact softmax runs fused on cuda:0 in chunks of 300 vocabulary rows"]
+        "the exact softmax in chunks of 1000 vocabulary rows runs fused on cuda:0"]  # 1000 > |V|: one chunk of 300
+
+
+def test_the_fused_path_can_be_switched_off(monkeypatch):
+    monkeypatch.setenv("FAIRSEQ_JOINT_FUSED", "0")
+    assert fused_path_problem(torch.device("cuda", 0)) == "FAIRSEQ_JOINT_FUSED=0 switches it off"
+
+
+@pytest.mark.parametrize("path", ["fused", "tokens", "vocabulary"])
+def test_a_target_outside_the_vocabulary_stops_every_path(path):
+    """A target id ≥ |V| is a bug of the data or the caller: every path stops (the vocabulary walks would otherwise
+    never find its logit and return a finite loss)."""
+    layer, _, h, t = make("tied")
+    t[0] = V
+    with pytest.raises(RuntimeError, match="a target id is not in the vocabulary"):
+        chunked_cross_entropy(layer, h, t, 128, ignore_index=PAD, path=path)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_per_token_scores_are_the_log_softmax_of_the_target(fused, monkeypatch):
+    """``exact_target_log_probs`` (fairseq-generate --score-reference): every token's log p(y | h), by the fused
+    forward or the CPU's vocabulary walk, without the N x |V| logits."""
+    if not fused:
+        monkeypatch.setenv("FAIRSEQ_JOINT_FUSED", "0")
+    monkeypatch.setattr(chunked_softmax, "_said", set())
+    layer, _, h, t = make("joint")
+    t[t == PAD] = 5
+    layer.eval()
+    if fused and DEVICE == "cpu":  # the interpreter stands in for a GPU
+        monkeypatch.setattr(chunked_softmax, "exact_softmax_path", lambda *args: "fused")
+    scores = chunked_softmax.exact_target_log_probs(layer, h.view(3, 7, D), t.view(3, 7), 128)
+    with torch.no_grad():
+        expected = F.log_softmax(layer(h), -1).gather(-1, t.unsqueeze(-1)).view(3, 7)
+    assert scores.shape == (3, 7) and not scores.requires_grad
+    torch.testing.assert_close(scores, expected, rtol=1e-5, atol=1e-5)
 
 
 def test_an_old_gpu_is_named_with_its_capability(monkeypatch):
