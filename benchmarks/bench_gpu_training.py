@@ -50,7 +50,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import torch
 from bench_harness import main as run_benchmark
-from bench_harness import parse_args, parser, print_table, run_fresh, target
+from bench_harness import parse_args, parser, print_table, run_fresh, target, write_json
 
 logger = logging.getLogger("bench_gpu_training")
 
@@ -289,25 +289,35 @@ def run(args) -> Dict[str, object]:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     peak = args.peak_tflops or matmul_peak_tflops(device, args.peak_size)
     logger.info("peak: %.1f TFLOP/s (%s)", peak, "given" if args.peak_tflops else f"{args.peak_size}³ matmul measured")
-    rows = []
+    rows, decoding, skipped = [], [], []
+    deadline = time.perf_counter() + args.time_budget_s
     with tempfile.TemporaryDirectory(prefix="bench_gpu_training_") as tmp:
         corpora = {v: write_corpus(os.path.join(tmp, str(v)), v, args.sentences, args.min_len, args.max_len, args.seed,
                                    valid=args.decode_sentences) for v in args.vocabs}
-        todo = cases(args)
-        for i, case in enumerate(todo, 1):
+        todo = [("train", c) for c in cases(args)] + [("decode", c) for c in decode_cases(args)]
+        for i, (kind, case) in enumerate(todo, 1):
+            what = f"{'decoding ' if kind == 'decode' else ''}{case['name']} |V|={case['vocab']}"
+            if time.perf_counter() > deadline:  # the budget is spent: the rest is listed, not run
+                skipped.append({"case": what, "why": f"--time-budget-s {args.time_budget_s:g} spent"})
+                continue
             t0 = time.perf_counter()
-            figures = run_fresh(__file__, dict(case, data=corpora[case["vocab"]]), vars_of(args))
-            rows.append({**{k: case[k] for k in ("name", "vocab", "plugin")}, "flags": " ".join(case["flags"]),
-                         **figures})
-            logger.info("%d/%d %s |V|=%d: %.0f target tokens/s (%.0f s)", i, len(todo), case["name"], case["vocab"],
-                        figures["tokens_per_s"], time.perf_counter() - t0)
-        decoding = []
-        for case in decode_cases(args):
-            t0 = time.perf_counter()
-            figures = run_fresh(__file__, dict(case, data=corpora[case["vocab"]]), vars_of(args))
-            decoding.append({"name": case["name"], "vocab": case["vocab"], **figures})
-            logger.info("decoding %s |V|=%d: %.1f sentences/s (%.0f s)", case["name"], case["vocab"],
-                        figures["sentences_per_s"], time.perf_counter() - t0)
+            try:
+                figures = run_fresh(__file__, dict(case, data=corpora[case["vocab"]]), vars_of(args))
+            except SystemExit as failed:  # one case's failure is reported; the others still run
+                skipped.append({"case": what, "why": str(failed)[-2000:]})
+                logger.error("%d/%d %s failed:\n%s", i, len(todo), what, str(failed)[-2000:])
+                continue
+            if kind == "decode":
+                decoding.append({"name": case["name"], "vocab": case["vocab"], **figures})
+                logger.info("%d/%d %s: %.1f sentences/s (%.0f s)", i, len(todo), what, figures["sentences_per_s"],
+                            time.perf_counter() - t0)
+            else:
+                rows.append({**{k: case[k] for k in ("name", "vocab", "plugin")}, "flags": " ".join(case["flags"]),
+                             **figures})
+                logger.info("%d/%d %s: %.0f target tokens/s (%.0f s)", i, len(todo), what, figures["tokens_per_s"],
+                            time.perf_counter() - t0)
+            if args.json:  # what is measured so far survives a run cut short
+                write_json(args.json + ".partial", {"rows": rows, "decoding": decoding, "skipped": skipped})
     ratios(rows, args)
     for r in rows:
         r["mfu"] = r["model_flops_per_token"] * r["tokens_per_s"] / (peak * 1e12)
@@ -315,7 +325,7 @@ def run(args) -> Dict[str, object]:
     for r in decoding:
         r["vs_tied"] = r["sentences_per_s"] / tied[r["vocab"]] if r["vocab"] in tied else None
     return {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU", "peak_tflops": peak,
-            "peak_given": bool(args.peak_tflops), "rows": rows, "decoding": decoding,
+            "peak_given": bool(args.peak_tflops), "rows": rows, "decoding": decoding, "skipped": skipped,
             "targets": targets(rows, args, device)}
 
 
@@ -373,6 +383,8 @@ def report(result: Dict[str, object]) -> None:
                  ("MFU", ">7", lambda r: f"{100 * r['mfu']:.1f}%"),
                  ("vs", ">16", lambda r: f"{r['vs']:.2f}x {r['reference']}" if r["vs"] else ""),
                  ("busy", ">6", lambda r: busy(r))], result["rows"])
+    for skip in result["skipped"]:
+        print(f"\nnot measured: {skip['case']}: {skip['why']}")
     if result["decoding"]:
         print(f"\nbeam search, fairseq-generate --beam {cfg['beam']}, {cfg['decode_sentences']} sentences of "
               f"{cfg['decode_len']} tokens, batch {cfg['decode_batch']}")
@@ -411,6 +423,9 @@ def markdown(result: Dict[str, object]) -> List[str]:
         vs = f"{r['vs']:.2f}x {r['reference']}" if r["vs"] else "-"
         lines.append(f"| {r['name']} | {vocab_label(r['vocab'])} | {r['tokens_per_s'] / 1e3:.1f}K | {100 * r['mfu']:.1f}% "
                      f"| {busy(r) or '-'} | {vs} |")
+    if result["skipped"]:
+        lines += [""] + [f"Not measured: {skip['case']} ({skip['why'].splitlines()[-1][:120]})"
+                         for skip in result["skipped"]]
     if result["decoding"]:
         lines += ["", f"Beam search, fairseq-generate --beam {cfg['beam']}, {cfg['decode_sentences']} sentences forced to "
                       f"{cfg['decode_len']} tokens, batch {cfg['decode_batch']}: sentences/s (model time)", "",
@@ -442,7 +457,7 @@ def plot(result: Dict[str, object], path: str) -> None:
 # ---------------------------------------------------------------------------------------------- CLI
 QUICK = dict(vocabs=[512], joint_dims=[32], sentences=400, min_len=4, max_len=12, max_tokens=256, warmup_updates=2,
              updates=3, profile_updates=1, chunk=128, quick_model=True, peak_size=512, precision="fp32",
-             decode_sentences=16, decode_len=6, decode_batch=8)
+             decode_sentences=16, decode_len=6, decode_batch=8, time_budget_s=300.0)
 
 
 def check(args) -> Optional[str]:
@@ -493,6 +508,8 @@ def parse(argv: Optional[Sequence[str]] = None):
     p.add_argument("--peak-tflops", type=float, help="the device's peak for MFU (default: a measured matmul)")
     p.add_argument("--peak-size", type=int, default=8192, help="size of the measured matmul")
     p.add_argument("--seed", type=int, default=1, help="fairseq's --seed and the corpus's")
+    p.add_argument("--time-budget-s", type=float, default=420.0,
+                   help="no case starts after this many seconds; the cases left are listed as not measured")
     p.add_argument("--quick-model", action="store_true", help="1+1 layers of 32 (a smoke test)")
     p.add_argument("--markdown", metavar="FILE", help="write the Markdown table of docs/gpu.md to FILE")
     args = parse_args(p, argv, QUICK, positive=("vocabs", "joint_dims", "max_tokens", "chunk", "sentences", "min_len",
