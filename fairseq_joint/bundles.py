@@ -24,7 +24,7 @@ import shutil
 from typing import Dict, Optional
 
 from fairseq_joint.errors import CheckpointError, MissingFileError, OptionError
-from fairseq_joint.metrics import harmonic_mean, micro_f1
+from fairseq_joint.metrics import derived_meters
 from fairseq_joint.options import arch, declared, flag
 
 #: the manifest of a bundle: its kind, its parts and every file's SHA-256
@@ -207,8 +207,9 @@ THROUGHPUT = ("wps", "wpb", "bsz", "ups", "wall", "gnorm", "clip", "lr", "num_up
 
 def validation_figures(state: dict) -> Dict[str, float]:
     """The figures of the last validation a checkpoint dict ``state`` saved (fairseq keeps the meters of ``valid`` in
-    ``extra_state``), rounded as fairseq logs them, with the ones fairseq derives at logging time computed again
-    (micro-F1 from its counts, GZSL H from the two AvgPr); empty when the checkpoint saved none."""
+    ``extra_state``), rounded as fairseq logs them, with the ones fairseq derives at logging time, which it does not
+    save, derived as training logged them (:func:`~fairseq_joint.metrics.derived_meters`: micro-F1 from its counts,
+    GZSL H from the two AvgPr); empty when the checkpoint saved none."""
     from fairseq.logging.meters import MetersDict
 
     saved = ((state.get("extra_state") or {}).get("metrics") or {}).get("valid")
@@ -218,13 +219,5 @@ def validation_figures(state: dict) -> Dict[str, float]:
     meters.load_state_dict(saved)
     values = {k: float(v) for k, v in meters.get_smoothed_values().items()
               if not k.startswith("_") and k not in THROUGHPUT}
-    for key in list(meters):
-        if key.startswith("_") and key.endswith("_tp"):
-            group = key[1:-3]
-            counts = [meters[f"_{group}_{c}"].sum for c in ("tp", "fp", "fn")]
-            values[f"{group}_f1"] = round(100.0 * micro_f1(*counts), 2)
-        unseen = key.replace("gzsl_seen_avgpr", "gzsl_unseen_avgpr")
-        if key.endswith("gzsl_seen_avgpr") and unseen in meters:
-            h = harmonic_mean(meters[key].avg, meters[unseen].avg)
-            values[f"{key[:-len('gzsl_seen_avgpr')]}gzsl_h"] = round(h, 2)
+    values.update({name: figure(meters) for name, figure in derived_meters(list(meters)).items()})
     return values

@@ -27,7 +27,7 @@ The probability threshold that turns a ranking into a label set is calibrated on
 :func:`calibrate_threshold`).
 """
 
-from typing import Dict, NamedTuple, Optional, Sequence
+from typing import Callable, Dict, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 from sklearn.metrics import label_ranking_average_precision_score, label_ranking_loss
@@ -112,6 +112,32 @@ def gzsl_metric_sums(scores, targets, seen, seen_score_offset: float = 0.0) -> D
 def harmonic_mean(a: float, b: float) -> float:
     """2ab / (a + b), the GZSL summary of the seen and unseen AvgPr (0 when both are 0)."""
     return 2.0 * a * b / (a + b) if a + b > 0 else 0.0
+
+
+def meter_f1(group: str) -> Callable[[Mapping], float]:
+    """``{group}_f1`` of a validation's fairseq meters ``m``: the micro-F1 (%) of the counts ``_{group}_tp``,
+    ``_{group}_fp`` and ``_{group}_fn`` it summed (``group`` with its language prefix), rounded as logged."""
+    return lambda m: round(100.0 * micro_f1(m[f"_{group}_tp"].sum, m[f"_{group}_fp"].sum, m[f"_{group}_fn"].sum), 2)
+
+
+def meter_gzsl_h(prefix: str = "") -> Callable[[Mapping], float]:
+    """``{prefix}gzsl_h`` of a validation's fairseq meters ``m``: the harmonic mean of the validation-wide seen and
+    unseen AvgPr (not an average of per-batch means), rounded as logged."""
+    return lambda m: round(harmonic_mean(m[f"{prefix}gzsl_seen_avgpr"].avg, m[f"{prefix}gzsl_unseen_avgpr"].avg), 2)
+
+
+def derived_meters(names: Sequence[str]) -> Dict[str, Callable[[Mapping], float]]:
+    """The figures fairseq derives at logging time from a validation's meters ``names`` (a checkpoint saves the
+    meters, not what is derived from them), by name: each counted group's micro-F1 (:func:`meter_f1`) and each GZSL
+    H (:func:`meter_gzsl_h`)."""
+    out = {}
+    for name in names:
+        if name.startswith("_") and name.endswith("_tp"):
+            out[f"{name[1:-3]}_f1"] = meter_f1(name[1:-3])
+        if name.endswith("gzsl_seen_avgpr") and name.replace("gzsl_seen_avgpr", "gzsl_unseen_avgpr") in names:
+            prefix = name[:-len("gzsl_seen_avgpr")]
+            out[f"{prefix}gzsl_h"] = meter_gzsl_h(prefix)
+    return out
 
 
 def gzsl_summary(scores, targets, seen, seen_score_offset: float = 0.0) -> Dict[str, float]:

@@ -43,8 +43,8 @@ from fairseq_joint.metrics import (
     LabelScores,
     ThresholdCounts,
     gzsl_metric_sums,
-    harmonic_mean,
-    micro_f1,
+    meter_f1,
+    meter_gzsl_h,
     ranking_metric_sums,
     threshold_counts,
 )
@@ -190,17 +190,10 @@ def log_classification_metrics(logging_outputs, prefix: str = "") -> list:
         if any(f"{group}_tp" in log for log in logging_outputs):
             for k in ("tp", "fp", "fn"):
                 fairseq_metrics.log_scalar_sum(f"_{prefix}{group}_{k}", total(f"{group}_{k}"))
-            fairseq_metrics.log_derived(
-                f"{prefix}{group}_f1",
-                lambda m, p=prefix + group: round(100.0 * micro_f1(m[f"_{p}_tp"].sum, m[f"_{p}_fp"].sum,
-                                                                   m[f"_{p}_fn"].sum), 2),
-            )
+            fairseq_metrics.log_derived(f"{prefix}{group}_f1", meter_f1(prefix + group))
             logged.append(f"{group}_f1")
     if total("gzsl_seen_n") > 0 and total("gzsl_unseen_n") > 0:
-        # the harmonic mean of the validation-wide averages (not an average of per-batch means)
-        fairseq_metrics.log_derived(
-            f"{prefix}gzsl_h", lambda m: round(harmonic_mean(m[f"{prefix}gzsl_seen_avgpr"].avg,
-                                                             m[f"{prefix}gzsl_unseen_avgpr"].avg), 2))
+        fairseq_metrics.log_derived(f"{prefix}gzsl_h", meter_gzsl_h(prefix))
         logged.append("gzsl_h")
     return logged
 
