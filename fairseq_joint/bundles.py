@@ -85,6 +85,9 @@ def read_bundle(directory: str) -> dict:
     refusal naming the file: ``MissingFileError`` for a missing one, ``CheckpointError`` for an altered one."""
     directory = os.fspath(directory)
     path = os.path.join(directory, MANIFEST)
+    if os.path.isfile(directory):
+        raise CheckpointError(f"{directory} is a file, not a directory written by LabelPredictor.save: load a "
+                              "checkpoint file with LabelPredictor.from_checkpoint")
     if not os.path.isdir(directory):
         raise MissingFileError(f"{directory}: no such directory: give a directory written by LabelPredictor.save")
     if not os.path.isfile(path):

@@ -50,7 +50,7 @@ from fairseq_joint.data.label_set import LabelSet
 from fairseq_joint.errors import CheckpointError, InputError, MissingFileError, OptionError
 from fairseq_joint.loaders import load_checkpoint, load_gile_checkpoint
 from fairseq_joint.modules.tokenizer import tokenize
-from fairseq_joint.options import ANY, POSITIVE_INT, PROBABILITY, Range, check_number
+from fairseq_joint.options import ANY, POSITIVE_INT, PROBABILITY, Range, check_number, flag
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +81,30 @@ class LabelScore(NamedTuple):
     probability: Optional[float]
     #: whether the label was seen in training (is in ``labels.train.txt``)
     seen: bool
+
+
+class Arguments(NamedTuple):
+    """What a refusal calls the numbers of a ranking: the Python API's keywords (:data:`KEYWORDS`), or a command's
+    options (:data:`OPTIONS`, ``fairseq-joint-predict-labels``')."""
+
+    topk: str = "topk"
+    batch_size: str = "batch_size"
+    seen_score_offset: str = "seen_score_offset"
+
+    def check(self, topk: Optional[int] = None, batch_size: Optional[int] = None,
+              seen_score_offset: Optional[float] = None) -> None:
+        """The one check of a ranking's numbers, each one given refused under its name here: ``topk`` and
+        ``batch_size`` positive integers, γ (``seen_score_offset``) a finite number."""
+        for name, value, allowed in ((self.topk, topk, POSITIVE_INT), (self.batch_size, batch_size, POSITIVE_INT),
+                                     (self.seen_score_offset, seen_score_offset, ANY)):
+            if value is not None:
+                check_number(name, value, allowed)
+
+
+#: the names of the Python API's keywords
+KEYWORDS = Arguments()
+#: the names of fairseq-joint-predict-labels' options
+OPTIONS = Arguments(*map(flag, Arguments._fields))
 
 
 class ScoreMatrix(NamedTuple):
@@ -326,8 +350,8 @@ class LabelPredictor(abc.ABC):
         """(N, L) the scores of the texts whose vectors are ``vectors`` for the labels, before γ."""
 
     @abc.abstractmethod
-    def gamma(self, seen_score_offset: Optional[float] = None) -> Tuple[float, str]:
-        """``(γ, where it comes from)``: what the training labels' scores are lowered by."""
+    def model_gamma(self) -> Tuple[float, str]:
+        """``(γ, where it comes from)`` of the model, when none is given (:meth:`gamma`)."""
 
     @abc.abstractmethod
     def calibrated_threshold(self) -> Tuple[float, str]:
@@ -338,6 +362,15 @@ class LabelPredictor(abc.ABC):
         """Write the predictor as one self-contained directory (:meth:`from_pretrained`)."""
 
     # ------------------------------------------------------------------------------------------ checks
+    def gamma(self, seen_score_offset: Optional[float] = None, names: Arguments = KEYWORDS) -> Tuple[float, str]:
+        """``(γ, where it comes from)``: γ of calibrated stacking, what the training labels' scores are lowered by:
+        ``seen_score_offset`` when given (a finite number, refused under its name in ``names``), else the model's
+        (:meth:`model_gamma`)."""
+        if seen_score_offset is None:
+            return self.model_gamma()
+        names.check(seen_score_offset=seen_score_offset)
+        return float(seen_score_offset), names.seen_score_offset
+
     def threshold(self, threshold: Union[float, str] = CALIBRATED) -> Tuple[float, str]:
         """``(t, where it comes from)``: the threshold :meth:`predict` keeps the labels at or above, on
         :attr:`threshold_on`: ``"calibrated"``, the one the checkpoint holds (the best micro-F1 on validation in
@@ -404,13 +437,11 @@ class LabelPredictor(abc.ABC):
         return texts, single, self.label_set(descriptions, source), lang
 
     # ------------------------------------------------------------------------------------------ scoring
-    def scored_batches(self, texts: Sequence[str], label_set: LabelSet, lang: Optional[str] = None,
-                       seen_score_offset: Optional[float] = None, batch_size: int = 64
-                       ) -> Iterator[Tuple[List[str], torch.Tensor, Optional[torch.Tensor]]]:
+    def scored_batches(self, texts: Sequence[str], label_set: LabelSet, lang: Optional[str], gamma: float,
+                       batch_size: int) -> Iterator[Tuple[List[str], torch.Tensor, Optional[torch.Tensor]]]:
         """``(texts, their scores (B, L), probabilities or None)`` of ``batch_size`` texts at a time on
-        :attr:`device`: the scores are the logits minus γ (:meth:`gamma`) for the training labels."""
-        check_number("--batch-size", batch_size, POSITIVE_INT)
-        gamma, _ = self.gamma(seen_score_offset)
+        :attr:`device`: the scores are the logits minus ``gamma`` (:meth:`gamma`) for the training labels. The numbers
+        are the caller's to check (:meth:`Arguments.check`)."""
         offset = label_set.seen.float() * float(gamma)
         with torch.no_grad():
             for start in range(0, len(texts), batch_size):
@@ -419,15 +450,15 @@ class LabelPredictor(abc.ABC):
                 probs = None if self.probability_kind is None else probabilities(logits, self.probability_kind)
                 yield batch, logits - offset, probs
 
-    def rank(self, texts: Sequence[str], label_set: LabelSet, topk: Optional[int], lang: Optional[str] = None,
-             seen_score_offset: Optional[float] = None, batch_size: int = 64, threshold: Optional[float] = None
-             ) -> Iterator[Tuple[str, List[LabelScore]]]:
-        """``(text, its topk labels best first)`` for each text in order (``topk`` None: every label), of those at or
-        above ``threshold`` when given (a number :meth:`threshold` has checked). ``lang`` must have passed
-        :meth:`check_language`."""
+    def rank(self, texts: Sequence[str], label_set: LabelSet, topk: Optional[int], lang: Optional[str], gamma: float,
+             batch_size: int, threshold: Optional[float] = None) -> Iterator[Tuple[str, List[LabelScore]]]:
+        """``(text, its topk labels best first)`` for each text in order (``topk`` None: every label), the training
+        labels' scores lowered by ``gamma`` (:meth:`gamma`), of those at or above ``threshold`` when given (a number
+        :meth:`threshold` has checked). ``lang`` must have passed :meth:`check_language`, the numbers
+        :meth:`Arguments.check`."""
         names, seen = label_set.names, label_set.seen.tolist()
         k = len(names) if topk is None else min(int(topk), len(names))
-        for batch, scores, probs in self.scored_batches(texts, label_set, lang, seen_score_offset, batch_size):
+        for batch, scores, probs in self.scored_batches(texts, label_set, lang, gamma, batch_size):
             top = scores.topk(k, dim=-1)
             kept = probs if self.threshold_on == "probability" else scores
             values, indices = top.values.tolist(), top.indices.tolist()
@@ -448,20 +479,22 @@ class LabelPredictor(abc.ABC):
         text, or one list for one string. ``lang``: the texts' language, for a multilingual model (one of
         :attr:`languages`). ``seen_score_offset``: γ of calibrated stacking (default: the checkpoint's,
         :meth:`gamma`). The same rankings as ``fairseq-joint-predict-labels`` (which rounds the scores to 4 digits)."""
-        if topk is not None:
-            check_number("--topk", topk, POSITIVE_INT)
+        KEYWORDS.check(topk=topk, batch_size=batch_size)
+        gamma, _ = self.gamma(seen_score_offset)
         limit = None if threshold is None else self.threshold(threshold)[0]
         texts, single, label_set, lang = self.prepare(texts, labels, lang)
-        rows = [ranked for _, ranked in self.rank(texts, label_set, topk, lang, seen_score_offset, batch_size, limit)]
+        rows = [ranked for _, ranked in self.rank(texts, label_set, topk, lang, gamma, batch_size, limit)]
         return rows[0] if single else rows
 
     def scores(self, texts: Texts, labels: Labels, lang: Optional[str] = None,
                seen_score_offset: Optional[float] = None, batch_size: int = 64) -> ScoreMatrix:
         """Every label's score (and probability) for every text, the label set's order kept: a :class:`ScoreMatrix`
         of (texts, labels) tensors on the CPU, (labels,) for one string. Arguments as for :meth:`predict`."""
+        KEYWORDS.check(batch_size=batch_size)
+        gamma, _ = self.gamma(seen_score_offset)
         texts, single, label_set, lang = self.prepare(texts, labels, lang)
         parts = [(scores.cpu(), None if probs is None else probs.cpu())
-                 for _, scores, probs in self.scored_batches(texts, label_set, lang, seen_score_offset, batch_size)]
+                 for _, scores, probs in self.scored_batches(texts, label_set, lang, gamma, batch_size)]
         scores = torch.cat([s for s, _ in parts])
         probs = None if self.probability_kind is None else torch.cat([p for _, p in parts])
         if single:
@@ -476,7 +509,7 @@ class LabelPredictor(abc.ABC):
         vector."""
         if (texts is None) == (labels is None):
             raise InputError("embeddings: give texts or labels=, one of the two")
-        check_number("--batch-size", batch_size, POSITIVE_INT)
+        KEYWORDS.check(batch_size=batch_size)
         if labels is not None:
             if lang is not None:
                 raise OptionError("lang is the texts' language; label vectors are the label language's: drop lang")
@@ -570,16 +603,11 @@ class TrainedLabelPredictor(LabelPredictor):
     def logits(self, vectors: torch.Tensor, label_set: LabelSet, lang: Optional[str]) -> torch.Tensor:
         return self.model.label_scores(vectors, label_set.tokens, label_set.train_index, label_set.names, lang=lang)
 
-    def gamma(self, seen_score_offset: Optional[float] = None) -> Tuple[float, str]:
-        """``(γ, where it comes from)``: γ of calibrated stacking, subtracted from the training labels' scores, is
-        ``seen_score_offset`` when given (a finite number), else the checkpoint's
-        (:attr:`~fairseq_joint.tasks.gile_classification.GileClassificationTask.seen_score_offset`: the
-        ``--seen-score-offset`` of its training, else the γ calibrated on validation in training, else 0)."""
-        if seen_score_offset is None:
-            seen_score_offset, origin = self.task.seen_score_offset, self.task.seen_score_offset_origin
-        else:
-            origin = "--seen-score-offset"
-        return check_number("--seen-score-offset", seen_score_offset, ANY), origin
+    def model_gamma(self) -> Tuple[float, str]:
+        """The checkpoint's γ (:attr:`~fairseq_joint.tasks.gile_classification.GileClassificationTask.
+        seen_score_offset`: the ``--seen-score-offset`` of its training, else the γ calibrated on validation in
+        training, else 0)."""
+        return self.task.seen_score_offset, self.task.seen_score_offset_origin
 
     def calibrated_threshold(self) -> Tuple[float, str]:
         """The probability threshold the checkpoint holds (calibrated on validation in training:
@@ -725,12 +753,9 @@ class EncoderLabelPredictor(LabelPredictor):
 
         return cosine(vectors, label_set.tokens)
 
-    def gamma(self, seen_score_offset: Optional[float] = None) -> Tuple[float, str]:
-        """γ lowers the training labels' scores; an encoder alone has none: 0, or ``seen_score_offset`` (a finite
-        number, which then lowers no label)."""
-        if seen_score_offset is None:
-            return 0.0, "no label was seen in training (a sentence encoder alone)"
-        return check_number("--seen-score-offset", seen_score_offset, ANY), "--seen-score-offset"
+    def model_gamma(self) -> Tuple[float, str]:
+        """γ lowers the training labels' scores; an encoder alone has none (a γ given lowers no label)."""
+        return 0.0, "no label was seen in training (a sentence encoder alone)"
 
     def calibrated_threshold(self) -> Tuple[float, str]:
         raise OptionError(f"threshold={CALIBRATED!r}: a sentence encoder alone was calibrated on no validation: give "

@@ -23,10 +23,9 @@ import json
 import sys
 from typing import Optional, Sequence
 
-from fairseq_joint.cli.common import parser, positive_int, run
+from fairseq_joint.cli.common import parser, run
 from fairseq_joint.data.gile_files import read_label_file
-from fairseq_joint.hub import LabelPredictor
-from fairseq_joint.options import POSITIVE_INT, check_number
+from fairseq_joint.hub import OPTIONS, LabelPredictor
 from fairseq_joint.text_files import read_text
 
 PROG = "fairseq-joint-predict-labels"
@@ -40,7 +39,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "default: the one recorded in the checkpoint")
     p.add_argument("--input", help="texts, one per line (default: stdin)")
     p.add_argument("--topk", type=int, default=5, help="labels printed per text")
-    p.add_argument("--batch-size", type=positive_int, default=64, help="texts scored at once")
+    p.add_argument("--batch-size", type=int, default=64, help="texts scored at once")
     p.add_argument("--json", action="store_true", help="print JSON lines {text, labels: [[label, score], ...]}")
     p.add_argument("--seen-score-offset", type=float, default=None,
                    help="γ subtracted from the scores of the labels seen in training (calibrated stacking); "
@@ -54,7 +53,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--cpu", action="store_true", help="predict on the CPU (default: the first CUDA GPU when there is "
                    "one, as fairseq's commands)")
     args = p.parse_args(argv)
-    check_number("--topk", args.topk, POSITIVE_INT)  # the check LabelPredictor.predict makes: the same message
+    OPTIONS.check(topk=args.topk, batch_size=args.batch_size)  # LabelPredictor.predict's check, naming the options
     descriptions = read_label_file(args.labels)
     lines = read_text(args.input, "--input") if args.input else sys.stdin.read().splitlines()
     predictor = LabelPredictor.from_checkpoint(args.checkpoint, args.data, args.pretrained_encoder, command=PROG,
@@ -67,7 +66,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     texts = [t for t in lines if t.strip()]
     if len(texts) != len(lines):
         print(f"note: skipped {len(lines) - len(texts)} empty input line(s)", file=sys.stderr)
-    gamma, origin = predictor.gamma(args.seen_score_offset)
+    gamma, origin = predictor.gamma(args.seen_score_offset, OPTIONS)
     print(f"note: γ = {gamma:g} is subtracted from the scores of the labels seen in training ({origin})",
           file=sys.stderr)
     for text, ranked in predictor.rank(texts, label_set, args.topk, lang, gamma, args.batch_size):

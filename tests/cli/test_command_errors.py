@@ -22,7 +22,7 @@ COMMANDS = {
     "fairseq-joint-count-params": (["{tmp}/missing.pt"], "missing.pt"),
     "fairseq-joint-preprocess-gile": (["--train", "{tmp}/bad.jsonl", "--destdir", "{tmp}/out"], "bad.jsonl:1"),
     "fairseq-joint-predict-labels": (["--checkpoint", "{tmp}/missing.pt", "--labels", str(SAMPLE / "labels.tsv"),
-                                      "--topk", "0"], "--topk"),
+                                      "--topk", "0"], "--topk must be positive (an integer >= 1), got 0"),
     "fairseq-joint-export-label-embedding": (["{tmp}/missing.pt"], "missing.pt"),
     "fairseq-joint-score": (["--hyp", "{tmp}/hyp.txt", "--ref", "{tmp}/ref.txt"], "hyp.txt"),
     "fairseq-joint-word-vectors": (["--data", "{tmp}/bad.jsonl", "--output", "{tmp}/v.txt"], "bad.jsonl:1"),

@@ -12,7 +12,7 @@ from conftest import SAMPLE
 from fairseq_joint import errors
 from fairseq_joint.bundles import MANIFEST
 from fairseq_joint.data.gile_files import read_label_file
-from fairseq_joint.hub import LabelPredictor, as_texts, check_device
+from fairseq_joint.hub import OPTIONS, LabelPredictor, as_texts, check_device
 
 LABELS = SAMPLE / "labels.tsv"
 TEXTS = ["a text editor for programmers", "network audio streaming server", "a game of strategy"]
@@ -180,6 +180,34 @@ def test_an_encoder_saved_as_one_directory_loads_elsewhere_and_a_part_altered_is
         with pytest.raises(kind, match=message) as raised:
             LabelPredictor.from_pretrained(damaged(change))
         assert "\n" not in errors.one_line(raised.value)
+    checkpoint = tmp_path / "checkpoint_best.pt"
+    checkpoint.write_bytes(b"never read")  # a file: from_pretrained sends it to from_checkpoint
+    with pytest.raises(errors.CheckpointError, match=f"^{checkpoint} is a file, not a directory written by "
+                       "LabelPredictor.save: load a checkpoint file with LabelPredictor.from_checkpoint$"):
+        LabelPredictor.from_pretrained(checkpoint)
+    with pytest.raises(errors.MissingFileError, match=f"^{tmp_path / 'none'}: no such directory"):
+        LabelPredictor.from_pretrained(tmp_path / "none")
+
+
+def test_the_api_names_its_keywords_where_the_command_names_its_options(zero_shot):
+    """One check of a ranking's numbers (hub.Arguments.check): a Python caller's refusal names the keyword it gave,
+    fairseq-joint-predict-labels' the option (tests/cli/test_command_errors.py runs the command)."""
+    for call, message in ((dict(topk=0), r"^topk must be positive \(an integer >= 1\), got 0: give a value in that "
+                                         "range$"),
+                          (dict(batch_size=2.5), "^batch_size must be positive .*got 2.5"),
+                          (dict(seen_score_offset=float("nan")), "^seen_score_offset must be a finite number, got nan")):
+        with pytest.raises(errors.OptionError, match=message):
+            zero_shot.predict(TEXTS, labels=NAMES, **call)
+    with pytest.raises(errors.OptionError, match="^batch_size must be positive"):
+        zero_shot.scores(TEXTS, labels=NAMES, batch_size=0)
+    with pytest.raises(errors.OptionError, match="^batch_size must be positive"):
+        zero_shot.embeddings(TEXTS, batch_size=0)
+    assert zero_shot.gamma(0.5) == (0.5, "seen_score_offset") and zero_shot.gamma(0.5, OPTIONS) == (0.5, "--seen-"
+                                                                                                     "score-offset")
+    with pytest.raises(errors.OptionError, match="^--seen-score-offset must be a finite number, got inf"):
+        zero_shot.gamma(float("inf"), OPTIONS)
+    with pytest.raises(errors.OptionError, match="^--topk must be positive .*got 0"):
+        OPTIONS.check(topk=0, batch_size=64)
 
 
 def test_an_encoder_saved_by_reference_is_pinned_by_its_fingerprint(sentence_encoder, tmp_path):
