@@ -153,22 +153,32 @@ def test_gradcheck(kind):
 
 
 # ---------------------------------------------------------------- eval cache
+def projections(layer):
+    """The class tables the layer projects (g_out(X)) from now on, as (rows, dtype): what the eval cache saves."""
+    projected = []
+    project = layer.project_classes
+    layer.project_classes = lambda table: projected.append((table.size(0), table.dtype)) or project(table)
+    return projected
+
+
+def uncached(layer, h):
+    """The layer's scores with autograd on, which the eval cache never serves: g_out(X) projected afresh."""
+    with torch.enable_grad():
+        return layer(h).detach()
+
+
 @pytest.mark.parametrize("kind", ["joint", "label"])
 def test_eval_cache_equals_uncached_and_refreshes_after_update(kind):
     layer, E = make(kind)
     h = feats(2)
     layer.eval()
-    projected = []  # g_out(X) of the whole class table, each time the layer computes it
-    project = layer.project_classes
-    layer.project_classes = lambda table: projected.append(table.size(0)) or project(table)
+    projected = projections(layer)
     with torch.no_grad():
         cached = layer(h)
         again = layer(h)
-    assert projected == [V]  # the second call is served from the cache: the class side is projected once
+    assert projected == [(V, torch.float64)]  # the second call is served from the cache: projected once
     torch.testing.assert_close(again, cached)
-    with torch.enable_grad():
-        uncached = layer(h)  # autograd on: never served from the cache
-    torch.testing.assert_close(cached, uncached.detach())
+    torch.testing.assert_close(cached, uncached(layer, h))
     # an optimizer step changes E and U in place: the cache must follow
     opt = torch.optim.SGD(list(layer.parameters()) + [E.weight], lr=0.5)
     layer.train()
@@ -176,10 +186,12 @@ def test_eval_cache_equals_uncached_and_refreshes_after_update(kind):
     opt.step()
     layer.eval()
     with torch.no_grad():
+        before = len(projected)
         after = layer(h)
-        layer._invalidate_cache()
-        fresh = layer(h)
-    torch.testing.assert_close(after, fresh)
+        assert len(projected) == before + 1  # the step was seen: the class side projected again
+        layer(h)
+        assert len(projected) == before + 1  # and cached again
+    torch.testing.assert_close(after, uncached(layer, h))
     assert not torch.allclose(after, cached)
 
 
@@ -195,10 +207,11 @@ def test_eval_cache_refreshes_after_load_state_dict_and_direct_edit():
         torch.testing.assert_close(layer(h), other.eval()(h))
         assert not torch.allclose(layer(h), before)
         cached = layer(h)  # fills the cache from the loaded E
+        projected = projections(layer)
         E.weight[3] += 1.0  # any in-place change of E, without telling the layer
         after = layer(h)
-        layer._invalidate_cache()
-        torch.testing.assert_close(after, layer(h))  # what a fresh projection gives
+        assert projected == [(V, torch.float64)]  # the edit was seen: the class side projected again
+        torch.testing.assert_close(after, uncached(layer, h))  # what a fresh projection gives
         assert not torch.allclose(after[:, 3], cached[:, 3])  # so the cached scores of word 3 were not reused
 
 
@@ -208,15 +221,17 @@ def test_eval_cache_follows_a_dtype_change(convert):
     layer, E = make("joint")
     h = feats(3)
     layer.eval()
+    projected = projections(layer)
     with torch.no_grad():
         layer(h)
-        assert layer._cache.dtype == torch.float64
         for module in (layer, E):  # the decoder converts E and the output layer together
             {"half": module.half, "float": module.float, "to_float32": lambda m=module: m.to(torch.float32)}[convert]()
         dtype = torch.float16 if convert == "half" else torch.float32
         h = h.to(dtype)
         scores = layer(h)
-        assert layer._cache.dtype == dtype and scores.dtype == dtype
+        layer(h)
+        # projected again in the new dtype (not served from the fp64 cache), then cached in it
+        assert projected == [(V, torch.float64), (V, dtype)] and scores.dtype == dtype
         U, bu = layer.class_weight, layer.class_bias
         expected = layer.encode_context(h).float() @ torch.tanh(E.weight.float() @ U.float().t() + bu.float()).t()
         torch.testing.assert_close(scores.float(), expected + layer.bias.float(), rtol=2e-2, atol=2e-2)
