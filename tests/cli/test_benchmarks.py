@@ -118,7 +118,7 @@ def test_large_vocab_quick_runs(tmp_path):
         assert row["vs_tied_full"] == pytest.approx(full["tied"] / median(row))
     plain, chunked = result["memory"]
     assert (plain["mode"], chunked["mode"]) == ("plain", "chunked")
-    assert plain["peak_mib"] > 0 and chunked["peak_mib"] > 0
+    assert chunked["peak_mib"] < plain["peak_mib"]  # the chunks' logits, not the T x |V| ones (about 5 MiB less)
     assert abs(plain["loss"] - chunked["loss"]) < 1e-2 * abs(plain["loss"])
     assert {t["target"] for t in result["targets"]} >= {"chunked / plain peak memory", "chunked / plain time"}
     values = {t["target"]: t["value"] for t in result["targets"]}
