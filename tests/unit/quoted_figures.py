@@ -134,8 +134,9 @@ FIGURES = {
         N("| 20, 0.01, 32 |", "defaults"),
     ],
     "docs/fairseq-patches.md": [
-        N("the exact softmax in chunks of 8,192 vocabulary rows (the criterion's per-position path: the tokens walked in "
-          "blocks of at most T · 8,192 logits)", "a setting: VALIDATION_CHUNK of sampled_cross_entropy.py"),
+        N("the exact softmax in chunks of 8,192 vocabulary rows (validation's: the fused kernels on a CUDA GPU, the "
+          "vocabulary walk on the CPU; at most T · 8,192 logits at a time)",
+          "a setting: VALIDATION_CHUNK of sampled_cross_entropy.py"),
         N("but torch ≥ 2.6 loads no fairseq checkpoint", "a version"),
         N("torch ≥ 2.6 loads with `weights_only=True`", "a version"),
         N("with torch ≥ 2.6 fairseq then loads", "a version"),
