@@ -46,7 +46,7 @@ from fairseq_joint.data.gile_files import (
     check_label,
     read_label_file,
 )
-from fairseq_joint.data.label_set import LabelSet
+from fairseq_joint.data.label_set import LabelSet, check_description_language
 from fairseq_joint.errors import CheckpointError, InputError, MissingFileError, OptionError
 from fairseq_joint.loaders import load_checkpoint, load_gile_checkpoint
 from fairseq_joint.modules.tokenizer import tokenize
@@ -556,8 +556,9 @@ class TrainedLabelPredictor(LabelPredictor):
         return list(self.model.languages)
 
     def check_language(self, lang: Optional[str]) -> Optional[str]:
-        """``lang`` for a multilingual model (one of its languages: required), None for a monolingual one (which
-        refuses a ``lang``)."""
+        """``lang`` for a multilingual model (one of its languages; required over per-language word encoders, optional
+        over a sentence encoder, which scores a text of no given language with the mean of its languages'
+        classification units), None for a monolingual one (which refuses a ``lang``)."""
         if self.model.languages:
             try:
                 return self.model.check_language(lang)
@@ -577,7 +578,13 @@ class TrainedLabelPredictor(LabelPredictor):
         return {**(corpus.eval_descriptions or {}), **(corpus.descriptions or {})}
 
     def label_set(self, descriptions: Dict[str, str], source: str = "the labels given") -> LabelSet:
-        """:meth:`LabelPredictor.label_set`; ``--head linear`` refuses labels unseen in training, naming ``source``."""
+        """:meth:`LabelPredictor.label_set`; warns when the descriptions seem to be in another language than the model's
+        (:func:`~fairseq_joint.data.label_set.check_description_language`, once per label set); ``--head linear``
+        refuses labels unseen in training, naming ``source``."""
+        if tuple(descriptions.items()) not in self.label_sets:
+            corpus = self.task.corpus
+            check_description_language(descriptions, corpus.dictionary, corpus.label_language,
+                                       os.path.join(corpus.data_dir(corpus.label_language), "dict.txt"), source)
         label_set = super().label_set(descriptions, source)
         if not self.model.scores_unseen_labels:
             unseen = [n for n, i in zip(label_set.names, label_set.train_index.tolist()) if i < 0]

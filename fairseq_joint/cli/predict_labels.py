@@ -9,7 +9,9 @@ pretrained``) the texts and descriptions are embedded by it (the descriptions' e
 γ (calibrated stacking: it lowers the training labels' scores so that new labels can compete) is the checkpoint's
 unless ``--seen-score-offset`` gives one: the ``--seen-score-offset`` of training, else the γ calibrated on the
 validation documents in training, else 0; one line on stderr says which. A multilingual model
-(``--languages``) needs the texts' language, ``--lang``: one it was trained on. It runs on a GPU when there is one (the
+(``--languages``) takes the texts' language, ``--lang``: one it was trained on; over a sentence encoder (every
+language's) it reads texts of an unknown language too, scored without ``--lang`` with the mean of its languages'
+classification units, while over per-language word encoders (WAN/HAN) ``--lang`` is required. It runs on a GPU when there is one (the
 model, its sentence encoder and the label set), ``--cpu`` keeps it on the CPU. The same from Python, with the model
 loaded once: :class:`fairseq_joint.hub.LabelPredictor` (docs/python.md), whose ranking this command prints.
 
@@ -45,7 +47,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="γ subtracted from the scores of the labels seen in training (calibrated stacking); "
                    "default: the checkpoint's (its training's --seen-score-offset, else the γ calibrated on "
                    "validation in training, else 0)")
-    p.add_argument("--lang", help="the texts' language, for a multilingual model (one of its --languages)")
+    p.add_argument("--lang", help="the texts' language, for a multilingual model (one of its --languages; a model "
+                   "over a sentence encoder without it scores with the mean of its languages' classification units)")
     p.add_argument("--pretrained-encoder", help="the sentence-transformers directory of a model trained with "
                    "--encoder pretrained, when it is no longer where training found it")
     p.add_argument("--label-file", help="where the --label-file training was given is now, if it moved")
@@ -62,6 +65,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if predictor.device.type != "cpu":
         print(f"note: predicting on {predictor.device} (--cpu to stay on the CPU)", file=sys.stderr)
     lang = predictor.check_language(args.lang)
+    if predictor.languages and lang is None:
+        print(f"note: no --lang: each text is scored with the mean of the classification units of "
+              f"{', '.join(predictor.languages)} (--lang L scores with L's own)", file=sys.stderr)
     label_set = predictor.label_set(descriptions, args.labels)
     texts = [t for t in lines if t.strip()]
     if len(texts) != len(lines):

@@ -603,13 +603,24 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
     def head_dtype(self):
         return next(self.head.parameters()).dtype
 
+    @property
+    def reads_any_language(self) -> bool:
+        """A multilingual model over one sentence encoder reads a text without being told its language: the encoder
+        and the joint space are every language's, and only the classification units are each language's (a text of
+        no given language is scored with their mean, :meth:`label_scores`); one over per-language word encoders
+        (WAN/HAN) needs the language to pick its dictionary and encoder."""
+        return bool(self.languages) and self.sentence_encoder is not None
+
     def check_language(self, lang: Optional[str]) -> Optional[str]:
-        """``lang`` for a multilingual model (it must be one of its languages), None for a monolingual one."""
+        """``lang`` for a multilingual model (it must be one of its languages; None where :attr:`reads_any_language`),
+        None for a monolingual one."""
         if not self.languages:
             return None
+        if lang is None and self.reads_any_language:
+            return None
         if lang is None:
-            raise OptionError(f"the model is multilingual (trained on {', '.join(self.languages)}): give the texts' "
-                             "language (--lang), one of them")
+            raise OptionError(f"the model is multilingual over per-language word encoders (trained on "
+                              f"{', '.join(self.languages)}): give the texts' language (--lang), one of them")
         if lang not in self.languages:
             raise OptionError(f"the model was trained on {', '.join(self.languages)}, not {lang!r}: give one of them "
                              f"(--lang), or train a model with {lang}")
@@ -695,8 +706,13 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
 
     def label_scores(self, features, label_tokens=None, train_index=None, label_names=None, lang=None):
         """Logits (B, L) of the given labels: descriptions ``label_tokens`` (L, T), training rows ``train_index``;
-        a multilingual model scores with the classification unit of ``lang``."""
-        head = self.head[self.check_language(lang)] if self.languages else self.head
+        a multilingual model scores with the classification unit of ``lang``, and a text of no given language (where
+        :attr:`reads_any_language`) with the mean of every language's unit's logits."""
+        lang = self.check_language(lang)
+        if self.languages and lang is None:
+            return torch.stack([self.label_scores(features, label_tokens, train_index, label_names, other)
+                                for other in self.languages]).mean(0)
+        head = self.head[lang] if self.languages else self.head
         if self.head_name == "linear":
             unseen = (train_index < 0).nonzero().flatten()
             if unseen.numel():
@@ -746,12 +762,12 @@ def gile_multilingual(args) -> None:
     encoder): ``gile_pretrained``'s hybrid encoder and head, the sentence encoder a multilingual student of an English
     one (``fairseq-joint-distill-encoder``), the lexical model one for every language (``fairseq-joint-preprocess-gile
     --lexical-texts`` over every language's training texts, ``--lexical-tokenizer gile``) and its projection wider than
-    in English (``--lexical-dim 256``: nine languages' words share it); the joint space shared, the classification unit
+    in English (``--lexical-dim 128``: nine languages' words share it); the joint space shared, the classification unit
     each language's. Trained 1 epoch with the learning rate decayed linearly to 0 (a second one overfits the smaller
     languages' seen labels). examples/gile/multilingual.sh makes the student, the data and the model;
     studies/gile-multilingual.md measured it."""
     preset(args, "gile_multilingual", GileClassifierConfig(encoder="hybrid", head="gile", similarity_init=True,
-                                                           seen_label_bias=True, cosine_prior=20.0, lexical_dim=256))
+                                                           seen_label_bias=True, cosine_prior=20.0, lexical_dim=128))
 
 
 def preset(args, name: str, defaults: "GileClassifierConfig") -> None:

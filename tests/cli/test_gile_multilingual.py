@@ -60,6 +60,23 @@ def test_train_validate_round_trip_and_predict_by_language(ml_bin, tmp_path):
     ranked = cli("fairseq-joint-predict-labels", "--checkpoint", save / "checkpoint_last.pt", "--labels",
                  ML_SAMPLE / "labels.tsv", "--input", texts, "--lang", "pl", "--topk", "3", "--json")
     assert len(ranked.stdout.splitlines()) == 2
+    assert "another language" not in ranked.stderr  # the English descriptions are the model's description language
+    # mixed-script and empty texts are handled as in English: ranked / skipped with a note, nothing else dropped
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_text("Biblioteka PNG 画像 библиотека graphics\n\n   \nGra strategiczna.\n", encoding="utf-8")
+    ranked = cli("fairseq-joint-predict-labels", "--checkpoint", save / "checkpoint_last.pt", "--labels",
+                 ML_SAMPLE / "labels.tsv", "--input", mixed, "--lang", "pl", "--topk", "3", "--json")
+    assert len(ranked.stdout.splitlines()) == 2 and "skipped 2 empty input line(s)" in ranked.stderr
+    # descriptions in another language than the model's (en): one warning that says so, the labels still ranked
+    names = [line.split("\t")[0] for line in (ML_SAMPLE / "labels.tsv").read_text(encoding="utf-8").splitlines()]
+    polish = [json.loads(line)["text"] for line in (ML_SAMPLE / "pl" / "train.jsonl").read_text().splitlines()]
+    foreign = tmp_path / "labels.pl.tsv"
+    foreign.write_text("".join(f"{n}\t{t[:80]}\n" for n, t in zip(names, polish)), encoding="utf-8")
+    ranked = cli("fairseq-joint-predict-labels", "--checkpoint", save / "checkpoint_last.pt", "--labels", foreign,
+                 "--input", texts, "--lang", "pl", "--topk", "3", "--json")
+    warned = [line for line in ranked.stderr.splitlines() if "another language" in line]
+    assert len(warned) == 1 and f"{foreign}: " in warned[0] and "(en)" in warned[0] and "en/dict.txt" in warned[0]
+    assert len(ranked.stdout.splitlines()) == 2
     for lang, said in (("de", "trained on en, pl, not 'de'"), (None, "give the texts' language (--lang)")):
         args = ["--lang", lang] if lang else []
         bad = cli("fairseq-joint-predict-labels", "--checkpoint", save / "checkpoint_last.pt", "--labels",
@@ -349,6 +366,20 @@ def test_the_multilingual_recipe_makes_a_student_shared_lexical_features_and_one
     ranked = predictor.predict("Biblioteka do obsługi plików graficznych PNG.", labels=str(ML_SAMPLE / "labels.tsv"),
                                lang="pl", topk=3)
     assert len(ranked) == 3
+    # over one sentence encoder the model reads a text without its language: the mean of the units' logits
+    text, labels = "Biblioteka do obsługi plików graficznych PNG.", str(ML_SAMPLE / "labels.tsv")
+    per_lang = [predictor.scores(text, labels, lang=lang).scores for lang in ("en", "pl")]
+    assert not torch.allclose(per_lang[0], per_lang[1])  # the classification units differ
+    torch.testing.assert_close(predictor.scores(text, labels).scores, (per_lang[0] + per_lang[1]) / 2)
+    (tmp_path / "pl.txt").write_text(text + "\n", encoding="utf-8")
+    anywhere = cli("fairseq-joint-predict-labels", "--checkpoint", work / "checkpoint_last.pt", "--labels", labels,
+                   "--input", tmp_path / "pl.txt", "--topk", "3", "--json")
+    assert len(anywhere.stdout.splitlines()) == 1
+    assert "no --lang: each text is scored with the mean of the classification units of en, pl" in anywhere.stderr
+    bad = cli("fairseq-joint-predict-labels", "--checkpoint", work / "checkpoint_last.pt", "--labels", labels,
+              "--input", tmp_path / "pl.txt", "--lang", "xx", check=False)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert "trained on en, pl, not 'xx': give one of them" in bad.stderr
     again = cli("bash", REPO / "examples/gile/multilingual.sh", ML_SAMPLE, work, env=env)
     assert "distilling" not in again.stderr and "binarizing" not in again.stderr and "training" not in again.stderr
     assert "done:" in again.stderr and run.returncode == 0

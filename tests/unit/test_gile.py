@@ -451,6 +451,33 @@ def test_a_label_described_by_unknown_words_only_is_refused(caplog):
     assert not caplog.records
 
 
+def test_descriptions_mostly_unknown_to_the_description_languages_dictionary_are_warned_of(caplog):
+    """More than a quarter of the descriptions' words unknown to the dictionary of the model's description language:
+    one warning naming the label source, the count, the dictionary and the language; a quarter or less: silence."""
+    from fairseq.data import Dictionary
+
+    from fairseq_joint.data.label_set import check_description_language
+
+    d = Dictionary()
+    for w in ("image", "library", "game"):
+        d.add_symbol(w)
+    log = "fairseq_joint.data.label_set"
+    with caplog.at_level("WARNING", logger=log):  # 1 of 4 words unknown: 25%, not more
+        check_description_language({"a": "image library", "b": "game biblioteka"}, d, "en", "bin/en/dict.txt", "x.tsv")
+    assert not caplog.records
+    with caplog.at_level("WARNING", logger=log):  # 3 of 5 unknown
+        check_description_language({"a": "biblioteka obrazów", "b": "gra game library"}, d, "en", "bin/en/dict.txt",
+                                   "labels.pl.tsv")
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert warning.startswith("labels.pl.tsv: 3 of the descriptions' 5 words (60%) are not in bin/en/dict.txt, the "
+                              "dictionary of the model's description language (en): ")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger=log):  # a monolingual model names no language
+        check_description_language({"a": "kiwi"}, d, "", "bin/dict.txt", "the labels given")
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "(the language of its training texts)" in warning
+
+
 def test_a_split_is_batched_by_fairseqs_datasets(tmp_path):
     """load_gile_split: texts right-padded, their lengths and token count, the multi-hot target over the label set
     (an unseen label included), the multiclass column and the label set itself; shortest texts first."""
