@@ -71,7 +71,8 @@ def test_train_validate_round_trip_and_predict_by_language(ml_bin, tmp_path):
     names = [line.split("\t")[0] for line in (ML_SAMPLE / "labels.tsv").read_text(encoding="utf-8").splitlines()]
     polish = [json.loads(line)["text"] for line in (ML_SAMPLE / "pl" / "train.jsonl").read_text().splitlines()]
     foreign = tmp_path / "labels.pl.tsv"
-    foreign.write_text("".join(f"{n}\t{t[:80]}\n" for n, t in zip(names, polish)), encoding="utf-8")
+    # (each with one English word: a HAN model refuses a description none of whose words it knows)
+    foreign.write_text("".join(f"{n}\t{t[:80]} library\n" for n, t in zip(names, polish)), encoding="utf-8")
     ranked = cli("fairseq-joint-predict-labels", "--checkpoint", save / "checkpoint_last.pt", "--labels", foreign,
                  "--input", texts, "--lang", "pl", "--topk", "3", "--json")
     warned = [line for line in ranked.stderr.splitlines() if "another language" in line]
