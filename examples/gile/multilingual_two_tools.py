@@ -8,7 +8,9 @@ tools cannot know them):
 
 * **the model**: seen and unseen AvgPr of each checkpoint (its head's logits, with ``--cosine-prior λ`` for each λ of
   ``--lambdas``: the prior is applied at evaluation, the checkpoints are the same), and the GZSL H of the two groups
-  ranked together with γ cross-calibrated (``fairseq_joint_studies.study_metrics.cross_calibrated_gzsl``);
+  ranked together with γ cross-calibrated (``fairseq_joint_studies.study_metrics.cross_calibrated_gzsl``); a model
+  over a sentence encoder also scored without the texts' language (the mean of its languages' classification units,
+  as ``fairseq-joint-predict-labels`` without ``--lang``);
 * **L's TF-IDF + logistic regression**, trained on L's own training documents (word uni- and bigrams split as the
   model's lexical channel splits them, ``--tokenizer``): seen AvgPr;
 * **the encoder's cosine** of text and description (the sentence encoder the model uses, ``--encoder``): unseen AvgPr;
@@ -62,6 +64,7 @@ def model_figures(checkpoint, data_bin, lambdas):
     for lam in lambdas:
         model.cfg.cosine_prior = lam
         scores, targets, label_set = split_scores(model, task, "valid")
+        anywhere = split_scores(model, task, "valid", any_language=True)[0] if model.reads_any_language else None
         offsets = task.dataset("valid").offsets
         names = list(label_set.names)
         per_lang = {}
@@ -69,6 +72,9 @@ def model_figures(checkpoint, data_bin, lambdas):
             rows = slice(int(offsets[pos]), int(offsets[pos + 1]))
             columns, seen = groups_of(data_bin, lang, names)
             per_lang[lang] = figures(scores[rows][:, columns], targets[rows][:, columns], seen)
+            if anywhere is not None:
+                no_lang = figures(anywhere[rows][:, columns], targets[rows][:, columns], seen)
+                per_lang[lang].update({f"{k}_no_lang": v for k, v in no_lang.items() if k != "gamma"})
         out[f"{lam:g}"] = per_lang
     return out
 
@@ -147,13 +153,16 @@ def report(table, base, languages, args, seeds):
         lines += [f"{args.name}, --cosine-prior {lam}, {seeds} seed(s); valid; seen: L's own training labels, unseen: "
                   "no language's", "",
                   "| L | docs | seen / unseen labels | L's TF-IDF + LR seen | model seen | cosine unseen | 3x chance | "
-                  "model unseen | two tools H | model H (γ cal.) | targets (seen, unseen, H) |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "model unseen | two tools H | model H (γ cal.) | targets (seen, unseen, H) | no lang: seen / unseen / H |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for lang in languages:
             b, s = base[lang], rows[lang]
+            no_lang = " / ".join(f"{s[k + '_no_lang']:.2f}" for k in ("seen_avgpr", "unseen_avgpr", "cal_gzsl_h")) \
+                if "seen_avgpr_no_lang" in s else "–"
             lines.append(f"| {lang} | {b['docs']} | {b['seen_labels']} / {b['unseen_labels']} | {b['tfidf_lr']:.2f} | "
                          f"{cell(s, 'seen_avgpr')} | {b['cosine']:.2f} | {3 * b['chance_unseen']:.2f} | "
-                         f"{cell(s, 'unseen_avgpr')} | {b['two_tools']:.2f} | {cell(s, 'cal_gzsl_h')} | {met(s, b)} |")
+                         f"{cell(s, 'unseen_avgpr')} | {b['two_tools']:.2f} | {cell(s, 'cal_gzsl_h')} | {met(s, b)} | "
+                         f"{no_lang} |")
         lines.append("")
     return lines
 

@@ -12,9 +12,11 @@ import numpy as np
 from fairseq_joint.metrics import calibrate_seen_offset, gzsl_metric_sums, harmonic_mean, ranking_metric_sums, summarize
 
 
-def split_scores(model, task, subset: str, batch_size: int = 64, seen_only: bool = False):
+def split_scores(model, task, subset: str, batch_size: int = 64, seen_only: bool = False, any_language: bool = False):
     """``(scores, targets, label_set)`` of every document of ``subset`` (in file order) over its label set (only the seen
-    labels with ``seen_only``, e.g. for ``--head linear``); scores are the head's logits, as numpy arrays."""
+    labels with ``seen_only``, e.g. for ``--head linear``); scores are the head's logits, as numpy arrays. A
+    multilingual model scores each batch as its language's (``any_language``: as a text of no given language, the
+    mean of its languages' classification units)."""
     import torch
 
     task.load_dataset(subset)
@@ -24,7 +26,8 @@ def split_scores(model, task, subset: str, batch_size: int = 64, seen_only: bool
         for sample in itr:
             cols = sample["label_train_index"] >= 0 if seen_only else torch.ones_like(sample["label_train_index"]).bool()
             logits = model.label_scores(model(**sample["net_input"]), sample["label_tokens"][cols],
-                                        sample["label_train_index"][cols], lang=sample.get("lang"))
+                                        sample["label_train_index"][cols],
+                                        lang=None if any_language else sample.get("lang"))
             scores.append(logits.float().numpy())
             targets.append(sample["target"][:, cols].numpy() > 0)
             ids.append(sample["id"].numpy())

@@ -381,6 +381,23 @@ def test_the_multilingual_recipe_makes_a_student_shared_lexical_features_and_one
               "--input", tmp_path / "pl.txt", "--lang", "xx", check=False)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
     assert "trained on en, pl, not 'xx': give one of them" in bad.stderr
+    # each language's row against its two tools: the targets' marks follow from the figures beside them, and the
+    # model is scored with and without the texts' language
+    python_script("examples/gile/multilingual_two_tools.py", "--data", ML_SAMPLE, "--data-bin", work / "bin",
+                  "--encoder", work / "student", "--checkpoints", work / "checkpoint_last.pt", "--workdir",
+                  tmp_path / "study", "--lambdas", "0,20")
+    report = json.loads((tmp_path / "study" / "two_tools.json").read_text())
+    assert (tmp_path / "study" / "two_tools.png").is_file()
+    table = (tmp_path / "study" / "two_tools.md").read_text(encoding="utf-8")
+    for lam in ("0", "20"):
+        for lang in ("en", "pl"):
+            row, base = report["table"][lam][lang], report["baselines"][lang]
+            assert base["docs"] == 60 and base["seen_labels"] > 0 and 0 < base["chance_unseen"] < 100
+            marks = ["✓" if ok else "✗" for ok in (row["seen_avgpr"] >= base["tfidf_lr"],
+                                                  row["unseen_avgpr"] >= max(base["cosine"], 3 * base["chance_unseen"]),
+                                                  row["cal_gzsl_h"] > base["two_tools"])]
+            assert f"| {' '.join(marks)} | {row['seen_avgpr_no_lang']:.2f} / " in table
+    assert report["table"]["0"]["pl"]["unseen_avgpr"] != report["table"]["20"]["pl"]["unseen_avgpr"]  # λ applied
     again = cli("bash", REPO / "examples/gile/multilingual.sh", ML_SAMPLE, work, env=env)
     assert "distilling" not in again.stderr and "binarizing" not in again.stderr and "training" not in again.stderr
     assert "done:" in again.stderr and run.returncode == 0
