@@ -183,7 +183,10 @@ def plot(table, base, languages, path, name):
                            label="3x chance", zorder=3)
             ax.set_xticks(x, languages)
             ax.set_title(title, fontsize=9)
-            ax.legend(fontsize=7)
+            if key == "seen_avgpr":  # the two sides are a few points apart: start the axis near them
+                low = min(means + [base[lang][tool] for lang in languages])
+                ax.set_ylim(max(0.0, 5 * (low // 5) - 5), None)
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3, frameon=False)
 
 
 if __name__ == "__main__":
