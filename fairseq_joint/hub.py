@@ -581,11 +581,12 @@ class TrainedLabelPredictor(LabelPredictor):
         """:meth:`LabelPredictor.label_set`; warns when the descriptions seem to be in another language than the model's
         (:func:`~fairseq_joint.data.label_set.check_description_language`, once per label set); ``--head linear``
         refuses labels unseen in training, naming ``source``."""
-        if tuple(descriptions.items()) not in self.label_sets:
+        new = tuple(descriptions.items()) not in self.label_sets
+        label_set = super().label_set(descriptions, source)  # refuses descriptions it cannot read, before any warning
+        if new:
             corpus = self.task.corpus
             check_description_language(descriptions, corpus.dictionary, corpus.label_language,
                                        os.path.join(corpus.data_dir(corpus.label_language), "dict.txt"), source)
-        label_set = super().label_set(descriptions, source)
         if not self.model.scores_unseen_labels:
             unseen = [n for n, i in zip(label_set.names, label_set.train_index.tolist()) if i < 0]
             if unseen:

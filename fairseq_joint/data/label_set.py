@@ -48,7 +48,7 @@ def check_description_language(descriptions: Dict[str, str], dictionary: Diction
         logger.warning(f"{source}: {unknown} of the descriptions' {len(words)} words ({100 * unknown / len(words):.0f}%) "
                        f"are not in {dictionary_path}, the dictionary of the model's description language ({named}): "
                        f"the descriptions look like another language, which its lexical features and tokenizer "
-                       f"mostly do not know; give the labels {named} descriptions for reliable scores")
+                       f"mostly do not know; describe the labels in {named} for reliable scores")
 
 
 def train_positions(names: Sequence[str], train_labels: Sequence[str]) -> torch.Tensor:
