@@ -1,4 +1,5 @@
-"""Every change fairseq-joint makes to fairseq's behaviour, in one place; ``FAIRSEQ_JOINT_PATCHES=0`` turns all off.
+"""Every change fairseq-joint makes to fairseq's behaviour, in one place; ``FAIRSEQ_JOINT_PATCHES=0`` turns all off,
+``FAIRSEQ_JOINT_PATCHES=name,name`` keeps only those.
 
 Importing the plugin (``--user-dir``, ``import fairseq_joint``) registers its models, criteria and tasks and allowlists
 the classes fairseq checkpoints pickle (``checkpoint_allowlist``: without it torch >= 2.6 loads no fairseq checkpoint);
@@ -105,12 +106,13 @@ import logging
 import os
 import sys
 import warnings
-from typing import Callable, Dict, List, NamedTuple, Tuple
+from typing import Callable, Dict, FrozenSet, List, NamedTuple, Optional, Tuple
 
 from fairseq_joint import checkpoint_allowlist, checkpoints, errors, resume
 
-#: set to 0 to leave fairseq's behaviour as it is (the plugin still registers and trains; torch >= 2.6 then loads
-#: fairseq's checkpoints only with its own TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1, as without the plugin)
+#: set to 0 to leave fairseq's behaviour as it is (the plugin still registers and trains), or to the names of the
+#: changes to keep, e.g. ``safe_checkpoints`` alone: fairseq as it is, its checkpoints loaded with torch's
+#: ``weights_only`` check on (with 0, torch >= 2.6 loads no fairseq checkpoint, as without the plugin)
 ENV = "FAIRSEQ_JOINT_PATCHES"
 
 
@@ -149,9 +151,26 @@ MARK = "fairseq_joint_{}"
 _wrapped: Dict[str, List[Tuple[object, str, object]]] = {}
 
 
-def enabled() -> bool:
-    """Whether the changes are on (``FAIRSEQ_JOINT_PATCHES`` is not ``0``)."""
-    return os.environ.get(ENV, "1").strip() != "0"
+def chosen() -> FrozenSet[str]:
+    """The patches ``FAIRSEQ_JOINT_PATCHES`` switches on: every one (unset or ``1``), none (``0``), or the ones it
+    names (``safe_checkpoints,exact_scores``); a name of no patch is refused."""
+    value = os.environ.get(ENV, "1").strip()
+    if value in ("", "1"):
+        return frozenset(p.name for p in PATCHES)
+    if value == "0":
+        return frozenset()
+    names = frozenset(n.strip() for n in value.split(",") if n.strip())
+    unknown = sorted(names - {p.name for p in PATCHES})
+    if unknown:
+        raise errors.OptionError(f"{ENV}={value}: {unknown[0]!r} is no change of fairseq_joint's: give 1 (all), 0 "
+                                 f"(none) or names of {', '.join(p.name for p in PATCHES)}")
+    return names
+
+
+def enabled(patch: Optional[str] = None) -> bool:
+    """Whether ``patch`` is switched on (:func:`chosen`); without a name, whether any is."""
+    names = chosen()
+    return bool(names) if patch is None else patch in names
 
 
 def wrap(owner, attribute: str, make_wrapper: Callable[[Callable], Callable], patch: str) -> bool:
@@ -209,8 +228,8 @@ def running_as_main(module) -> List[object]:
 
 
 def apply() -> List[str]:
-    """Install every change of :data:`PATCHES` that applies to this process, unless ``FAIRSEQ_JOINT_PATCHES=0``;
-    the names of those it installed now."""
+    """Install every change of :data:`PATCHES` that applies to this process and ``FAIRSEQ_JOINT_PATCHES`` switches on
+    (:func:`chosen`); the names of those it installed now."""
     if not enabled():
         return []
     from fairseq import checkpoint_utils, options
@@ -224,16 +243,19 @@ def apply() -> List[str]:
     from fairseq_joint import checks  # the checks of fairseq's configurations import fairseq's registries
 
     done = []
-    if checkpoint_allowlist.allowlist_fairseq_checkpoint_classes():
+    on = chosen()
+    if "safe_checkpoints" in on and checkpoint_allowlist.allowlist_fairseq_checkpoint_classes():
         done.append("safe_checkpoints")
     if under_fairseq_program():
-        if wrap(sys, "excepthook", around(errors.uncaught), "one_line_errors"):
+        if "one_line_errors" in on and wrap(sys, "excepthook", around(errors.uncaught), "one_line_errors"):
             done.append("one_line_errors")
-        if wrap(argparse.ArgumentParser, "error", around(errors.argparse_error), "one_line_usage"):
+        if "one_line_usage" in on and wrap(argparse.ArgumentParser, "error", around(errors.argparse_error),
+                                           "one_line_usage"):
             done.append("one_line_usage")
-        quiet_notices()
-        done.append("quiet_notices")
-        if fairseq_logging():
+        if "quiet_notices" in on:
+            quiet_notices()
+            done.append("quiet_notices")
+        if "fairseq_logging" in on and fairseq_logging():
             done.append("fairseq_logging")
     for owners, attribute, logic, patch in (
         ([options], "parse_args_and_arch", checks.parse_args_and_arch, "option_numbers"),
@@ -250,7 +272,7 @@ def apply() -> List[str]:
         ([FairseqTask], "get_batch_iterator", resume.get_batch_iterator, "resume"),
         ([Trainer], "load_checkpoint", resume.load_checkpoint, "resume_changes"),
     ):
-        if [wrap(owner, attribute, around(logic), patch) for owner in owners][0]:
+        if patch in on and [wrap(owner, attribute, around(logic), patch) for owner in owners][0]:
             done.append(patch)
     return done
 
@@ -364,7 +386,7 @@ def quiet_import():
     (our commands, ``import fairseq_joint``), that line is dropped and an unconfigured root logger is left
     unconfigured, so that a command's stderr holds its own messages and its own logging setup applies. Under fairseq's
     CLIs (``--user-dir``) fairseq is already imported and nothing changes here."""
-    if "fairseq" in sys.modules or not enabled():
+    if "fairseq" in sys.modules or not enabled("quiet_import"):
         yield
         return
     root = logging.getLogger()

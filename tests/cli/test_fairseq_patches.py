@@ -12,6 +12,8 @@ import pytest
 from conftest import REPO, SMALL_TRANSFORMER, TRAIN_FAST, USER_DIR, cli, state
 
 OFF = {"FAIRSEQ_JOINT_PATCHES": "0"}
+#: every change off but the allowlist of fairseq's checkpoint classes (torch's weights_only check stays on)
+ALLOWLIST_ONLY = {"FAIRSEQ_JOINT_PATCHES": "safe_checkpoints"}
 
 #: run in a child process as ``fairseq-train`` would import the plugin: fairseq's modules first, then fairseq_joint;
 #: prints which (owner, attribute) pairs the import rebound, and what fairseq_patches says it wrapped
@@ -118,16 +120,18 @@ def test_with_the_changes_off_fairseq_trains_and_decodes_as_it_does_without_the_
     saved = state(tmp_path / "checkpoint_last.pt")
     assert saved["optimizer_history"][-1]["num_updates"] == 3
     assert "fairseq_joint_checksums" not in saved  # fairseq's own torch_persistent_save wrote it
-    # torch >= 2.6 refuses fairseq's checkpoints without the plugin's allowlist (safe_checkpoints): as without the
-    # plugin, fairseq loads them with torch's own switch
+    # torch >= 2.6 refuses fairseq's checkpoints without the plugin's allowlist, as without the plugin; keeping only
+    # that change (safe_checkpoints) loads them with the weights_only check on and leaves fairseq as it is
+    refused = cli("fairseq-generate", tiny_bin, "--user-dir", USER_DIR, "--path", tmp_path / "checkpoint_last.pt",
+                  "--beam", 2, "--max-len-b", 5, "--required-batch-size-multiple", 1, env=OFF, check=False)
+    assert refused.returncode != 0 and "weights_only" in refused.stderr
     out = cli("fairseq-generate", tiny_bin, "--user-dir", USER_DIR, "--path", tmp_path / "checkpoint_last.pt",
-              "--beam", 2, "--max-len-b", 5, "--required-batch-size-multiple", 1,
-              env={**OFF, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"})
+              "--beam", 2, "--max-len-b", 5, "--required-batch-size-multiple", 1, env=ALLOWLIST_ONLY)
     assert len([line for line in out.stdout.splitlines() if line.startswith("H-")]) == 40
     # --score-reference: fairseq's scores over the full logits, those of the exact softmax in chunks (exact_scores)
     scored = [cli("fairseq-generate", tiny_bin, "--user-dir", USER_DIR, "--path", tmp_path / "checkpoint_last.pt",
                   "--score-reference", "--required-batch-size-multiple", 1, env=env).stdout
-              for env in ({**OFF, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}, None)]
+              for env in (ALLOWLIST_ONLY, None)]
     theirs, ours = ([line for line in out.splitlines() if line.startswith(("H-", "P-"))] for out in scored)
     assert len(theirs) == 80 and len(ours) == 80
     for a, b in zip(theirs, ours):

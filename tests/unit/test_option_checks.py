@@ -639,3 +639,22 @@ def test_fairseq_preprocess_text_must_pair_up(tmp_path):
     args.testpref = str(tmp_path / "none")
     with pytest.raises(errors.MissingFileError, match=f"^--testpref {tmp_path}/none: {tmp_path}/none.en does not exist"):
         checks.check_parallel_text(args)
+
+
+def test_the_patch_switch_takes_all_none_or_the_names_to_keep(monkeypatch):
+    """FAIRSEQ_JOINT_PATCHES: unset or 1 every change, 0 none, names only those; a name of no change is refused."""
+    every = {p.name for p in fairseq_patches.PATCHES}
+    for value, expected in ((None, every), ("1", every), ("0", set()),
+                            (" safe_checkpoints, exact_scores ", {"safe_checkpoints", "exact_scores"})):
+        if value is None:
+            monkeypatch.delenv(fairseq_patches.ENV, raising=False)
+        else:
+            monkeypatch.setenv(fairseq_patches.ENV, value)
+        assert fairseq_patches.chosen() == expected
+        assert fairseq_patches.enabled() == bool(expected)
+        assert fairseq_patches.enabled("checks") == ("checks" in expected)
+    monkeypatch.setenv(fairseq_patches.ENV, "safe_checkpoints,exact_score")
+    with pytest.raises(errors.OptionError, match=r"^FAIRSEQ_JOINT_PATCHES=safe_checkpoints,exact_score: "
+                                                 r"'exact_score' is no change of fairseq_joint's: give 1 \(all\), 0 "
+                                                 r"\(none\) or names of safe_checkpoints, one_line_errors, "):
+        fairseq_patches.chosen()
