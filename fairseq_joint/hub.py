@@ -334,8 +334,9 @@ class LabelPredictor(abc.ABC):
         descriptions), None without one."""
 
     @abc.abstractmethod
-    def encode_labels(self, descriptions: Dict[str, str]) -> LabelSet:
-        """The :class:`LabelSet` of ``{label: description}`` on the CPU."""
+    def encode_labels(self, descriptions: Dict[str, str], source: str) -> LabelSet:
+        """The :class:`LabelSet` of ``{label: description}`` on the CPU (``source`` names them in a refusal or a
+        warning)."""
 
     @abc.abstractmethod
     def text_vectors(self, texts: Sequence[str], lang: Optional[str]) -> torch.Tensor:
@@ -390,7 +391,7 @@ class LabelPredictor(abc.ABC):
         (encoded at the first call, then from :attr:`label_sets`); ``source`` names them in a refusal."""
         key = tuple(descriptions.items())
         if key not in self.label_sets:
-            encoded = self.encode_labels(descriptions)
+            encoded = self.encode_labels(descriptions, source)
             self.label_sets[key] = LabelSet(encoded.names, encoded.tokens.to(self.device),
                                             encoded.train_index.to(self.device))
         return self.label_sets[key]
@@ -578,15 +579,8 @@ class TrainedLabelPredictor(LabelPredictor):
         return {**(corpus.eval_descriptions or {}), **(corpus.descriptions or {})}
 
     def label_set(self, descriptions: Dict[str, str], source: str = "the labels given") -> LabelSet:
-        """:meth:`LabelPredictor.label_set`; warns when the descriptions seem to be in another language than the model's
-        (:func:`~fairseq_joint.data.label_set.check_description_language`, once per label set); ``--head linear``
-        refuses labels unseen in training, naming ``source``."""
-        new = tuple(descriptions.items()) not in self.label_sets
-        label_set = super().label_set(descriptions, source)  # refuses descriptions it cannot read, before any warning
-        if new:
-            corpus = self.task.corpus
-            check_description_language(descriptions, corpus.dictionary, corpus.label_language,
-                                       os.path.join(corpus.data_dir(corpus.label_language), "dict.txt"), source)
+        """:meth:`LabelPredictor.label_set`; ``--head linear`` refuses labels unseen in training, naming ``source``."""
+        label_set = super().label_set(descriptions, source)
         if not self.model.scores_unseen_labels:
             unseen = [n for n, i in zip(label_set.names, label_set.train_index.tolist()) if i < 0]
             if unseen:
@@ -595,8 +589,15 @@ class TrainedLabelPredictor(LabelPredictor):
                                  "labels")
         return label_set
 
-    def encode_labels(self, descriptions: Dict[str, str]) -> LabelSet:
-        return self.task.encode_labels(list(descriptions), descriptions, "predict-labels")
+    def encode_labels(self, descriptions: Dict[str, str], source: str) -> LabelSet:
+        """The task's encoding of the labels (which refuses descriptions it cannot read), then a warning when they
+        seem to be in another language than the model's
+        (:func:`~fairseq_joint.data.label_set.check_description_language`)."""
+        encoded = self.task.encode_labels(list(descriptions), descriptions, "predict-labels")
+        corpus = self.task.corpus
+        check_description_language(descriptions, corpus.dictionary, corpus.label_language,
+                                   os.path.join(corpus.data_dir(corpus.label_language), "dict.txt"), source)
+        return encoded
 
     def text_vectors(self, texts: Sequence[str], lang: Optional[str]) -> torch.Tensor:
         dictionary = self.task.corpus.dictionary_of(lang if self.model.languages else "")
@@ -746,7 +747,7 @@ class EncoderLabelPredictor(LabelPredictor):
         """The ``label_file`` given to :meth:`LabelPredictor.from_encoder`, None without one."""
         return self._descriptions
 
-    def encode_labels(self, descriptions: Dict[str, str]) -> LabelSet:
+    def encode_labels(self, descriptions: Dict[str, str], source: str) -> LabelSet:
         vectors = self.sentence_encoder.embed(list(descriptions.values()), "label descriptions")
         return LabelSet(list(descriptions), vectors, torch.full((len(descriptions),), -1, dtype=torch.long))
 

@@ -709,10 +709,15 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         a multilingual model scores with the classification unit of ``lang``, and a text of no given language (where
         :attr:`reads_any_language`) with the mean of every language's unit's logits."""
         lang = self.check_language(lang)
-        if self.languages and lang is None:
-            return torch.stack([self.label_scores(features, label_tokens, train_index, label_names, other)
-                                for other in self.languages]).mean(0)
-        head = self.head[lang] if self.languages else self.head
+        if not self.languages:
+            heads = [self.head]
+        else:
+            heads = [self.head[lang]] if lang is not None else [self.head[other] for other in self.languages]
+
+        def head(*args, **kwargs):  # the one unit, or the mean of the units' logits
+            logits = [unit(*args, **kwargs) for unit in heads]
+            return logits[0] if len(logits) == 1 else torch.stack(logits).mean(0)
+
         if self.head_name == "linear":
             unseen = (train_index < 0).nonzero().flatten()
             if unseen.numel():
