@@ -53,17 +53,17 @@ TFIDF_OPTIONS = {"ngram_range": [1, 2], "sublinear_tf": True, "min_df": 2, "lowe
 #: how a lexical model splits texts into words: scikit-learn's pattern (``words``, the default) or GILE's tokenizer
 #: (``gile``, for languages written without spaces), its tokens without a letter or digit left out
 TOKENIZERS = ("words", "gile")
+FORMAT = "fairseq-joint lexical features 1"
+DEFAULT_MAX_FEATURES = 2 ** 15
+#: the feature ids travel as float64 in a packed row: exact below 2^53; a cap far below that
+MAX_FEATURES_LIMIT = 2 ** 24
+REFIT = "re-run fairseq-joint-preprocess-gile with --lexical-features"
 
 
 def tokens_with_word_characters(text: str) -> List[str]:
     """The ``gile`` tokenizer's words: :func:`~fairseq_joint.modules.tokenizer.tokenize` (lower-cased), punctuation
     tokens left out."""
     return [t for t in tokenize(text) if any(c.isalnum() for c in t)]
-FORMAT = "fairseq-joint lexical features 1"
-DEFAULT_MAX_FEATURES = 2 ** 15
-#: the feature ids travel as float64 in a packed row: exact below 2^53; a cap far below that
-MAX_FEATURES_LIMIT = 2 ** 24
-REFIT = "re-run fairseq-joint-preprocess-gile with --lexical-features"
 
 
 class LexicalModel:
