@@ -26,12 +26,14 @@ one_line_usage     ``argparse:ArgumentParser.error``             under ``fairseq
                                                                  (``errors.argparse_error``)
 quiet_notices      ``warnings`` filters                          under ``fairseq-*`` programs only: hydra's and torch's
                                                                  deprecation notices of fairseq 0.12 are not printed
+                                                                 (``fairseq_logs.quiet_notices``)
 fairseq_logging    the root logger                               under ``fairseq-*`` programs only, when an import of
                                                                  fairseq set a DEBUG root handler on stderr
                                                                  (fairseq-generate): fairseq's INFO logging on stdout
+                                                                 (``fairseq_logs.fairseq_logging``)
 quiet_import       the root logger while fairseq is imported     when the plugin imports fairseq first (our commands,
                                                                  ``import fairseq_joint``): no DEBUG root handler and no
-                                                                 tensorboardX INFO line
+                                                                 tensorboardX INFO line (``fairseq_logs.quiet_import``)
 option_numbers     ``options.parse_args_and_arch``               every fairseq command parsing its arguments: a
                                                                  non-finite number, or one of fairseq's options out of
                                                                  range (``--dropout 1.5``, ``--update-freq 0``,
@@ -42,7 +44,7 @@ full_help          ``options.parse_args_and_arch``               ``-h``/``--help
                                                                  first, partial parse ignores it, so that the help
                                                                  fairseq prints lists the options of the --task,
                                                                  --arch and --criterion given (the plugin's too)
-                                                                 (:func:`full_help`)
+                                                                 (``command_line.full_help``)
 checks             ``distributed.utils.call_main``               fairseq-train/-validate/-interactive: the plugin's
                                                                  option checks before any data is loaded
                                                                  (``checks.before_main``); SIGTERM stops fairseq-train
@@ -56,8 +58,8 @@ decay_updates      ``options.parse_args_and_arch``               fairseq-train `
                                                                  without ``--total-num-update``: its documented
                                                                  default, ``--max-update``, or for ``--task
                                                                  gile_classification --max-epoch E`` the updates of E
-                                                                 epochs (:func:`decay_updates`; fairseq failed in a
-                                                                 hydra traceback)
+                                                                 epochs (``command_line.decay_updates``; fairseq
+                                                                 failed in a hydra traceback)
 parallel_text      ``fairseq_cli.preprocess:main``               fairseq-preprocess (also ``python -m``, whose ``main`` is
                                                                  ``__main__``'s): a text file of --trainpref,
                                                                  --validpref or --testpref that is missing or empty,
@@ -102,13 +104,11 @@ import argparse
 import contextlib
 import functools
 import inspect
-import logging
 import os
 import sys
-import warnings
 from typing import Callable, Dict, FrozenSet, List, NamedTuple, Optional, Tuple
 
-from fairseq_joint import checkpoint_allowlist, checkpoints, errors, resume
+from fairseq_joint import checkpoint_allowlist, checkpoints, command_line, errors, fairseq_logs, resume
 
 #: set to 0 to leave fairseq's behaviour as it is (the plugin still registers and trains), or to the names of the
 #: changes to keep, e.g. ``safe_checkpoints`` alone: fairseq as it is, its checkpoints loaded with torch's
@@ -253,14 +253,14 @@ def apply() -> List[str]:
                                            "one_line_usage"):
             done.append("one_line_usage")
         if "quiet_notices" in on:
-            quiet_notices()
+            fairseq_logs.quiet_notices()
             done.append("quiet_notices")
-        if "fairseq_logging" in on and fairseq_logging():
+        if "fairseq_logging" in on and fairseq_logs.fairseq_logging():
             done.append("fairseq_logging")
     for owners, attribute, logic, patch in (
         ([options], "parse_args_and_arch", checks.parse_args_and_arch, "option_numbers"),
-        ([options], "parse_args_and_arch", full_help, "full_help"),
-        ([options], "parse_args_and_arch", decay_updates, "decay_updates"),
+        ([options], "parse_args_and_arch", command_line.full_help, "full_help"),
+        ([options], "parse_args_and_arch", command_line.decay_updates, "decay_updates"),
         ([distributed_utils], "call_main", checks.call_main, "checks"),
         ([distributed_utils], "call_main", checks.bf16_call_main, "bf16_on_cuda"),
         (running_as_main(preprocess), "main", checks.preprocess, "parallel_text"),
@@ -277,33 +277,6 @@ def apply() -> List[str]:
     return done
 
 
-def decay_updates(original, parser, input_args=None, parse_known=False, *args, **kwargs):
-    """Patch ``decay_updates``: fairseq's ``parse_args_and_arch`` (``original``), then for ``--lr-scheduler
-    polynomial_decay`` without ``--total-num-update`` (the updates over which the rate decays; fairseq's command line
-    leaves it unset and fails in a hydra traceback) its documented default, ``--max-update``, or without one, for a run
-    of ``--max-epoch`` epochs of the GILE task, the updates of those epochs (said in one log line)."""
-    from fairseq.tasks import TASK_REGISTRY
-
-    from fairseq_joint.tasks.gile_classification import GileClassificationTask
-
-    parsed = original(parser, input_args, parse_known, *args, **kwargs)
-    a = parsed[0] if parse_known else parsed
-    # the patch wraps every command's parse; only fairseq-train's parser declares --lr-scheduler
-    if "lr_scheduler" not in a or a.lr_scheduler != "polynomial_decay" or a.total_num_update is not None:
-        return parsed
-    a.total_num_update = a.max_update
-    if not a.max_update and a.max_epoch and issubclass(TASK_REGISTRY.get(a.task, object), GileClassificationTask):
-        per_epoch = GileClassificationTask.updates_per_epoch(a.data, a.languages, a.train_subset, a.batch_size,
-                                                             a.distributed_world_size, a.update_freq[0])
-        a.total_num_update = a.max_epoch * (per_epoch or 0)
-        logging.getLogger(__name__).info(f"--total-num-update {a.total_num_update}: the updates of --max-epoch "
-                                         f"{a.max_epoch} ({per_epoch} an epoch)")
-    if not a.total_num_update:
-        raise errors.OptionError("--lr-scheduler polynomial_decay decays the rate over --total-num-update updates: "
-                                 "give --total-num-update or --max-update")
-    return parsed
-
-
 def exact_scores(original, scorer, models, sample, **kwargs):
     """Patch ``exact_scores``: fairseq's ``SequenceScorer.generate`` (``original``) of the plugin's translation models
     reads each target's log-probability from the exact softmax in chunks
@@ -317,86 +290,7 @@ def exact_scores(original, scorer, models, sample, **kwargs):
     return original(scorer, [ExactTargetScores(model, sample, scorer.pad) for model in models], sample, **kwargs)
 
 
-#: the options that ask argparse for the help
-HELP = ("-h", "--help")
-
-
-def full_help(original, parser, input_args=None, *args, **kwargs):
-    """Patch ``full_help``: fairseq's ``parse_args_and_arch`` (``original``) parses the command line twice, first
-    in part to find the ``--arch``, ``--task`` and ``--criterion`` whose options it then adds; argparse's help action
-    answered that first parse, before any of them was added. With ``-h``/``--help`` given, that first parse runs
-    without it, and the second, complete one prints the help."""
-    given = sys.argv[1:] if input_args is None else list(input_args)
-    if not any(arg in HELP for arg in given) or "parse_known_args" in vars(parser):
-        return original(parser, input_args, *args, **kwargs)
-
-    def first_parse(_args=None, namespace=None):
-        del parser.parse_known_args  # the later parses are argparse's own
-        parsed = parser.parse_known_args([arg for arg in given if arg not in HELP], namespace)
-        # an option whose choice's options fairseq adds, declared by this command's parser (fairseq-generate's declares
-        # no --arch) and not given: nothing to add the options of, the help as it was
-        if any(option in parsed[0] and getattr(parsed[0], option) is None for option in ("task", "arch")):
-            parser.parse_known_args(given, namespace)
-        return parsed
-
-    parser.parse_known_args = first_parse
-    try:
-        return original(parser, given, *args, **kwargs)
-    finally:
-        vars(parser).pop("parse_known_args", None)
-
-
-#: warnings fairseq 0.12 causes on every run with this hydra and torch (regular expressions of their start)
-FAIRSEQ_NOTICES = (
-    r"\s*The version_base parameter is not specified",
-    r"\s*'config' is validated against ConfigStore schema",
-    r"\s*The strict flag in the compose API is deprecated",
-    r"\s*.*'pin_memory' argument is set as true but no accelerator is found",
-    r"\s*`torch.cuda.amp.autocast\(args...\)` is deprecated",
-    r"\s*`torch.cuda.amp.GradScaler\(args...\)` is deprecated",
-)
-
-
-def quiet_notices() -> None:
-    """Patch ``quiet_notices``: ignore hydra's warnings and :data:`FAIRSEQ_NOTICES` (a filter added twice is kept
-    once)."""
-    warnings.filterwarnings("ignore", module=r"hydra(\.|$)")
-    for notice in FAIRSEQ_NOTICES:
-        warnings.filterwarnings("ignore", message=notice)
-
-
-def fairseq_logging() -> bool:
-    """Patch ``fairseq_logging``: when an import of fairseq left the root logger at DEBUG with only the default stderr
-    handler of ``logging.basicConfig`` (fairseq-generate has not configured logging before that), give it the logging
-    fairseq's other commands set up: INFO (or $LOGLEVEL) on stdout in fairseq's format. True if it did."""
-    root = logging.getLogger()
-    rogue = [h for h in root.handlers if type(h) is logging.StreamHandler and h.stream is sys.stderr
-             and h.formatter is not None and h.formatter._fmt == logging.BASIC_FORMAT]
-    if root.level != logging.DEBUG or len(rogue) != len(root.handlers) or not rogue:
-        return False
-    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", datefmt="%Y-%m-%d %H:%M:%S",
-                        level=os.environ.get("LOGLEVEL", "INFO").upper(), stream=sys.stdout, force=True)
-    return True
-
-
-@contextlib.contextmanager
 def quiet_import():
-    """Patch ``quiet_import``: importing fairseq calls ``logging.basicConfig`` in some of its modules (a DEBUG root
-    handler) and logs an INFO line about tensorboardX on stderr. When fairseq is imported inside this context first
-    (our commands, ``import fairseq_joint``), that line is dropped and an unconfigured root logger is left
-    unconfigured, so that a command's stderr holds its own messages and its own logging setup applies. Under fairseq's
-    CLIs (``--user-dir``) fairseq is already imported and nothing changes here."""
-    if "fairseq" in sys.modules or not enabled("quiet_import"):
-        yield
-        return
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    logging.disable(logging.INFO)
-    try:
-        yield
-    finally:
-        logging.disable(logging.NOTSET)
-        if not handlers:
-            for handler in [h for h in root.handlers if h not in handlers]:
-                root.removeHandler(handler)
-            root.setLevel(level)
+    """The context the plugin imports fairseq in: :func:`fairseq_joint.fairseq_logs.quiet_import` when the
+    ``quiet_import`` change is switched on."""
+    return fairseq_logs.quiet_import() if enabled("quiet_import") else contextlib.nullcontext()
