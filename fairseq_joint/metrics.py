@@ -98,8 +98,7 @@ def gzsl_metric_sums(scores, targets, seen, seen_score_offset: float = 0.0) -> D
     targets = np.asarray(targets) > 0
     seen = np.asarray(seen, dtype=bool)
     if scores.shape != targets.shape or scores.ndim != 2 or seen.shape != (scores.shape[1],):
-        raise ValueError(f"scores {scores.shape}, targets {targets.shape} and seen {seen.shape}: "
-                         "expected n x L, n x L and L")
+        raise ValueError(f"scores {scores.shape}, targets {targets.shape}, seen {seen.shape}: expected n x L, n x L, L")
     scores = scores - seen_score_offset * seen
     floor = scores.min() - 1.0 if scores.size else 0.0
     out = {}
@@ -239,7 +238,6 @@ def retrieval_precision_at_1(src, tgt) -> float:
         return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
 
     if np.shape(src) != np.shape(tgt) or np.ndim(src) != 2:
-        raise ValueError(f"retrieval needs two n x d matrices of the same documents, got {np.shape(src)} and "
-                         f"{np.shape(tgt)}")
+        raise ValueError(f"retrieval needs two n x d matrices, got {np.shape(src)} and {np.shape(tgt)}")
     src, tgt = unit(src), unit(tgt)
     return float(((src @ tgt.T).argmax(axis=1) == np.arange(len(src))).mean())

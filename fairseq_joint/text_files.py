@@ -13,12 +13,17 @@ from fairseq_joint.errors import InputError, MissingFileError
 
 def text_lines(path: str, what: str = "") -> Iterator[Tuple[int, str]]:
     """``(line number, line without its line end)`` of a UTF-8 text file; ``what`` names the file's role in errors
-    (e.g. ``"--labels"``), a missing file's too."""
+    (e.g. ``"--labels"``). The file is opened at the call: one that is not there (or a directory) is refused then, as
+    a ``MissingFileError``, before any line is read; the readers built on this rely on that check."""
     name = f"{what} {path}".strip()
     try:
         f = open(path, "rb")
-    except FileNotFoundError:
-        raise MissingFileError(f"{name}: file not found") from None
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        raise MissingFileError(f"{name}: no such file: give the path of an existing file") from None
+    return _decoded(f, name)
+
+
+def _decoded(f, name: str) -> Iterator[Tuple[int, str]]:
     with f:
         for lineno, raw in enumerate(f, 1):
             if lineno == 1 and raw.startswith(codecs.BOM_UTF8):
@@ -29,6 +34,22 @@ def text_lines(path: str, what: str = "") -> Iterator[Tuple[int, str]]:
                 raise InputError(f"{name}:{lineno}: not UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1}): "
                                  "save the file as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8)") from None
             yield lineno, line.rstrip("\n").rstrip("\r")
+
+
+def content_lines(path: str, what: str = "", holds: str = "lines") -> Iterator[Tuple[int, str]]:
+    """The lines of :func:`text_lines` that are not blank; a file without one is refused once it is read (``holds``:
+    what its lines are, e.g. ``"labels"``). The file is opened at the call, as by :func:`text_lines`."""
+    return _not_blank(text_lines(path, what), f"{what} {path}".strip(), holds)
+
+
+def _not_blank(lines: Iterator[Tuple[int, str]], name: str, holds: str) -> Iterator[Tuple[int, str]]:
+    found = False
+    for lineno, line in lines:
+        if line.strip():
+            found = True
+            yield lineno, line
+    if not found:
+        raise InputError(f"{name} holds no {holds}")
 
 
 def read_text(path: str, what: str = "") -> List[str]:

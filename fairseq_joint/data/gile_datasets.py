@@ -26,7 +26,7 @@ from fairseq.data import (
 )
 from fairseq.data.indexed_dataset import make_dataset
 
-from fairseq_joint.data.gile_files import GileCorpus, read_label_lines, read_raw_texts
+from fairseq_joint.data.gile_files import REBINARIZE, GileCorpus, label_positions, read_raw_texts
 from fairseq_joint.data.label_set import LabelSet
 from fairseq_joint.errors import InputError, MissingFileError
 from fairseq_joint.modules.sentence_encoder import EmbeddingCache, PretrainedSentenceEncoder
@@ -93,12 +93,12 @@ def load_gile_split(corpus: GileCorpus, split: str, label_set: LabelSet, lang: s
     texts = make_dataset(prefix, impl="mmap")
     if texts is None:
         raise MissingFileError(f"{prefix}.bin/.idx not found: binarize split {split!r} with "
-                               "fairseq-joint-preprocess-gile")
+                               f"fairseq-joint-preprocess-gile")
     labels_path = os.path.join(data, f"{split}.labels")
-    rows = read_label_lines(labels_path)
+    rows = label_positions(labels_path, {n: i for i, n in enumerate(label_set.names)}, label_source,
+                           "add it to that label file")
     if len(rows) != len(texts):
-        raise InputError(f"{labels_path} has {len(rows)} lines but {prefix}.bin {len(texts)} texts: re-run "
-                         "preprocessing")
+        raise InputError(f"{labels_path} has {len(rows)} lines but {prefix}.bin {len(texts)} texts: {REBINARIZE}")
     embeddings, pad, lengths = None, corpus.dictionary_of(lang).pad(), np.array(texts.sizes)
     if sentence_encoder is not None:
         raw = read_raw_texts(data, split, len(texts))
@@ -107,17 +107,12 @@ def load_gile_split(corpus: GileCorpus, split: str, label_set: LabelSet, lang: s
             texts, pad, lengths = ListDataset(pieces, None), sentence_encoder.pad_id, np.array([len(p) for p in pieces])
         else:
             embeddings = sentence_encoder.inputs(EmbeddingCache(data).get(sentence_encoder, split, raw), raw)
-    position = {n: i for i, n in enumerate(label_set.names)}
     label_ids = []
-    for lineno, names in enumerate(rows, 1):
-        for n in names:
-            if n not in position:
-                raise InputError(f"{labels_path}:{lineno}: label {n!r} is not in {label_source}: add it to that "
-                                 "label file")
-        if multiclass and len(names) != 1:
-            raise InputError(f"{labels_path}:{lineno}: {len(names)} labels in --classification-mode multiclass: "
+    for lineno, ids in enumerate(rows, 1):
+        if multiclass and len(ids) != 1:
+            raise InputError(f"{labels_path}:{lineno}: {len(ids)} labels in --classification-mode multiclass: "
                              "use multilabel or give one label per text")
-        label_ids.append(sorted({position[n] for n in names}))
+        label_ids.append(sorted(set(ids)))
     logger.info(f"{split}{' ' + lang if lang else ''}: {len(texts)} texts, {len(label_set.names)} labels "
                 f"({int(label_set.seen.sum())} seen, {int((~label_set.seen).sum())} unseen)")
     net_input = {"src_tokens": RightPadDataset(texts, pad), "src_lengths": NumelDataset(texts, reduce=False)}
@@ -214,7 +209,7 @@ class MultilingualGileDataset(FairseqDataset):
         if not self.paired:
             if len(batches) != 1:
                 raise RuntimeError(f"a validation batch mixes languages ({', '.join(batches)}): batch with "
-                                   "MultilingualGileDataset.batch_by_size")
+                                   f"batch_by_size")
             return next(iter(batches.values()))
         return {"languages": batches, "nsentences": sum(b["nsentences"] for b in batches.values()),
                 "ntokens": sum(b["ntokens"] for b in batches.values())}

@@ -27,7 +27,8 @@ from fairseq.data.indexed_dataset import make_dataset
 
 from fairseq_joint.errors import InputError, MissingFileError, OptionError
 from fairseq_joint.modules.tokenizer import tokenize
-from fairseq_joint.text_files import read_text, text_lines
+from fairseq_joint.options import NON_NEGATIVE, check_number
+from fairseq_joint.text_files import content_lines, read_text, text_lines
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,8 @@ RAW_TEXTS = "{split}.text"
 #: trained on, which may have moved)
 ELSEWHERE = (", or give the directory it wrote (fairseq-train's DATA; --data of the fairseq-joint-* commands that read "
              "a checkpoint, which records the directory it was trained on)")
+#: the fix of a binarized file that does not match the others
+REBINARIZE = "binarize again with fairseq-joint-preprocess-gile"
 
 
 def check_label(label, description, where: str) -> str:
@@ -54,26 +57,19 @@ def check_label(label, description, where: str) -> str:
 
 
 def read_label_file(path: str) -> Dict[str, str]:
-    """``label<TAB>description`` lines -> {label: description}, in file order; bad lines fail by line."""
-    if not os.path.isfile(path):
-        raise MissingFileError(f"label file {path} does not exist: give a label<TAB>description file")
+    """``label<TAB>description`` lines -> {label: description}, in file order; bad lines fail by line (a missing
+    or empty file in :func:`~fairseq_joint.text_files.content_lines`)."""
     labels: Dict[str, str] = {}
-    for lineno, line in text_lines(path, "label file"):
-        if not line.strip():
-            continue
-        if "\t" not in line:
-            raise InputError(f"{path}:{lineno}: expected 'label<TAB>description', found no tab")
-        label, desc = line.split("\t", 1)
-        if "\t" in desc:  # a third field: a column of another format, or a description that lost its quoting
-            raise InputError(f"{path}:{lineno}: expected 'label<TAB>description', found {line.count(chr(9)) + 1} "
-                             "tab-separated fields: one tab a line (replace the tabs inside the description by spaces)")
-        label = label.strip()
+    for lineno, line in content_lines(path, "label file", "labels"):
+        fields = line.split("\t")  # a third field: a column of another format, or a description that lost its quoting
+        if len(fields) != 2:
+            raise InputError(f"{path}:{lineno}: expected 'label<TAB>description', found {len(fields)} tab-separated "
+                             "field(s): one tab a line (replace the tabs inside the description by spaces)")
+        label, desc = fields[0].strip(), fields[1]
         desc = check_label(label, desc, f"{path}:{lineno}")
         if label in labels:
             raise InputError(f"{path}:{lineno}: duplicate label {label!r}: each label must appear once")
         labels[label] = desc
-    if not labels:
-        raise InputError(f"label file {path} holds no labels")
     return labels
 
 
@@ -88,6 +84,18 @@ def read_label_lines(path: str) -> List[List[str]]:
     return rows
 
 
+def label_positions(path: str, position: Dict[str, int], source: str, fix: str) -> List[List[int]]:
+    """The ``{split}.labels`` file ``path``: every example's labels as their positions in ``position``; a label not
+    there is refused with file:line, ``source`` (the file that lists the labels) and ``fix``."""
+    rows = []
+    for lineno, names in enumerate(read_label_lines(path), 1):
+        unknown = [n for n in names if n not in position]
+        if unknown:
+            raise InputError(f"{path}:{lineno}: label {unknown[0]!r} is not in {source}: {fix}")
+        rows.append([position[n] for n in names])
+    return rows
+
+
 def read_train_labels(path: str) -> List[str]:
     """``labels.train.txt``: the training labels in order."""
     return [line.strip() for line in read_text(path) if line.strip()]
@@ -97,8 +105,7 @@ def read_raw_texts(data: str, split: str, count: int) -> List[str]:
     """The raw texts of ``split`` (``{split}.text``: one JSON string per line), checked against the binarized count."""
     path = os.path.join(data, RAW_TEXTS.format(split=split))
     if not os.path.isfile(path):
-        raise MissingFileError(f"{path} is missing: a pretrained encoder reads the raw texts; binarize again with "
-                               "fairseq-joint-preprocess-gile (it keeps them)")
+        raise MissingFileError(f"{path} is missing: a pretrained encoder reads the raw texts; {REBINARIZE}")
     texts = []
     for lineno, line in text_lines(path):
         try:
@@ -106,11 +113,10 @@ def read_raw_texts(data: str, split: str, count: int) -> List[str]:
         except ValueError:
             text = None
         if not isinstance(text, str):
-            raise InputError(f"{path}:{lineno}: not a JSON string: binarize again with fairseq-joint-preprocess-gile")
+            raise InputError(f"{path}:{lineno}: not a JSON string: {REBINARIZE}")
         texts.append(text)
     if len(texts) != count:
-        raise InputError(f"{path} has {len(texts)} texts but {split}.input.bin {count}: binarize again with "
-                         "fairseq-joint-preprocess-gile")
+        raise InputError(f"{path} has {len(texts)} texts but {split}.input.bin {count}: {REBINARIZE}")
     return texts
 
 
@@ -140,9 +146,8 @@ def check_dictionary(directory: str, dictionary: Dictionary, rebinarize: str) ->
         return  # read_raw_texts refuses a malformed file where the texts are read
     if [dictionary.index(w) for w in tokenize(text)] != binarized[0].tolist():
         path = os.path.join(directory, "dict.txt")
-        raise InputError(f"{path} is not the dictionary {directory}'s documents were binarized with (their first "
-                         f"training text has other word ids in it): put back the dict.txt {rebinarize} wrote there, "
-                         "or binarize the documents again with it")
+        raise InputError(f"{path} is not the dictionary {directory}'s documents were binarized with: put back the "
+                         f"dict.txt {rebinarize} wrote there, or binarize the documents again with it")
 
 
 def parse_languages(value: str) -> List[str]:
@@ -150,24 +155,23 @@ def parse_languages(value: str) -> List[str]:
     languages = [x.strip() for x in value.split(",")]
     bad = [x for x in languages if not x or any(c.isspace() or c in "=/\\" for c in x)]
     if bad or len(set(languages)) != len(languages):
-        raise OptionError(f"--languages {value!r}: give distinct language names separated by commas (e.g. en,pl), "
-                          "each the name of its directory under DATA")
+        raise OptionError(f"--languages {value!r}: give distinct language names, comma-separated (e.g. en,pl)")
     return languages
 
 
 def parse_language_weights(value: str, languages: List[str]) -> Dict[str, float]:
-    """``--language-weights en=0.5,pl=1`` -> λ_l of every language in Eq. 16 (1 where not given)."""
+    """``--language-weights en=0.5,pl=1`` -> λ_l of every language in Eq. 16 (1 where not given); the one check of
+    the option: LANG one of ``languages``, W a finite number >= 0."""
     weights = {lang: 1.0 for lang in languages}
     for item in filter(None, (x.strip() for x in value.split(","))):
         lang, _, number = item.partition("=")
+        if lang not in weights:
+            raise OptionError(f"--language-weights {item!r}: give LANG=W with LANG one of {', '.join(languages)}")
         try:
             weight = float(number)
         except ValueError:
-            weight = -1.0
-        if lang not in weights or weight < 0:
-            raise OptionError(f"--language-weights {item!r}: give LANG=W with LANG one of --languages "
-                              f"({', '.join(languages)}) and W >= 0")
-        weights[lang] = weight
+            weight = number  # not a number: check_number refuses the text itself
+        weights[lang] = check_number(f"--language-weights {item}: the weight", weight, NON_NEGATIVE)
     return weights
 
 
@@ -218,16 +222,21 @@ class GileCorpus:
         """Every training example's labels (of every language) as positions in :attr:`train_labels` (for the label
         priors and Kurata's patterns)."""
         position = {n: i for i, n in enumerate(self.train_labels)}
-        rows = []
-        for lang in self.languages or ("",):
-            path = os.path.join(self.data_dir(lang), "train.labels")
-            for lineno, names in enumerate(read_label_lines(path), 1):
-                unknown = [n for n in names if n not in position]
-                if unknown:
-                    raise InputError(f"{path}:{lineno}: label {unknown[0]!r} is not in {TRAIN_LABELS}: re-run "
-                                     "preprocessing")
-                rows.append([position[n] for n in names])
-        return rows
+        return [row for lang in self.languages or ("",) for row in label_positions(
+            os.path.join(self.data_dir(lang), "train.labels"), position, TRAIN_LABELS, REBINARIZE)]
+
+
+def read_binarized(directory: str, command: str, train_labels: bool = True) -> Tuple[Dictionary, List[str]]:
+    """The dictionary (checked against the documents: :func:`check_dictionary`) and, with ``train_labels``, the
+    training labels of a binarized ``directory``; a file of them missing is refused with ``command``, which writes
+    them."""
+    names = ("dict.txt", TRAIN_LABELS) if train_labels else ("dict.txt",)
+    for path in (os.path.join(directory, name) for name in names):
+        if not os.path.isfile(path):
+            raise MissingFileError(f"{path} is missing: binarize the data with {command}{ELSEWHERE}")
+    dictionary = Dictionary.load(os.path.join(directory, "dict.txt"))
+    check_dictionary(directory, dictionary, command)
+    return dictionary, read_train_labels(os.path.join(directory, TRAIN_LABELS)) if train_labels else []
 
 
 def read_corpus(data: str, label_file: Optional[str], eval_label_file: Optional[str], languages: str = "",
@@ -235,18 +244,10 @@ def read_corpus(data: str, label_file: Optional[str], eval_label_file: Optional[
     """The :class:`GileCorpus` of DATA (one directory), or with ``languages`` of one directory per language."""
     if languages:
         return read_multilingual_corpus(data, label_file, eval_label_file, parse_languages(languages), label_language)
-    for option, value in (("label_language", label_language), ("language_weights", language_weights)):
+    for option, value in (("--label-language", label_language), ("--language-weights", language_weights)):
         if value:
-            raise OptionError(f"--{option.replace('_', '-')} is for a multilingual model: give --languages too, "
-                              "or drop it")
-    dict_path = os.path.join(data, "dict.txt")
-    labels_path = os.path.join(data, TRAIN_LABELS)
-    for path in (dict_path, labels_path):
-        if not os.path.isfile(path):
-            raise MissingFileError(f"{path} is missing: binarize the data with fairseq-joint-preprocess-gile{ELSEWHERE}")
-    dictionary = Dictionary.load(dict_path)
-    check_dictionary(data, dictionary, "fairseq-joint-preprocess-gile")
-    train_labels = read_train_labels(labels_path)
+            raise OptionError(f"{option} is for a multilingual model: give --languages too, or drop it")
+    dictionary, train_labels = read_binarized(data, "fairseq-joint-preprocess-gile")
     if label_file is None and os.path.isfile(os.path.join(data, LABEL_FILE)):
         label_file = os.path.join(data, LABEL_FILE)
     descriptions = read_label_file(label_file) if label_file else None
@@ -265,25 +266,14 @@ def read_multilingual_corpus(data: str, label_file: Optional[str], eval_label_fi
     label_files: Dict[str, str] = {}
     for lang in dict.fromkeys(languages + [label_language]):
         directory = language_dir(data, lang)
-        path = os.path.join(directory, "dict.txt")
-        if not os.path.isfile(path):
-            raise MissingFileError(f"{path} is missing: binarize language {lang} into {directory} with "
-                                   f"fairseq-joint-preprocess-gile --lang {lang}{ELSEWHERE}")
         recorded = os.path.join(directory, LANGUAGE_FILE)
-        if os.path.isfile(recorded):
-            said = "".join(read_text(recorded)).strip()
-            if said != lang:
-                raise InputError(f"{recorded} says its documents are {said!r}, but --languages reads the directory "
-                                 f"as {lang!r}: move it to {language_dir(data, said)} or binarize {lang}'s "
-                                 "documents there")
-        dictionaries[lang] = Dictionary.load(path)
-        check_dictionary(directory, dictionaries[lang], f"fairseq-joint-preprocess-gile --lang {lang}")
-        if lang in languages:
-            labels_path = os.path.join(directory, TRAIN_LABELS)
-            if not os.path.isfile(labels_path):
-                raise MissingFileError(f"{labels_path} is missing: binarize {lang} with fairseq-joint-preprocess-gile "
-                                       f"--lang {lang}{ELSEWHERE}")
-            train_seen.update(read_train_labels(labels_path))
+        said = "".join(read_text(recorded)).strip() if os.path.isfile(recorded) else lang
+        if said != lang:
+            raise InputError(f"{recorded} says its documents are {said!r}, but --languages reads the directory as "
+                             f"{lang!r}: move it to {language_dir(data, said)} or binarize {lang}'s documents there")
+        dictionaries[lang], train = read_binarized(directory, f"fairseq-joint-preprocess-gile --lang {lang}",
+                                                   lang in languages)
+        train_seen.update(train)
         if os.path.isfile(os.path.join(directory, LABEL_FILE)):
             label_files[lang] = os.path.join(directory, LABEL_FILE)
     given = label_file

@@ -3,29 +3,25 @@ examples in JSONL or TSV, id-aligned documents of several languages, ``NAME=PATH
 would keep no word. Every text file is read through :mod:`fairseq_joint.text_files`."""
 
 import json
-import os
 import random
 from typing import Callable, Dict, List, Sequence, Tuple
 
-from fairseq_joint.errors import InputError, MissingFileError, OptionError
-from fairseq_joint.text_files import text_lines
+from fairseq_joint.errors import InputError, OptionError
+from fairseq_joint.text_files import content_lines
 
 
 def read_examples(path: str, fmt: str = "auto", text_field: str = "text",
                   labels_field: str = "labels") -> List[Tuple[int, str, List[str]]]:
     """``[(line number, text, [labels])]`` of a JSONL (objects with a text and a list of labels) or TSV
     (``text<TAB>label1 label2``) file; the format follows the extension unless ``fmt`` says. Bad lines are refused
-    with file:line."""
-    if not os.path.isfile(path):
-        raise MissingFileError(f"{path} does not exist: give a JSONL or TSV file of (text, labels) examples")
+    with file:line (a missing or empty file in :func:`~fairseq_joint.text_files.content_lines`)."""
+    lines = content_lines(path, holds="examples")
     if fmt == "auto":
         fmt = "tsv" if path.endswith(".tsv") else "jsonl" if path.endswith((".jsonl", ".json")) else None
         if fmt is None:
             raise OptionError(f"{path}: cannot tell the format from the extension; pass --format jsonl|tsv")
     rows = []
-    for lineno, line in text_lines(path):
-        if not line.strip():
-            continue
+    for lineno, line in lines:
         if fmt == "jsonl":
             obj = json_record(path, lineno, line, (text_field, labels_field), "set --text-field/--labels-field")
             text, labels = obj[text_field], obj[labels_field]
@@ -44,8 +40,6 @@ def read_examples(path: str, fmt: str = "auto", text_field: str = "text",
         if not labels or any(not x or any(c.isspace() for c in x) for x in labels):
             raise InputError(f"{path}:{lineno}: needs at least one label, without whitespace in labels")
         rows.append((lineno, text, labels))
-    if not rows:
-        raise InputError(f"{path} holds no examples")
     return rows
 
 
@@ -54,8 +48,7 @@ def check_min_count(min_count: int, counts: Dict[str, int], what: str) -> None:
     vocabulary would be empty (every word ``<unk>``; gensim fails in "you must first build vocabulary")."""
     most = max(counts.values(), default=0)
     if min_count > most:
-        raise OptionError(f"--min-count {min_count} is above every word's count (the most frequent word of the {what} "
-                   f"occurs {most} times): give at most {most}")
+        raise OptionError(f"--min-count {min_count} is above every word's count in the {what}: give at most {most}")
 
 
 def json_record(path: str, lineno: int, line: str, fields: Sequence[str], fix: str) -> Dict[str, object]:
@@ -71,23 +64,18 @@ def json_record(path: str, lineno: int, line: str, fields: Sequence[str], fix: s
 
 def read_parallel_documents(lang: str, path: str, text_field: str = "text") -> Dict[str, str]:
     """One language's JSONL documents of ``--aligned LANG=FILE``: {id: text}. A document whose ``lang`` field names
-    another language, or an ``id`` given twice, fails with file:line."""
-    if not os.path.isfile(path):
-        raise MissingFileError(f"--aligned {lang}={path}: the file does not exist")
+    another language, or an ``id`` given twice, fails with file:line (a missing or empty file in
+    :func:`~fairseq_joint.text_files.content_lines`)."""
     docs: Dict[str, str] = {}
-    for lineno, line in text_lines(path):
-        if not line.strip():
-            continue
+    for lineno, line in content_lines(path, "--aligned", "documents"):
         obj = json_record(path, lineno, line, ("id", text_field), "documents are joined across languages by id")
         if "lang" in obj and str(obj["lang"]) != lang:
-            raise InputError(f"{path}:{lineno}: the document's lang {obj['lang']!r} contradicts --aligned {lang}={path}: "
-                       "give each language its own file, named by its language")
+            raise InputError(f"{path}:{lineno}: lang {obj['lang']!r} contradicts --aligned {lang}: give each "
+                             f"language its own file")
         key = str(obj["id"])
         if key in docs:
-            raise InputError(f"{path}:{lineno}: id {key} is given twice in one language: one document per id and language")
+            raise InputError(f"{path}:{lineno}: id {key} is given twice: one document per id and language")
         docs[key] = str(obj[text_field])
-    if not docs:
-        raise InputError(f"{path} holds no documents")
     return docs
 
 
@@ -110,8 +98,8 @@ def heldout_parallel_ids(docs: Dict[str, Dict[str, str]], heldout_docs: int, rng
     if not shared:
         raise InputError(f"no document id is in every --aligned file ({', '.join(langs)}): documents are joined by id")
     if heldout_docs > len(shared) // 2:
-        raise OptionError(f"--heldout-docs {heldout_docs} would leave fewer parallel documents for training than it "
-                   f"holds out ({len(shared)} are parallel): use at most {len(shared) // 2}")
+        raise OptionError(f"--heldout-docs {heldout_docs} is over half the {len(shared)} parallel docs: use at most "
+                          f"{len(shared) // 2}")
     return sorted(rng.sample(shared, heldout_docs))
 
 
@@ -125,6 +113,6 @@ def named_paths(items: Sequence[str], default_name: Callable[[str], str] = lambd
         if not name or not path:
             raise OptionError(f"{item!r}: give NAME=PATH (or a PATH)")
         if name in out:
-            raise OptionError(f"the name {name!r} is given twice ({out[name]} and {path}): give each NAME=PATH a distinct name")
+            raise OptionError(f"the name {name!r} is given twice ({out[name]} and {path}): give distinct names")
         out[name] = path
     return list(out.items())

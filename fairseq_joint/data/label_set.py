@@ -83,9 +83,8 @@ def encode_label_set(names, descriptions: Optional[Dict[str, str]], dictionary: 
         rows.append(torch.LongTensor(ids or [dictionary.unk()]))
     if unknown:
         shown = ", ".join(repr(n) for n in unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
-        raise InputError(f"label(s) {shown}: no word of the description is in the dictionary ({len(dictionary)} "
-                         "entries), so every such label would get the same score: describe them with words of the "
-                         "training texts (or binarize again with these descriptions in --labels)")
+        raise InputError(f"label(s) {shown}: no word of the description is in the dictionary: describe them with words "
+                         "of the training texts (or binarize again with these descriptions in --labels)")
     if partly:  # nothing dropped without a word: these words are read as <unk>
         examples = "; ".join(f"{n!r}: {', '.join(map(repr, w[:3]))}" for n, w in list(partly.items())[:3])
         logger.warning(f"{len(partly)} of {len(names)} label descriptions have words that are not in the dictionary "

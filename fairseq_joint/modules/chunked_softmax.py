@@ -121,8 +121,8 @@ class _TokenChunkedCrossEntropy(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_loss, _grad_nll):
         if ctx.grads is None:
-            raise RuntimeError("the chunked cross-entropy's gradients were used already: it computes them once, in "
-                               "forward; call backward once per forward")
+            raise RuntimeError("the chunked cross-entropy's gradients were used already: call backward once per "
+                               "forward")
         out = []
         for g, dtype in zip(ctx.grads, ctx.dtypes):  # scaled in place (fp16 loss scaling, a weighted loss)
             out.append(None if g is None else g.mul_(grad_loss.to(g.dtype)).to(dtype))

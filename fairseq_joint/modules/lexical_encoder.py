@@ -71,9 +71,7 @@ class LexicalModel:
 
     def __init__(self, terms: Sequence[str], idf: Sequence[float], options: Dict, documents: int, path: str = ""):
         self.terms, self.options, self.documents, self.path = list(terms), dict(options), int(documents), path
-        self.idf = np.asarray(idf, dtype=np.float64)
-        if len(self.terms) != len(self.idf) or not self.terms:
-            raise ValueError(f"{len(self.terms)} terms but {len(self.idf)} idf weights")
+        self.idf = np.asarray(idf, dtype=np.float64)  # one a term: fit makes them so, load refuses a file otherwise
         self._vectorizer = None
 
     @property
@@ -95,8 +93,7 @@ class LexicalModel:
         from sklearn.feature_extraction.text import TfidfVectorizer
 
         if not 1 <= max_features <= MAX_FEATURES_LIMIT:
-            raise OptionError(f"--lexical-features {max_features}: give a number of TF-IDF features from 1 to "
-                              f"{MAX_FEATURES_LIMIT} (e.g. {DEFAULT_MAX_FEATURES})")
+            raise OptionError(f"--lexical-features {max_features}: give from 1 to {MAX_FEATURES_LIMIT} TF-IDF features")
         options = dict(TFIDF_OPTIONS, min_df=min(TFIDF_OPTIONS["min_df"], len(texts)))
         if tokenizer != "words":  # the default is not recorded: the models fitted before the option keep their print
             options["tokenizer"] = tokenizer
@@ -144,8 +141,7 @@ class LexicalModel:
     def load(cls, path: str) -> "LexicalModel":
         """The model of ``path``; a missing, unreadable or altered file is refused in one line."""
         if not os.path.isfile(path):
-            raise MissingFileError(f"{path} is missing: --encoder hybrid reads the lexical features fitted on the "
-                                   f"training texts; {REFIT} (e.g. {DEFAULT_MAX_FEATURES}) into that directory")
+            raise MissingFileError(f"{path} is missing: {REFIT} (e.g. {DEFAULT_MAX_FEATURES}) into that directory")
         try:
             with open(path, encoding="utf-8") as f:
                 content = json.load(f)
@@ -153,15 +149,13 @@ class LexicalModel:
             raise InputError(f"{path} is not a lexical feature file ({type(e).__name__}: {str(e)[:120]}): "
                              f"{REFIT}") from e
         fields = {"terms": list, "idf": list, "options": dict, "documents": int, "fingerprint": str}
-        if (not isinstance(content, dict) or content.get("format") != FORMAT
+        if (not isinstance(content, dict) or content.get("format") != FORMAT or not content.get("terms")
                 or any(not isinstance(content.get(k), kind) for k, kind in fields.items())
-                or not content["terms"] or len(content["terms"]) != len(content["idf"])):
-            raise InputError(f"{path} is not a lexical feature file (format {FORMAT}: as many terms as idf weights, "
-                             f"the options, the documents and the fingerprint): {REFIT}")
+                or len(content["terms"]) != len(content["idf"])):
+            raise InputError(f"{path} is not a lexical feature file (format {FORMAT}, one idf weight a term): {REFIT}")
         model = cls(content["terms"], content["idf"], content["options"], content["documents"], path)
         if model.fingerprint != content.get("fingerprint"):
-            raise InputError(f"{path} was changed after it was written (its fingerprint does not match its "
-                             f"content): {REFIT}")
+            raise InputError(f"{path} was changed after it was written (its fingerprint does not match): {REFIT}")
         return model
 
 
@@ -179,9 +173,10 @@ def check_signature(saved: Tensor, own: Tensor, path: str) -> None:
     if int(saved[0]) == int(own[0]) and int(saved[2]) == int(own[2]):
         raise CheckpointError(f"the checkpoint's lexical projection has {int(saved[1])} dimensions, not --lexical-dim "
                               f"{int(own[1])}: drop --lexical-dim")
-    raise CheckpointError(f"{path} is not the lexical model the checkpoint was trained with (fitted on other training "
-                          f"texts or with another --lexical-features; {int(saved[0])} features then, {int(own[0])} "
-                          "here): give the data directory it was trained on (--data), or train a model on this one")
+    then, here = int(saved[0]), int(own[0])
+    raise CheckpointError(f"{path} is not the lexical model the checkpoint was trained with ({then} features then, "
+                          f"{here} here): give the data directory it was trained on (--data), or train a model on "
+                          f"this one")
 
 
 def pack(rows: Sequence[Tuple[Tensor, Tensor, Tensor]]) -> Tensor:
@@ -225,8 +220,6 @@ class HybridTextEncoder(PretrainedSentenceEncoder):
 
     def __init__(self, path: str, lexical: LexicalModel, lexical_dim: int, option: str = "--pretrained-encoder"):
         super().__init__(path, finetune=False, option=option)
-        if lexical_dim < 1:
-            raise OptionError(f"--lexical-dim must be a positive integer, got {lexical_dim}")
         self.lexical, self.lexical_dim = lexical, int(lexical_dim)
         self.projection = nn.Parameter(init_projection(lexical.num_features, self.lexical_dim))
         self.register_buffer("lexical_signature", signature(lexical, self.lexical_dim), persistent=True)

@@ -226,17 +226,13 @@ class OutputLayer(nn.Module):
         if embedding is None and class_dim is None:
             raise OptionError(f"output layer {kind!r} needs the shared embedding E")
         if embedding is not None and embedding.num_embeddings != self.num_classes:
-            raise InputError(
-                f"the shared embedding has {embedding.num_embeddings} rows but the output layer "
-                f"scores {self.num_classes} classes; they must be the same dictionary"
-            )
+            raise InputError(f"the shared embedding has {embedding.num_embeddings} rows but the output layer scores "
+                             f"{self.num_classes} classes: give both the same dictionary")
         d = embedding.embedding_dim if embedding is not None else class_dim
         if kind == "tied" and d != self.input_dim:
-            raise OptionError(
-                f"--output-layer tied needs the embedding dim d={d} to equal the decoder output dim "
-                f"dh={self.input_dim}; set them equal (e.g. --decoder-embed-dim/--decoder-out-embed-dim) "
-                f"or use --output-layer joint (any d, dh)"
-            )
+            raise OptionError(f"--output-layer tied needs the embedding dim d={d} to equal the decoder output dim "
+                              f"dh={self.input_dim}: set them equal (e.g. --decoder-embed-dim/--decoder-out-embed-dim) "
+                              "or use --output-layer joint")
         return d
 
     @property
@@ -537,7 +533,5 @@ class OutputLayer(nn.Module):
             flags = {"output_layer": "--output-layer", "joint_dim": "--joint-dim", "activation": "--joint-activation",
                      "bias": "--no-output-bias", "num_classes": "the target dictionary"}
             fix = ", ".join(flags.get(d.split(":")[0], d.split(":")[0]) for d in diff)
-            raise CheckpointError(
-                "the checkpoint's output layer differs from this model's (" + "; ".join(diff) + "): "
-                f"build the model with the checkpoint's settings ({fix}) or train a new one"
-            )
+            raise CheckpointError(f"the checkpoint's output layer differs from this model's ({'; '.join(diff)}): build "
+                                  f"the model with the checkpoint's settings ({fix}) or train a new one")

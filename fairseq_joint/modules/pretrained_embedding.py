@@ -6,13 +6,12 @@ The file is word2vec's text format, as fairseq's ``--encoder-embed-path`` reads 
 keep their random initialization; the caller logs the coverage.
 """
 
-import os
 from typing import Tuple
 
 import torch
 import torch.nn as nn
 
-from fairseq_joint.errors import InputError, MissingFileError
+from fairseq_joint.errors import InputError
 from fairseq_joint.text_files import text_lines
 
 
@@ -20,11 +19,9 @@ def load_word_vectors_(embedding: nn.Embedding, dictionary, path: str, option: s
     """Copy the vectors of ``path`` into the rows of ``embedding`` of the words of ``dictionary``.
 
     Returns (dictionary words found in the file, vectors in the file). Raises a one-line ``InputError`` that
-    names the file (and line) for a missing file, a malformed line, a dimension other than the embedding's,
-    or a file that covers no dictionary word.
+    names the file (and line) for a missing file (:func:`~fairseq_joint.text_files.text_lines`), a malformed line, a
+    dimension other than the embedding's, or a file that covers no dictionary word.
     """
-    if not os.path.isfile(path):
-        raise MissingFileError(f"{option} {path}: no such file; give a word2vec text file (word v1 ... vd per line)")
     dim = embedding.embedding_dim
     found, total = set(), 0
     with torch.no_grad():
@@ -38,8 +35,8 @@ def load_word_vectors_(embedding: nn.Embedding, dictionary, path: str, option: s
             if not line.strip():
                 continue
             if len(parts) != dim + 1:
-                raise InputError(f"{path}:{lineno}: expected a word and {dim} numbers (--embed-dim {dim}), "
-                                 f"got {len(parts) - 1} numbers; fix the line or set --embed-dim")
+                raise InputError(f"{path}:{lineno}: expected a word and {dim} numbers (--embed-dim {dim}), got "
+                                 f"{len(parts) - 1}; fix the line or set --embed-dim")
             try:
                 vector = torch.tensor([float(x) for x in parts[1:]])
             except ValueError:
@@ -50,8 +47,8 @@ def load_word_vectors_(embedding: nn.Embedding, dictionary, path: str, option: s
                 embedding.weight[index] = vector
                 found.add(index)
     if not found:
-        raise InputError(f"{option} {path}: none of its {total} words is in the dictionary; were the vectors made "
-                         "for this corpus (same tokenization, lowercased)?")
+        raise InputError(f"{option} {path}: none of its {total} words is in the dictionary: give vectors of this "
+                         "corpus's words (same tokenization, lowercased)")
     if embedding.padding_idx is not None:
         with torch.no_grad():
             embedding.weight[embedding.padding_idx].zero_()

@@ -83,10 +83,8 @@ class CandidateSampler:
         self.never_sample = torch.tensor(sorted(set(never_sample)), dtype=torch.long)
         samplable = num_classes - len(self.never_sample)
         if num_samples is not None and num_samples > samplable:
-            raise OptionError(
-                f"--num-samples {num_samples} is larger than the {samplable} samplable ids of the vocabulary "
-                f"(|V| = {num_classes}); use at most {samplable}, or --sample-rate"
-            )
+            raise OptionError(f"--num-samples {num_samples} is larger than the {samplable} samplable ids of the "
+                              f"vocabulary (|V| = {num_classes}); use at most {samplable}, or --sample-rate")
         self.sampler = sampler
         self.sample_rate = sample_rate
         self.num_samples = num_samples

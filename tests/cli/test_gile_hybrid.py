@@ -48,9 +48,9 @@ def test_hybrid_encoder_trains_scores_unseen_labels_and_refuses_other_lexical_da
     bad = cli("fairseq-joint-predict-labels", "--checkpoint", checkpoint, "--labels", labels, "--input", texts,
               "--data", other, check=False)
     assert bad.returncode != 0 and bad.stderr.strip().splitlines() == [
-        f"error: {other / 'lexical.json'} is not the lexical model the checkpoint was trained with (fitted on other "
-        f"training texts or with another --lexical-features; {len(lexical['terms'])} features then, 50 here): give "
-        "the data directory it was trained on (--data), or train a model on this one"]
+        f"error: {other / 'lexical.json'} is not the lexical model the checkpoint was trained with "
+        f"({len(lexical['terms'])} features then, 50 here): give the data directory it was trained on (--data), or "
+        "train a model on this one"]
     # data without a lexical model: --encoder hybrid says how to make one
     (other / "lexical.json").unlink()
     missing = cli("fairseq-joint-predict-labels", "--checkpoint", checkpoint, "--labels", labels, "--input", texts,

@@ -22,6 +22,7 @@ from fairseq_joint.models.gile_classifier import (
     GileClassifierConfig,
     GileModelInputs,
     equal_capacity_joint_dim,
+    pretrained_sentence_encoder,
 )
 from fairseq_joint.modules.cooccurrence_init import cooccurrence_init_, label_patterns, normalized_init_bound
 from fairseq_joint.modules.text_encoders import HierarchicalAttentionEncoder, WordAttentionEncoder
@@ -299,7 +300,7 @@ def test_label_file_errors(tmp_path):
     bad = {
         "a\tfirst\nb\t  \n": "label 'b' has an empty description",
         "a\tfirst\na\tagain\n": "duplicate label 'a'",
-        "a first\n": "found no tab",
+        "a first\n": "found 1 tab-separated field",
     }
     for text, message in bad.items():
         path = tmp_path / "labels.tsv"
@@ -697,3 +698,29 @@ def test_updates_per_epoch_count_the_largest_languages_batches_per_worker_and_up
     assert count(str(tmp_path / "en"), "", "train", 32, 1, 1) == 4
     assert count(str(tmp_path), "en", "valid", 32, 1, 1) is None  # no such split
     assert count(str(tmp_path), "en", "train", None, 1, 1) is None  # --max-tokens batches: not counted
+
+
+def test_a_checkpoint_of_another_kind_of_encoder_is_refused(sentence_encoder, tmp_path):
+    """A checkpoint's sentence encoder and lexical channel are the model's: one trained without either is refused in
+    the model built with it, and the reverse, naming the model's --encoder (checkpoints of another encoder of the
+    same kind: tests/cli/test_gile_pretrained.py)."""
+    import dataclasses
+
+    from fairseq_joint.errors import CheckpointError
+    from fairseq_joint.modules.lexical_encoder import LexicalModel
+
+    LexicalModel.fit(["a python library", "a racing game", "a python game"], 100).save(str(tmp_path / "lexical.json"))
+    models = {}
+    for kind in ("wan", "pretrained", "hybrid"):
+        dims = dict(embed_dim=4, encoder_dim=4, attention_dim=4) if kind == "wan" else {}
+        cfg = GileClassifierConfig(head="gile", encoder=kind, pretrained_encoder=str(sentence_encoder), joint_dim="4",
+                                   **dims)
+        encoder = pretrained_sentence_encoder(cfg, str(tmp_path))
+        models[kind] = GileClassifier.build(cfg, dataclasses.replace(stub_inputs(), sentence_encoder=encoder))
+    for saved, built, said in (("wan", "pretrained", "trained without a pretrained sentence encoder"),
+                               ("pretrained", "wan", "trained with a pretrained sentence encoder"),
+                               ("hybrid", "pretrained", "trained with the lexical channel of --encoder hybrid"),
+                               ("pretrained", "hybrid", "trained without the lexical channel of --encoder hybrid")):
+        with pytest.raises(CheckpointError, match=f"^the checkpoint was {said}, but the model is built with --encoder "
+                           f"{built}: load it with the configuration it was trained with$"):
+            models[built].load_state_dict(models[saved].state_dict())

@@ -63,5 +63,27 @@ def test_a_label_line_with_a_second_tab_is_refused(tmp_path):
     labels = tmp_path / "labels.tsv"
     labels.write_text("A\tapples\nB\tcars\t0.5\n", encoding="utf-8")
     with pytest.raises(InputError, match=rf"^{labels}:2: expected 'label<TAB>description', found 3 tab-separated "
-                                         "fields: one tab a line"):
+                                         r"field\(s\): one tab a line"):
         read_label_file(str(labels))
+
+
+def test_a_missing_directory_or_empty_file_is_refused_by_the_one_reader(tmp_path):
+    """text_lines owns the check that a file is there (opened at the call, before any line is read), content_lines the
+    check that it holds something: the readers built on them (label files, examples, aligned documents) rely on both."""
+    from fairseq_joint.data.inputs import read_examples, read_parallel_documents
+
+    for path in (tmp_path / "none.tsv", tmp_path):
+        with pytest.raises(MissingFileError, match=rf"^label file {path}: no such file: give the path of an existing"):
+            read_label_file(str(path))
+        with pytest.raises(MissingFileError, match=rf"^{path}: no such file"):
+            read_examples(str(path), "tsv")
+    with pytest.raises(MissingFileError, match=r"^--aligned .*none.jsonl: no such file"):
+        read_parallel_documents("pl", str(tmp_path / "none.jsonl"))
+    blank = tmp_path / "blank.tsv"
+    blank.write_text("\n  \n", encoding="utf-8")
+    with pytest.raises(InputError, match=rf"^label file {blank} holds no labels$"):
+        read_label_file(str(blank))
+    with pytest.raises(InputError, match=rf"^{blank} holds no examples$"):
+        read_examples(str(blank))
+    with pytest.raises(InputError, match=rf"^--aligned {blank} holds no documents$"):
+        read_parallel_documents("pl", str(blank))
