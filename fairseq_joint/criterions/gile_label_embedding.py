@@ -30,23 +30,19 @@ from fairseq_joint.criterions.sampled_cross_entropy import log_candidates
 from fairseq_joint.data.gile_files import label_counts
 from fairseq_joint.errors import InputError, OptionError
 from fairseq_joint.modules.sampling import CandidateSampler
-from fairseq_joint.options import registered
-from fairseq_joint.tasks.gile_classification import GileClassificationTask, LabelCriterion, LabelStep
+from fairseq_joint.tasks.gile_classification import LabelCriterion, LabelCriterionConfig, LabelStep
 
 
 @dataclass
-class GileLabelEmbeddingConfig(LabelEmbeddingOptions):
+class GileLabelEmbeddingConfig(LabelEmbeddingOptions, LabelCriterionConfig):
     #: --encoder-dim, dh of o2 unless the model reads the texts through a sentence encoder, whose dimension the task
     #: gives (:meth:`~fairseq_joint.tasks.gile_classification.GileClassificationTask.document_dim`); no option of its own
     label_embedding_input_dim: Optional[int] = II("model.encoder_dim")
 
     @staticmethod
     def validate(cfg) -> None:
-        """The labels of --task gile_classification, one per text, one language."""
+        """One label per text, one language (the task checked: :class:`LabelCriterionConfig`)."""
         name = "--criterion gile_label_embedding_cross_entropy"
-        if not issubclass(registered(cfg, "task"), GileClassificationTask):
-            raise OptionError(f"{name} scores labels of --task gile_classification; for translation use --criterion "
-                              "label_embedding_cross_entropy")
         if cfg.task.classification_mode != "multiclass":
             raise OptionError(f"{name} needs one label per text: use --classification-mode multiclass (for "
                               "multi-label data use --criterion multilabel_classification)")

@@ -135,9 +135,8 @@ class LabelEmbeddingCrossEntropyConfig(LabelEmbeddingOptions):
         """Target words of a fairseq-joint translation model (whose architecture records dh, the default of
         ``--label-embedding-input-dim``): not the GILE task's labels."""
         if issubclass(registered(cfg, "task"), GileClassificationTask):
-            raise OptionError("--criterion label_embedding_cross_entropy scores a translation model's target words; "
-                              "for --task gile_classification use --criterion gile_label_embedding_cross_entropy "
-                              "(the same loss over the labels, --classification-mode multiclass)")
+            raise OptionError("--criterion label_embedding_cross_entropy scores target words; for --task "
+                              "gile_classification use --criterion gile_label_embedding_cross_entropy")
         check_translation_model(cfg)
 
 
@@ -159,14 +158,13 @@ def load_label_embedding(path: str, num_labels: Optional[int] = None,
         emb = LabelEmbedding(weights["weight"].size(0), None)
     else:
         emb = LabelEmbedding(weights["A"].size(0), weights["A"].size(1))
-    if num_labels is not None and emb.num_labels != num_labels:
-        raise CheckpointError(f"{option} {path}: its embedding has {emb.num_labels} labels but the target "
-                         f"dictionary has {num_labels}; use a checkpoint trained on the same binarized data")
     recorded = (state.get("model") or {}).get("data_fingerprints")
-    if labels is not None and recorded is not None and int(recorded[-1]) != dictionary_fingerprint(labels):
-        raise CheckpointError(f"{option} {path}: its embedding is for other labels than this data's (the same "
-                         f"number, {emb.num_labels}, with other entries); use a checkpoint trained on the same binarized "
-                         "data")
+    other_size = num_labels is not None and emb.num_labels != num_labels
+    other_labels = labels is not None and recorded is not None and int(recorded[-1]) != dictionary_fingerprint(labels)
+    if other_size or other_labels:
+        raise CheckpointError(f"{option} {path}: its embedding " + (f"has {emb.num_labels} labels but the target "
+                              f"dictionary has {num_labels}" if other_size else "is for other labels than this data's")
+                              + "; use a checkpoint trained on the same binarized data")
     emb.load_state_dict(weights)
     return emb
 

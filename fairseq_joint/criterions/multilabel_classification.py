@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from fairseq import metrics as fairseq_metrics
 from fairseq.criterions import register_criterion
-from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.dataclass import ChoiceEnum
 
 from fairseq_joint.errors import OptionError
 from fairseq_joint.metrics import (
@@ -49,14 +49,14 @@ from fairseq_joint.metrics import (
     threshold_counts,
 )
 from fairseq_joint.modules.sampling import CandidateSampler
-from fairseq_joint.options import FRACTION, PROBABILITY, registered
-from fairseq_joint.tasks.gile_classification import GileClassificationTask, LabelCriterion, LabelStep
+from fairseq_joint.options import FRACTION, PROBABILITY
+from fairseq_joint.tasks.gile_classification import LabelCriterion, LabelCriterionConfig, LabelStep
 
 LOSS_CHOICES = ("bce", "copy_nll", "distribution_ce")
 
 
 @dataclass
-class MultilabelClassificationConfig(FairseqDataclass):
+class MultilabelClassificationConfig(LabelCriterionConfig):
     multilabel_loss: ChoiceEnum(LOSS_CHOICES) = field(
         default="bce", metadata={"help": "bce (GILE Eq. 15), copy_nll (NLL with copy transformation) or "
                                  "distribution_ce (cross-entropy to the label distribution), Kurata et al. Sec. 2"}
@@ -71,18 +71,12 @@ class MultilabelClassificationConfig(FairseqDataclass):
 
     @staticmethod
     def validate(cfg) -> None:
-        """Labels of --task gile_classification; the loss of --classification-mode multiclass is softmax cross-entropy,
-        and only bce samples labels."""
+        """The loss of --classification-mode multiclass is softmax cross-entropy, and only bce samples labels (the task
+        checked: :class:`LabelCriterionConfig`)."""
         c, task = cfg.criterion, cfg.task
-        if not issubclass(registered(cfg, "task"), GileClassificationTask):
-            raise OptionError(f"--criterion multilabel_classification trains a gile_classifier on --task "
-                              f"gile_classification, not --task {task._name}: use another criterion (cross_entropy, "
-                              "label_smoothed_cross_entropy, sampled_cross_entropy, label_embedding_cross_entropy) or "
-                              "--task gile_classification")
         multiclass = task.classification_mode == "multiclass"
         if multiclass and c.multilabel_loss != "bce":
-            raise OptionError(f"--multilabel-loss {c.multilabel_loss} is for --classification-mode multilabel; "
-                              "multiclass always uses softmax cross-entropy: drop --multilabel-loss")
+            raise OptionError(f"--multilabel-loss {c.multilabel_loss} is for --classification-mode multilabel: drop it")
         if c.label_sample_rate < 1.0 and (multiclass or c.multilabel_loss != "bce"):
             raise OptionError(f"--label-sample-rate {c.label_sample_rate} samples labels for the bce loss (Eq. 17) "
                               "only; use --multilabel-loss bce or --label-sample-rate 1")

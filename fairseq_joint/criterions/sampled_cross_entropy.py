@@ -80,8 +80,7 @@ class CandidateSamplingConfig(FairseqDataclass):
     @staticmethod
     def validate(cfg) -> None:
         if cfg.criterion.sample_rate is not None and cfg.criterion.num_samples is not None:
-            raise OptionError("give exactly one of --sample-rate (a fraction of |V|) and --num-samples (a count of "
-                              "negatives): either --sample-rate or --num-samples, not both")
+            raise OptionError("--sample-rate and --num-samples: give either --sample-rate or --num-samples, not both")
 
 
 @dataclass
@@ -112,8 +111,7 @@ class SampledCrossEntropyConfig(LabelSmoothedCrossEntropyCriterionConfig, Candid
             option = "--logq-correction" if c.logq_correction else "--remove-accidental-hits"
             raise OptionError(f"{option} needs sampling: add --sample-rate < 1 or --num-samples, or drop {option}")
         if c.remove_accidental_hits and c.label_smoothing > 0:
-            raise OptionError("--remove-accidental-hits cannot be combined with --label-smoothing (the masked "
-                              "negatives would enter the smoothing term); drop one of them")
+            raise OptionError("--remove-accidental-hits cannot be combined with --label-smoothing: drop one of them")
 
 
 def log_candidates(logging_outputs) -> None:

@@ -42,7 +42,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 
 from fairseq_joint.data.gile_files import LEXICAL_FILE, label_counts
-from fairseq_joint.errors import CheckpointError, InputError, MissingFileError, OptionError
+from fairseq_joint.errors import CheckpointError, InputError, OptionError
 from fairseq_joint.models.output_layer_model import DataFingerprintMixin, UpdateCountMixin
 from fairseq_joint.modules.cooccurrence_init import COOCCURRENCE_INIT_CHOICES, cooccurrence_init_, label_patterns
 from fairseq_joint.modules.lexical_encoder import REFIT, HybridTextEncoder, LexicalModel, check_signature
@@ -51,7 +51,8 @@ from fairseq_joint.modules.pretrained_embedding import load_word_vectors_
 from fairseq_joint.modules.sentence_encoder import PretrainedSentenceEncoder, cosine
 from fairseq_joint.modules.text_encoders import ENCODER_CHOICES as TEXT_ENCODER_CHOICES
 from fairseq_joint.modules.text_encoders import LAYER_CHOICES, HierarchicalAttentionEncoder, WordAttentionEncoder
-from fairseq_joint.options import DROPOUT, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE_INT, arch, registered
+from fairseq_joint.options import DROPOUT, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE_INT, arch, flag, registered
+from fairseq_joint.text_files import text_lines
 
 logger = logging.getLogger(__name__)
 
@@ -109,18 +110,14 @@ def embedding_paths(value: str, languages: List[str]) -> Dict[str, str]:
         raise OptionError(f"--embed-path {value}: a multilingual model takes one file per language: "
                          "LANG=FILE,LANG=FILE or a path with {lang} (e.g. vectors.{lang}.txt)")
     dims = {}
-    for lang, path in paths.items():
-        if not os.path.isfile(path):
-            raise MissingFileError(f"--embed-path ({lang}) {path}: no such file; give a word2vec text file per language")
-        with open(path, encoding="utf-8", errors="replace") as f:
-            first = f.readline().split()
-        dims[lang] = int(first[1]) if len(first) == 2 and all(x.isdigit() for x in first) else len(first) - 1
+    for lang, path in paths.items():  # text_lines refuses a missing file
+        words = next(text_lines(path, f"--embed-path ({lang})"), (0, ""))[1].split()
+        dims[lang] = int(words[1]) if len(words) == 2 and all(x.isdigit() for x in words) else len(words) - 1
     first, first_dim = next(iter(dims.items()), (None, None))
     for lang, dim in dims.items():
         if dim != first_dim:
             raise InputError(f"--embed-path: {paths[lang]} ({lang}) has {dim}-d vectors but {paths[first]} ({first}) "
-                             f"{first_dim}-d: one model embeds every language in one space; give aligned vectors of "
-                             "one dimension")
+                             f"{first_dim}-d: give aligned vectors of one dimension")
     return paths
 
 
@@ -286,47 +283,45 @@ class GileClassifierConfig(FairseqDataclass):
             raise OptionError(f"--arch {arch(m)} is a gile_classifier, which only --task gile_classification trains "
                               f"(not --task {cfg.task._name}): add --task gile_classification")
         multilingual = bool(cfg.task.languages)
-        if str(m.joint_dim) != "auto" and not (str(m.joint_dim).isdigit() and int(m.joint_dim) > 0):
-            raise OptionError(f"--joint-dim must be a positive integer or auto, got {m.joint_dim!r}")
         sentence, linear = m.encoder in SENTENCE_ENCODERS, m.head == "linear"
-        needs = (("--cooccurrence-init initializes the linear head's hidden->output weight W; --head {head} has none: "
-                  "use --head linear or --cooccurrence-init none", m.cooccurrence_init != "none" and not linear),
+        needs = (("--joint-dim must be a positive integer or auto, got {m.joint_dim!r}",
+                  str(m.joint_dim) != "auto" and not (str(m.joint_dim).isdigit() and int(m.joint_dim) > 0)),
+                 ("--cooccurrence-init initializes the linear head's hidden->output weight W; --head {m.head} has "
+                  "none: use --head linear or --cooccurrence-init none", m.cooccurrence_init != "none" and not linear),
                  ("--similarity-init starts the head at the label-text similarity, but --head linear has no label "
                   "vectors: use a joint head (--head gile, bil_n16, ...)", m.similarity_init and linear),
                  ("--seen-label-bias adds a bias per training label, which --head linear has already: drop "
                   "--seen-label-bias or use a joint head", m.seen_label_bias and linear),
-                 ("--cosine-prior {cosine_prior} adds a frozen sentence encoder's cosine of text and description to "
+                 ("--cosine-prior {m.cosine_prior} adds a frozen sentence encoder's cosine of text and description to "
                   "a joint head's logits: use it with --encoder pretrained or hybrid, without --finetune-encoder, and "
                   "a joint head (--head gile, ...), or drop it",
                   m.cosine_prior and (not sentence or m.finetune_encoder or linear)),
-                 ("--finetune-label-refresh {finetune_label_refresh} sets how often a fine-tuned encoder re-encodes "
+                 ("--finetune-label-refresh {m.finetune_label_refresh} sets how often a fine-tuned encoder re-encodes "
                   "the label descriptions: add --finetune-encoder, or drop it",
                   m.finetune_label_refresh and not m.finetune_encoder),
-                 ("--finetune-encoder trains a pretrained sentence encoder; --encoder {encoder} has none: use "
+                 ("--finetune-encoder trains a pretrained sentence encoder; --encoder {m.encoder} has none: use "
                   "--encoder pretrained --pretrained-encoder PATH, or drop --finetune-encoder",
                   m.finetune_encoder and not sentence),
                  ("--finetune-encoder: --encoder hybrid keeps its sentence encoder frozen (the lexical channel "
                   "trains); use --encoder pretrained --finetune-encoder, or drop it",
                   m.finetune_encoder and m.encoder == "hybrid"),
-                 ("--share-encoder/--share-attention share parts of per-language HAN/WAN encoders; --encoder {encoder} "
-                  "is one sentence encoder for every language: drop them",
+                 ("--share-encoder/--share-attention share parts of per-language HAN/WAN encoders; --encoder "
+                  "{m.encoder} is one sentence encoder for every language: drop them",
                   (m.share_encoder or m.share_attention) and sentence),
                  ("--share-encoder/--share-attention share parts of the encoders of several languages: give "
                   "--languages (e.g. en,pl), or drop them",
                   (m.share_encoder or m.share_attention) and not sentence and not multilingual),
-                 ("--encoder-dim {encoder_dim} must be even for bigru (two directions of dim/2)",
+                 ("--encoder-dim {m.encoder_dim} must be even for bigru (two directions of dim/2)",
                   not sentence and m.encoder_dim % 2 and "bigru" in encoder_layers(m)),
                  ("--similarity-init starts the dense encoders as identity maps; a bigru or gru encoder has no "
                   "identity form: use --word-encoder/--sentence-encoder dense",
                   m.similarity_init and not sentence and set(encoder_layers(m)) != {"dense"}),
                  ("--similarity-init starts --head gile at the cosine exactly for --joint-activation relu, not "
-                  "{joint_activation}: use relu, or --head bil_n16",
+                  "{m.joint_activation}: use relu, or --head bil_n16",
                   m.similarity_init and sentence and m.head == "gile" and m.joint_activation != "relu"))
         for message, refused in needs:
             if refused:
-                raise OptionError(message.format(**{k: getattr(m, k) for k in ("head", "encoder", "encoder_dim",
-                                                                                 "cosine_prior", "joint_activation",
-                                                                                 "finetune_label_refresh")}))
+                raise OptionError(message.format(m=m))
 
 
 def encoder_layers(cfg) -> Tuple[str, ...]:
@@ -385,9 +380,8 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
             raise InputError(f"--head {cfg.head} scores label descriptions but none were given: pass --label-file "
                              "label<TAB>description (or preprocess with --labels), or use --head linear")
         if (cfg.encoder in SENTENCE_ENCODERS) != (inputs.sentence_encoder is not None):
-            raise ValueError(f"--encoder {cfg.encoder}, but the task that describes the data embeds its texts with "
-                             f"{inputs.sentence_encoder or 'no sentence encoder'}: give the task the model's encoder "
-                             "options (fairseq does: GileClassificationConfig's encoder fields are the model's)")
+            raise ValueError(f"--encoder {cfg.encoder}, but the task embeds its texts with "
+                             f"{inputs.sentence_encoder or 'no sentence encoder'}: give it the model's encoder options")
         if cfg.encoder in SENTENCE_ENCODERS:
             return cls.build_pretrained(cfg, inputs)
         if inputs.languages:
@@ -517,9 +511,8 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
             value = getattr(cfg, name)
             if value not in (dim, getattr(defaults, name)):
                 lexical = f" with --lexical-dim {encoder.lexical_dim}" if isinstance(encoder, HybridTextEncoder) else ""
-                raise OptionError(f"--{name.replace('_', '-')} {value} disagrees with --pretrained-encoder "
-                                  f"{cfg.pretrained_encoder}{lexical}, whose vectors have {dim} dimensions: drop "
-                                  f"--{name.replace('_', '-')} (the encoder sets d = dh = {dim})")
+                raise OptionError(f"{flag(name)} {value} disagrees with --pretrained-encoder {cfg.pretrained_encoder}"
+                                  f"{lexical} ({dim}-d vectors): drop {flag(name)} (the encoder sets d = dh = {dim})")
         languages = inputs.languages
         logger.info(f"--pretrained-encoder {cfg.pretrained_encoder}: {encoder.dim}-d sentence vectors, "
                     + ("fine-tuned" if encoder.finetune else "frozen (embeddings cached beside the data)")
@@ -558,41 +551,31 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         return OutputLayer(spec, num_classes=num_labels, input_dim=encoder_dim, class_dim=class_dim)
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        """A checkpoint's sentence encoder (``encoder_signature``: its dimension and files) and lexical channel
+        (``--encoder hybrid``'s ``lexical_signature``: the TF-IDF model and projection size) are the model's."""
         self.evaluation_label_vectors.clear()
-        saved, own = state_dict.get("encoder_signature"), getattr(self, "encoder_signature", None)
-        if (saved is None) != (own is None):
-            raise CheckpointError("the checkpoint was trained with " + ("a pretrained sentence encoder" if own is None
-                             else f"--encoder {self.cfg.encoder}") + " but the model is built with "
-                             + (f"--encoder {self.cfg.encoder}" if own is None else "a pretrained one")
-                             + ": load it with the configuration it was trained with")
-        self.check_lexical(state_dict.get("encoder.lexical_signature"))
+        encoder, own = self.sentence_encoder, getattr(self, "encoder_signature", None)
+        lexical = encoder.lexical_signature if isinstance(encoder, HybridTextEncoder) else None
+        for what, key, built in (("a pretrained sentence encoder", "encoder_signature", own),
+                                 ("the lexical channel of --encoder hybrid", "encoder.lexical_signature", lexical)):
+            if (state_dict.get(key) is None) != (built is None):
+                raise CheckpointError(f"the checkpoint was trained {'with' if built is None else 'without'} {what}, "
+                                      f"but the model is built with --encoder {self.cfg.encoder}: load it with the "
+                                      "configuration it was trained with")
+        if lexical is not None:
+            check_signature(state_dict["encoder.lexical_signature"], lexical, encoder.lexical.path)
+        saved = state_dict.get("encoder_signature")
         if saved is not None:
-            path = self.sentence_encoder.path
             if int(saved[0]) != int(own[0]):
                 raise CheckpointError(f"the checkpoint was trained with a {int(saved[0])}-d sentence encoder, but "
-                                 f"--pretrained-encoder {path} gives {int(own[0])}-d vectors: give the encoder it "
-                                 "was trained with")
-            if int(saved[1]) != int(own[1]) and not self.sentence_encoder.finetune:
-                raise CheckpointError(f"--pretrained-encoder {path} holds other weights than the frozen encoder the "
-                                 "checkpoint was trained with: give that encoder's directory")
-            if int(saved[1]) != int(own[1]):  # its tokenizer and architecture would read the fine-tuned weights
-                raise CheckpointError(f"--pretrained-encoder {path} is not the encoder directory the checkpoint was "
-                                      "fine-tuned from (its files differ; the checkpoint holds the fine-tuned weights, "
-                                      "the directory their tokenizer and architecture): give that directory")
+                                      f"--pretrained-encoder {encoder.path} gives {int(own[0])}-d vectors: give the "
+                                      "encoder it was trained with")
+            if int(saved[1]) != int(own[1]):  # a fine-tuned encoder's tokenizer and architecture are the directory's
+                raise CheckpointError(f"--pretrained-encoder {encoder.path} " + (
+                    "is not the encoder directory the checkpoint was fine-tuned from (its files differ)"
+                    if encoder.finetune else "holds other weights than the frozen encoder the checkpoint was trained "
+                    "with") + ": give that encoder's directory")
         return super().load_state_dict(self.check_data(state_dict), strict=strict, model_cfg=model_cfg, args=args)
-
-    def check_lexical(self, saved: Optional[torch.Tensor]) -> None:
-        """A checkpoint's lexical channel (``--encoder hybrid``: its ``lexical_signature``) is the data's: the same
-        TF-IDF model (terms, idf, options) and projection size."""
-        encoder = self.sentence_encoder
-        own = encoder.lexical_signature if isinstance(encoder, HybridTextEncoder) else None
-        if (saved is None) != (own is None):
-            raise CheckpointError("the checkpoint was trained " + ("without" if saved is None else "with") + " the "
-                                  "lexical channel of --encoder hybrid, but the model is built "
-                                  + ("with" if saved is None else "without") + " it: load it with the configuration "
-                                  "it was trained with")
-        if saved is not None:
-            check_signature(saved, own, encoder.lexical.path)
 
     @property
     def scores_unseen_labels(self) -> bool:
@@ -618,12 +601,10 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
             return None
         if lang is None and self.reads_any_language:
             return None
-        if lang is None:
-            raise OptionError(f"the model is multilingual over per-language word encoders (trained on "
-                              f"{', '.join(self.languages)}): give the texts' language (--lang), one of them")
-        if lang not in self.languages:
-            raise OptionError(f"the model was trained on {', '.join(self.languages)}, not {lang!r}: give one of them "
-                             f"(--lang), or train a model with {lang}")
+        if lang not in self.languages:  # None too: per-language word encoders need it
+            raise OptionError(f"the model was trained on {', '.join(self.languages)}" + (
+                f", not {lang!r}: give one of them (--lang), or train a model with {lang}" if lang is not None else
+                " over per-language word encoders: give the texts' language (--lang), one of them"))
         return lang
 
     def forward(self, src_tokens, src_lengths=None, src_embeddings=None, lang=None, **kwargs):
@@ -704,6 +685,16 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         if self.cfg.finetune_label_refresh and num_updates % self.cfg.finetune_label_refresh == 0:
             self.label_vector_cache.clear()
 
+    def check_scorable(self, train_index: torch.Tensor, label_names: Optional[Sequence[str]] = None,
+                       source: str = "") -> None:
+        """Refuse, for ``--head linear``, the labels unseen in training (``train_index`` -1), naming the first of
+        ``label_names`` and where they come from (``source``, e.g. ``" of labels.tsv"``)."""
+        unseen = (train_index < 0).nonzero().flatten()
+        if not self.scores_unseen_labels and unseen.numel():
+            first = f" (e.g. {label_names[int(unseen[0])]!r})" if label_names else ""
+            raise InputError(f"--head linear cannot score the {unseen.numel()} label(s){source} it never saw in "
+                             f"training{first}: train a joint head (--head gile) to score unseen labels")
+
     def label_scores(self, features, label_tokens=None, train_index=None, label_names=None, lang=None):
         """Logits (B, L) of the given labels: descriptions ``label_tokens`` (L, T), training rows ``train_index``;
         a multilingual model scores with the classification unit of ``lang``, and a text of no given language (where
@@ -719,12 +710,7 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
             return logits[0] if len(logits) == 1 else torch.stack(logits).mean(0)
 
         if self.head_name == "linear":
-            unseen = (train_index < 0).nonzero().flatten()
-            if unseen.numel():
-                first = f" (e.g. {label_names[int(unseen[0])]!r})" if label_names else ""
-                raise InputError(f"--head linear cannot score the {unseen.numel()} label(s) it never saw in training"
-                                 f"{first}: it has one weight row per training label; train a joint head (--head gile) "
-                                 "to score unseen labels")
+            self.check_scorable(train_index, label_names)
             return head(features, ids=train_index)
         finetuned = self.sentence_encoder is not None and self.sentence_encoder.finetune
         if finetuned and self.training and self.cfg.finetune_label_refresh:

@@ -70,8 +70,7 @@ class JointLSTMModel(OutputLayerModelMixin, LSTMModel):
     def build_model(cls, args, task):
         joint_lstm_base(args)
         if args.encoder_layers != args.decoder_layers:
-            raise OptionError("--encoder-layers must match --decoder-layers (fairseq's LSTM decoder "
-                              "initialises its layers from the encoder's)")
+            raise OptionError("--encoder-layers must match --decoder-layers: give both the same number")
         for flag in ("encoder_embed_path", "decoder_embed_path"):
             if getattr(args, flag, None):
                 raise OptionError(f"--{flag.replace('_', '-')} is not supported by joint_lstm yet; drop it")
@@ -87,8 +86,7 @@ class JointLSTMModel(OutputLayerModelMixin, LSTMModel):
                 raise InputError("--share-all-embeddings requires a joint dictionary "
                                  "(fairseq-preprocess --joined-dictionary)")
             if args.encoder_embed_dim != args.decoder_embed_dim:
-                raise OptionError("--share-all-embeddings requires --encoder-embed-dim to match "
-                                  "--decoder-embed-dim")
+                raise OptionError("--share-all-embeddings requires --encoder-embed-dim to match --decoder-embed-dim")
             decoder_embed = encoder_embed
         else:
             decoder_embed = Embedding(len(tgt_dict), args.decoder_embed_dim, tgt_dict.pad())

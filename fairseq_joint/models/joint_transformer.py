@@ -53,10 +53,8 @@ class JointTransformerModel(OutputLayerModelMixin, TransformerModel):
     def build_model(cls, args, task):
         joint_transformer_base(args)
         if getattr(args, "adaptive_softmax_cutoff", None):
-            raise OptionError(
-                "--adaptive-softmax-cutoff replaces the output layer with fairseq's adaptive softmax; "
-                "drop it to use --output-layer (or use --arch transformer)"
-            )
+            raise OptionError("--adaptive-softmax-cutoff replaces the output layer with fairseq's adaptive softmax: "
+                              "drop it to use --output-layer (or use --arch transformer)")
         return cls.build_seeded(args, task, super().build_model)
 
     @classmethod

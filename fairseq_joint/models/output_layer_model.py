@@ -77,8 +77,7 @@ class OutputLayerConfig(FairseqDataclass):
 
         args = cfg.model  # a training run's (the rules run for fairseq-train): fairseq's LSTM and Transformer declare both
         # with --share-all-embeddings fairseq's Transformer turns the flag on itself, in the arguments a checkpoint saves
-        if (args.share_decoder_input_output_embed and args.output_layer != "tied"
-                and not args.share_all_embeddings):
+        if args.share_decoder_input_output_embed and args.output_layer != "tied" and not args.share_all_embeddings:
             raise OptionError(f"--share-decoder-input-output-embed conflicts with --output-layer {args.output_layer}: "
                               "use --output-layer tied for weight tying (and drop --share-decoder-input-output-embed)")
         if issubclass(registered(cfg, "criterion"), AdaptiveLoss):
@@ -208,8 +207,7 @@ class DataFingerprintMixin:
             return {**state_dict, "data_fingerprints": own}
         for (what, fix), a, b in zip(self.data_names, saved.tolist(), own.tolist()):
             if a != b:
-                raise CheckpointError(f"the checkpoint's {what} has other entries than the data's (the same number of them, "
-                                 f"in another order or other words): {fix}")
+                raise CheckpointError(f"the checkpoint's {what} has other entries than the data's: {fix}")
         return state_dict
 
 
@@ -259,17 +257,10 @@ class OutputLayerModelMixin(UpdateCountMixin, DataFingerprintMixin, Configured):
 
 
 def check_dictionaries_match(model, state_dict) -> None:
-    """Fail with a one-line fix when a checkpoint was trained with other dictionaries than the data's."""
-    for side, key, flag in (
-        ("source", "encoder.embed_tokens.weight", "--srcdict"),
-        ("target", "decoder.embed_tokens.weight", "--tgtdict"),
-    ):
-        if key not in state_dict:
-            continue
-        own = model.state_dict().get(key)
-        if own is not None and own.shape[0] != state_dict[key].shape[0]:
-            raise CheckpointError(
-                f"the checkpoint's {side} dictionary has {state_dict[key].shape[0]} entries but the data's "
-                f"has {own.shape[0]}: binarize the data with the checkpoint's dictionary "
-                f"(fairseq-preprocess {flag} <checkpoint data dir>/dict.*.txt)"
-            )
+    """Fail with a one-line fix (that of :attr:`OutputLayerModelMixin.data_names`) when a checkpoint was trained with
+    dictionaries of other sizes than the data's."""
+    for (what, fix), key in zip(model.data_names, ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight")):
+        saved, own = state_dict.get(key), model.state_dict().get(key)
+        if saved is not None and own is not None and own.shape[0] != saved.shape[0]:
+            raise CheckpointError(f"the checkpoint's {what} has {saved.shape[0]} entries but the data's has "
+                                  f"{own.shape[0]}: {fix}")

@@ -141,9 +141,8 @@ class GileClassificationConfig(FairseqDataclass):
         finite."""
         model, criterion = registered(cfg, "model"), registered(cfg, "criterion")
         if not issubclass(model, GileClassifier):
-            raise OptionError(f"--task gile_classification trains a gile_classifier model, not --arch "
-                              f"{arch(cfg.model)} ({model.__name__}): use --arch gile_classifier (or one of its "
-                              "presets, e.g. gile_pretrained)")
+            raise OptionError(f"--task gile_classification trains a gile_classifier model, not --arch {arch(cfg.model)}"
+                              f" ({model.__name__}): use --arch gile_classifier (or a preset, e.g. gile_pretrained)")
         if not issubclass(criterion, LabelCriterion):
             names = sorted(n for n, c in CRITERION_REGISTRY.items() if issubclass(c, LabelCriterion))
             raise OptionError(f"--task gile_classification trains with a criterion that scores labels, not "
@@ -163,6 +162,19 @@ class LabelStep(NamedTuple):
     logging_output: dict
     scores: Optional[LabelScores] = None
     threshold_counts: Optional[ThresholdCounts] = None
+
+
+@dataclass
+class LabelCriterionConfig(FairseqDataclass):
+    """The rule of every criterion that scores labels (a base of its configuration dataclass; the task's rule is the
+    converse one, :meth:`GileClassificationConfig.validate`)."""
+
+    @staticmethod
+    def validate(cfg) -> None:
+        if not issubclass(registered(cfg, "task"), GileClassificationTask):
+            raise OptionError(f"--criterion {cfg.criterion._name} scores labels of --task gile_classification, not "
+                              f"--task {cfg.task._name}: add --task gile_classification, or for translation use "
+                              "--criterion cross_entropy, sampled_cross_entropy or label_embedding_cross_entropy")
 
 
 class LabelCriterion(FairseqCriterion):

@@ -118,14 +118,14 @@ def test_a_language_directory_with_another_languages_dictionary_is_refused(tmp_p
     shutil.copytree(data / "en", other / "en")
     binarize_language(tmp_path, other / "pl", "pl", first=40)
     rebuilt = GileClassifier.build_model(model_cfg, setup(GileClassificationConfig(data=str(other), languages="en,pl")))
-    with pytest.raises(CheckpointError, match=r"the checkpoint's dictionary has other entries than the data's .*"
+    with pytest.raises(CheckpointError, match=r"the checkpoint's dictionary has other entries than the data's: .*"
                        r"with --languages every DATA/LANG/dict.txt\), --data of the fairseq-joint-\* commands"):
         rebuilt.load_state_dict(trained.state_dict())
     # against its siblings
     assert setup(GileClassificationConfig(data=str(data), languages="en,pl")).languages == ["en", "pl"]
     shutil.copyfile(data / "en" / "dict.txt", data / "pl" / "dict.txt")  # pl's dict.txt is en's
     with pytest.raises(InputError, match=rf"^{data}/pl/dict.txt is not the dictionary {data}/pl's documents were "
-                       r"binarized with .*: put back the dict.txt fairseq-joint-preprocess-gile --lang pl wrote there"):
+                       r"binarized with: put back the dict.txt fairseq-joint-preprocess-gile --lang pl wrote there"):
         setup(GileClassificationConfig(data=str(data), languages="en,pl"))
     with pytest.raises(InputError, match=rf"^{data}/pl/dict.txt is not the dictionary"):
         setup(GileClassificationConfig(data=str(data / "pl")))  # one directory: the same check

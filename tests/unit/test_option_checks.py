@@ -462,7 +462,7 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
     ([*GILE, "--arch", "joint_transformer_tiny"],
      "^--task gile_classification trains a gile_classifier model, not --arch joint_transformer_tiny"),
     (["--criterion", "multilabel_classification"],
-     "^--criterion multilabel_classification trains a gile_classifier on --task gile_classification, not --task "
+     "^--criterion multilabel_classification scores labels of --task gile_classification, not --task "
      "translation"),
     ([*GILE, "--criterion", "cross_entropy"], "^--task gile_classification trains with a criterion that scores labels, "
      "not --criterion cross_entropy: use --criterion gile_label_embedding_cross_entropy or multilabel_classification$"),
