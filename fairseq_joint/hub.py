@@ -140,8 +140,7 @@ def check_device(device, argument: str = "device") -> torch.device:
         raise OptionError(f"{argument}={device!r}: fairseq-joint predicts on 'cpu' or a CUDA GPU ('cuda', 'cuda:N')")
     if not torch.cuda.is_available():
         why = "this torch is built without CUDA" if torch.version.cuda is None else "no CUDA GPU is visible"
-        raise OptionError(f"{argument}={device!r}: {why}: use device='cpu' (or leave it out: the CPU when there is "
-                          "no GPU)")
+        raise OptionError(f"{argument}={device!r}: {why}: use device='cpu' (or leave it out)")
     count = torch.cuda.device_count()
     index = torch.cuda.current_device() if found.index is None else found.index
     if index >= count:
@@ -153,15 +152,13 @@ def as_texts(texts: Texts) -> Tuple[List[str], bool]:
     """``(the texts as a list, whether one string was given)``: a string is one text; a text that is not a string or
     is empty is refused (nothing is dropped: the command skips empty input lines and says so, a Python caller gets its
     own texts back scored in full)."""
-    single = isinstance(texts, str)
-    if isinstance(texts, bytes) or texts is None:
-        raise InputError(f"texts is {'bytes' if texts is not None else 'None'}: give a string or a list of strings "
-                         "(decode bytes first)")
+    single = texts is None or isinstance(texts, (str, bytes))  # None and bytes: one text that is not a string
     texts = [texts] if single else list(texts)
     for i, text in enumerate(texts):
         where = "texts" if single else f"texts[{i}]"
         if not isinstance(text, str):
-            raise InputError(f"{where} is a {type(text).__name__}, not a string: give every text as a str")
+            what = {type(None): "None", bytes: "bytes (decode them first)"}.get(type(text), f"a {type(text).__name__}")
+            raise InputError(f"{where} is {what}, not a string: give every text as a str")
         if not text.strip():
             raise InputError(f"{where} is empty: give a text to classify (or leave it out)")
     if not texts:
@@ -323,9 +320,13 @@ class LabelPredictor(abc.ABC):
     def languages(self) -> List[str]:
         """The languages of a multilingual model (trained with ``--languages``), else empty."""
 
-    @abc.abstractmethod
     def check_language(self, lang: Optional[str]) -> Optional[str]:
-        """``lang`` as the model takes it, or a refusal."""
+        """``lang`` as the model takes it, or a refusal: here, of a model without :attr:`languages` (which takes
+        none)."""
+        if lang is not None:
+            raise OptionError(f"--lang {lang}: {self.source} takes no language (only a model trained with --languages "
+                              "does): drop --lang")
+        return None
 
     @property
     @abc.abstractmethod
@@ -400,22 +401,20 @@ class LabelPredictor(abc.ABC):
         """``({label: description}, what to call them in a refusal)`` of a label file, a dict (checked as a label
         file's lines are, :func:`~fairseq_joint.data.gile_files.read_label_file`) or a list of label names (their
         descriptions the model's label file's, :attr:`label_descriptions`)."""
-        if isinstance(labels, dict):
-            if not labels:
-                raise InputError("labels holds no labels: give {label: description, ...} or a label file")
-            return {label: check_label(label, desc, "labels") for label, desc in labels.items()}, "the labels given"
         if isinstance(labels, (str, os.PathLike)):
             path = os.fspath(labels)
             return read_label_file(path), path
-        if not isinstance(labels, (list, tuple)):
+        if not isinstance(labels, (dict, list, tuple)):
             raise InputError(f"labels is a {type(labels).__name__}: give a label<TAB>description file's path, a "
                              "{label: description} dict or a list of label names")
+        if not labels:
+            raise InputError("labels holds no labels: give {label: description, ...}, label names or a label file")
+        if isinstance(labels, dict):
+            return {label: check_label(label, desc, "labels") for label, desc in labels.items()}, "the labels given"
         known = self.label_descriptions
         if known is None:
             raise InputError(f"labels is a list of names, but {self.source} has no label file to find their "
                              "descriptions in: give {label: description} or a label<TAB>description file")
-        if not labels:
-            raise InputError("labels holds no labels: give one label name or more")
         descriptions = {}
         for i, name in enumerate(labels):
             if not isinstance(name, str):
@@ -565,9 +564,7 @@ class TrainedLabelPredictor(LabelPredictor):
                 return self.model.check_language(lang)
             except OptionError as e:
                 raise OptionError(f"--lang: {e}") from None
-        if lang is not None:
-            raise OptionError(f"--lang {lang}: {self.checkpoint} is a monolingual model (no --languages): drop --lang")
-        return None
+        return super().check_language(lang)
 
     @property
     def label_descriptions(self) -> Optional[Dict[str, str]]:
@@ -584,9 +581,8 @@ class TrainedLabelPredictor(LabelPredictor):
         if not self.model.scores_unseen_labels:
             unseen = [n for n, i in zip(label_set.names, label_set.train_index.tolist()) if i < 0]
             if unseen:
-                raise InputError(f"--head linear cannot score the {len(unseen)} label(s) of {source} it never "
-                                 f"saw in training (e.g. {unseen[0]!r}): train a joint head (--head gile) for unseen "
-                                 "labels")
+                raise InputError(f"--head linear cannot score the {len(unseen)} label(s) of {source} it never saw in "
+                                 f"training (e.g. {unseen[0]!r}): train a joint head (--head gile) for them")
         return label_set
 
     def encode_labels(self, descriptions: Dict[str, str], source: str) -> LabelSet:
@@ -605,8 +601,8 @@ class TrainedLabelPredictor(LabelPredictor):
 
     def label_vectors(self, label_set: LabelSet) -> torch.Tensor:
         if not self.model.scores_unseen_labels:
-            raise InputError(f"{self.checkpoint} has --head linear, which has one weight row per training label and no "
-                             "label vectors: a joint head (--head gile, ...) has them")
+            raise InputError(f"{self.checkpoint} has --head linear, which has no label vectors: a joint head (--head "
+                             "gile, ...) has them")
         return self.model.label_vectors(label_set.tokens)
 
     def logits(self, vectors: torch.Tensor, label_set: LabelSet, lang: Optional[str]) -> torch.Tensor:
@@ -736,12 +732,6 @@ class EncoderLabelPredictor(LabelPredictor):
     def languages(self) -> List[str]:
         return []
 
-    def check_language(self, lang: Optional[str]) -> Optional[str]:
-        if lang is not None:
-            raise OptionError(f"--lang {lang}: a sentence encoder alone reads the languages it was trained on without "
-                              "being told which: drop --lang")
-        return None
-
     @property
     def label_descriptions(self) -> Optional[Dict[str, str]]:
         """The ``label_file`` given to :meth:`LabelPredictor.from_encoder`, None without one."""
@@ -768,8 +758,7 @@ class EncoderLabelPredictor(LabelPredictor):
 
     def calibrated_threshold(self) -> Tuple[float, str]:
         raise OptionError(f"threshold={CALIBRATED!r}: a sentence encoder alone was calibrated on no validation: give "
-                          f"a cosine ({COSINE}), or train a model (its checkpoint keeps the threshold of its best "
-                          "validation micro-F1)")
+                          f"a cosine ({COSINE}), or train a model (its checkpoint keeps a calibrated threshold)")
 
     def save(self, directory: Union[str, "os.PathLike[str]"], *, copy_encoder: bool = True) -> str:
         """Write the encoder (or with ``copy_encoder=False`` a reference to it, pinned by its fingerprint), the label

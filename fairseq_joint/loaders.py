@@ -12,7 +12,6 @@ from typing import Optional, Sequence
 
 import fairseq_joint  # noqa: F401  (registers the models, applies the checkpoint changes of fairseq_patches)
 from fairseq_joint import checks, errors
-from fairseq_joint.models.gile_classifier import GileClassifier
 
 
 def _dictionary(n: int):
@@ -97,7 +96,7 @@ def load_gile_checkpoint(path: str, data: Optional[str] = None, pretrained_encod
     configuration, whose ``criterion`` says how its logits become probabilities). A missing file is a
     ``MissingFileError`` (a label file the checkpoint records too: :func:`fairseq_joint.checks.check_recorded_files`),
     a checkpoint of another kind a ``CheckpointError`` naming ``command`` (default: this process's program), refused
-    before any model is built."""
+    before any model is built (:func:`load_checkpoint`: the model its ``--arch`` registers is a ``GileClassifier``)."""
     from fairseq import checkpoint_utils
 
     given = {"data": data, "pretrained_encoder": pretrained_encoder, "label_file": label_file,
@@ -107,7 +106,4 @@ def load_gile_checkpoint(path: str, data: Optional[str] = None, pretrained_encod
     checks.check_recorded_files(path, checks.checkpoint_cfg(state), overrides, command or errors.program())
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides or None,
                                                                       state=state)
-    model = models[0].eval()
-    if not isinstance(model, GileClassifier):
-        raise errors.CheckpointError(f"{path} is not a gile_classifier checkpoint")
-    return model, task, cfg
+    return models[0].eval(), task, cfg

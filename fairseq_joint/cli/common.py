@@ -40,6 +40,16 @@ def run(main: Callable[[Optional[Sequence[str]]], Optional[int]], argv: Optional
         raise
 
 
+def console_script(main: Callable[[Optional[Sequence[str]]], Optional[int]], prog: str) -> Callable[[], int]:
+    """The console script ``prog`` (setup.py's entry point, and ``python -m``): :func:`run` of ``main`` on the
+    command line."""
+    def command() -> int:
+        return run(main)
+
+    command.__doc__ = f"The ``{prog}`` console script."
+    return command
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse with the commands' error style: ``error: <message> (see --help)`` on one line, exit status
     :data:`fairseq_joint.errors.REFUSED` (:func:`fairseq_joint.errors.usage_problem`: a misspelled option's close
@@ -62,7 +72,7 @@ def number(allowed: Range) -> Callable[[str], float]:
         try:
             value = int(text) if allowed.integer else float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {allowed}, got {text!r}") from None
+            value = text  # not a number: number_problem refuses the text
         problem = number_problem(value, allowed)
         if problem is not None:
             raise argparse.ArgumentTypeError(problem)

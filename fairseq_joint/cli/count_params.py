@@ -17,13 +17,12 @@ Eq. 8 (softmax), Eq. 9 (tied: only b), Eq. 10 (bilinear), the Eq. 7 forms (d·dh
 
 import contextlib
 import json
-import os
 import sys
 from typing import Dict, List, Optional, Sequence
 
 import torch
 
-from fairseq_joint.cli.common import fail, number, parser, run
+from fairseq_joint.cli.common import console_script, fail, number, parser
 from fairseq_joint.loaders import load_translation_model, model_from_flags
 from fairseq_joint.options import Range
 
@@ -97,13 +96,10 @@ def parse_args(argv: Optional[Sequence[str]] = None):
     # only a first, non-flag argument is a checkpoint: the values of model flags are not
     checkpoint = argv.pop(0) if argv and not argv[0].startswith("-") else None
     args, rest = p.parse_known_args(argv)
-    if checkpoint and not os.path.isfile(checkpoint):
-        raise fail(f"checkpoint not found: {checkpoint}; give the path of a fairseq checkpoint (.pt)")
     if args.arch:
         rest = ["--arch", args.arch, *rest]
     if checkpoint and rest:
-        raise fail(f"unexpected model flags with a checkpoint: {' '.join(rest)}; drop them (the checkpoint fixes "
-                   "the model)")
+        raise fail(f"unexpected model flags with a checkpoint: {' '.join(rest)}; drop them (it fixes the model)")
     if not checkpoint and not args.arch:
         p.error("give a checkpoint, or a configuration with --arch (e.g. --arch joint_lstm_wmt17)")
     args.checkpoint, args.model_flags = checkpoint, rest
@@ -136,9 +132,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
-def command() -> int:
-    """The ``fairseq-joint-count-params`` console script."""
-    return run(main)
+command = console_script(main, PROG)
 
 
 if __name__ == "__main__":

@@ -41,12 +41,12 @@ import torch
 import torch.nn.functional as F
 
 from fairseq_joint.cli.common import (
+    console_script,
     fail,
     non_negative_int,
     parser,
     positive_float,
     positive_int,
-    run,
     seed,
     setup_logging,
 )
@@ -157,8 +157,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--seed", type=seed, default=1, help="random seed of the held-out draw and the batch order")
     args = p.parse_args(argv)
     if os.path.isdir(args.output) and os.listdir(args.output):
-        raise fail(f"--output {args.output} exists and is not empty: give a new directory (a model is never "
-                   "overwritten)")
+        raise fail(f"--output {args.output} exists and is not empty: give a new directory")
     torch.manual_seed(args.seed)
     docs = read_aligned(args.aligned, args.text_field)
     pivot = next(iter(docs))
@@ -176,8 +175,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     empty = [pair for pair, row in ids.items() if not row]
     if empty:
         lang, key = empty[0]
-        raise fail(f"--aligned {lang}: document {key} has no word piece the teacher's tokenizer knows: remove "
-                   "empty documents")
+        raise fail(f"--aligned {lang}: document {key} has no word piece the teacher's tokenizer knows: remove it")
     logger.info(f"distilling {args.teacher} ({teacher.dim}-d) into a word-piece student over {len(pairs)} pairs of "
                 f"{', '.join(docs)}; {len(heldout)} parallel documents held out")
     train(student, ids, targets, pairs, args)
@@ -201,9 +199,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
-def command() -> int:
-    """The ``fairseq-joint-distill-encoder`` console script."""
-    return run(main)
+command = console_script(main, PROG)
 
 
 if __name__ == "__main__":

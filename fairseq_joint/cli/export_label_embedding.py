@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from fairseq_joint.cli.common import fail, parser, positive_int, run
+from fairseq_joint.cli.common import console_script, fail, parser, positive_int
 from fairseq_joint.loaders import load_checkpoint
 from fairseq_joint.plots import figure
 
@@ -61,10 +61,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     if a.heatmap and len(a.heatmap_labels) < 2:
         raise fail(f"--heatmap needs at least two --heatmap-labels, got {len(a.heatmap_labels)}")
-    if not os.path.isfile(a.checkpoint):
-        raise fail(f"checkpoint {a.checkpoint}: file not found; give the checkpoint_*.pt of a run trained with "
-                   "--criterion label_embedding_cross_entropy")
-    state = load_checkpoint(a.checkpoint, labels=False)  # a translation model's, safe to unpickle
+    state = load_checkpoint(a.checkpoint, labels=False)  # refused if missing; a translation model's, safe to unpickle
     emb = load_label_embedding(a.checkpoint, option="checkpoint")
     if a.dict:
         dict_path = a.dict
@@ -81,8 +78,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     def index(word: str, flag: str) -> int:
         i = dictionary.index(word)
         if i == dictionary.unk() and word != dictionary.unk_word:
-            raise fail(f"{flag}: {word!r} is not in {dict_path}; give dictionary entries (labels are target tokens, "
-                       "e.g. BPE pieces)")
+            raise fail(f"{flag}: {word!r} is not in {dict_path}; give dictionary entries (target tokens, e.g. BPE)")
         return i
 
     queries = [index(w, "--query") for w in a.query]
@@ -122,9 +118,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
-def command() -> int:
-    """The ``fairseq-joint-export-label-embedding`` console script."""
-    return run(main)
+command = console_script(main, PROG)
 
 
 if __name__ == "__main__":

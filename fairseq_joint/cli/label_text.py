@@ -21,7 +21,7 @@ import re
 import sys
 from typing import Optional, Sequence
 
-from fairseq_joint.cli.common import fail, parser, run
+from fairseq_joint.cli.common import console_script, fail, parser
 from fairseq_joint.data.gile_files import read_label_file
 
 PROG = "fairseq-joint-label-text"
@@ -53,9 +53,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
-def command() -> int:
-    """The ``fairseq-joint-label-text`` console script."""
-    return run(main)
+command = console_script(main, PROG)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import json
 import sys
 from typing import Optional, Sequence
 
-from fairseq_joint.cli.common import parser, run
+from fairseq_joint.cli.common import console_script, parser
 from fairseq_joint.data.gile_files import read_label_file
 from fairseq_joint.hub import OPTIONS, LabelPredictor
 from fairseq_joint.text_files import read_text
@@ -84,9 +84,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
-def command() -> int:
-    """The ``fairseq-joint-predict-labels`` console script."""
-    return run(main)
+command = console_script(main, PROG)
 
 
 if __name__ == "__main__":

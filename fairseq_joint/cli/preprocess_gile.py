@@ -35,7 +35,7 @@ import torch
 from fairseq.data import Dictionary
 from fairseq.data.indexed_dataset import make_builder
 
-from fairseq_joint.cli.common import fail, non_negative_int, parser, positive_int, run, setup_logging
+from fairseq_joint.cli.common import console_script, fail, non_negative_int, parser, positive_int, setup_logging
 from fairseq_joint.data.gile_files import (
     LABEL_FILE,
     LANGUAGE_FILE,
@@ -86,8 +86,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise fail("--lexical-model copies a fitted lexical model: drop --lexical-features, --lexical-texts and "
                    "--lexical-tokenizer, which fit one")
     if (args.lexical_texts or args.lexical_tokenizer != "words") and not args.lexical_features:
-        raise fail("--lexical-texts and --lexical-tokenizer say how --lexical-features fits its model: add "
-                   "--lexical-features (N terms, e.g. 65536)")
+        raise fail("--lexical-texts and --lexical-tokenizer need --lexical-features: add --lexical-features N (e.g. "
+                   "65536)")
 
     descriptions = read_label_file(args.labels) if args.labels else None
     splits = {s: read_examples(getattr(args, s), args.format, args.text_field, args.labels_field)
@@ -96,16 +96,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.lang is not None:
         check_language(args, splits)
     train_seen = {x for _, _, labels in splits["train"] for x in labels}
+    if descriptions is not None:  # every label is described in --labels, else occurs in training
+        known, problem = descriptions, f"is missing from {args.labels}: add a 'label<TAB>description' line for it"
+    else:
+        known, problem = train_seen, "never occurs in training and no --labels file describes it: pass --labels"
     for split, rows in splits.items():
-        path = getattr(args, split)
         for lineno, _, labels in rows:
             for x in labels:
-                if descriptions is not None and x not in descriptions:
-                    raise fail(f"{path}:{lineno}: label {x!r} is missing from {args.labels}: "
-                                     "add a 'label<TAB>description' line for it")
-                if descriptions is None and x not in train_seen:
-                    raise fail(f"{path}:{lineno}: label {x!r} never occurs in training and there is no "
-                                     "--labels file to describe it: pass --labels")
+                if x not in known:
+                    raise fail(f"{getattr(args, split)}:{lineno}: label {x!r} {problem}")
     train_labels = [x for x in descriptions if x in train_seen] if descriptions else sorted(train_seen)
 
     tokenized = {s: [tokenize(text) for _, text, _ in rows] for s, rows in splits.items()}
@@ -186,9 +185,7 @@ def check_language(args, splits) -> None:
                                "binarize each language's documents into its own directory with its --lang")
 
 
-def command() -> int:
-    """The ``fairseq-joint-preprocess-gile`` console script."""
-    return run(main)
+command = console_script(main, PROG)
 
 
 if __name__ == "__main__":

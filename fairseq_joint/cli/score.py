@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Sequence
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from fairseq_joint.cli.common import fail, parser, positive_int, run
+from fairseq_joint.cli.common import console_script, fail, parser, positive_int
 from fairseq_joint.text_files import read_text
 
 PROG = "fairseq-joint-score"
@@ -25,10 +25,8 @@ PROG = "fairseq-joint-score"
 
 def check_same_length(hyp: List[str], ref: List[str], hyp_path: str, ref_path: str) -> None:
     if len(hyp) != len(ref):
-        raise fail(
-            f"{hyp_path} has {len(hyp):,d} lines but the reference {ref_path} has {len(ref):,d}; "
-            "score hypotheses of this very test set (same prepare run, no filtered test lines)"
-        )
+        raise fail(f"{hyp_path} has {len(hyp):,d} lines but the reference {ref_path} has {len(ref):,d}; score "
+                   "hypotheses of this very test set (same prepare run, no filtered test lines)")
 
 
 def significance_mark(p: float) -> str:
@@ -116,9 +114,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
-def command() -> int:
-    """The ``fairseq-joint-score`` console script."""
-    return run(main)
+command = console_script(main, PROG)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from fairseq_joint.cli.common import fail, non_negative_int, parser, positive_int, run, setup_logging
+from fairseq_joint.cli.common import console_script, fail, non_negative_int, parser, positive_int, setup_logging
 from fairseq_joint.data.gile_files import read_label_file
 from fairseq_joint.data.inputs import check_min_count, heldout_parallel_ids, read_aligned, read_examples
 from fairseq_joint.metrics import retrieval_precision_at_1
@@ -182,8 +182,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="with --aligned: parallel documents left out of training to measure the alignment")
     args = p.parse_args(argv)
     if args.aligned and os.path.exists(args.output) and not os.path.isdir(args.output):
-        raise fail(f"--output {args.output} is a file: with --aligned give a directory (vectors.LANG.txt are written "
-                   "there)")
+        raise fail(f"--output {args.output} is a file: with --aligned give a directory (for vectors.LANG.txt)")
     if not args.aligned and os.path.isdir(args.output):
         raise fail(f"--output {args.output} is a directory: give the word2vec text file to write")
     if args.aligned:
@@ -197,9 +196,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
-def command() -> int:
-    """The ``fairseq-joint-word-vectors`` console script."""
-    return run(main)
+command = console_script(main, PROG)
 
 
 if __name__ == "__main__":

@@ -175,7 +175,7 @@ def test_refusals_are_the_commands(wan_checkpoint, translation_checkpoint, tmp_p
     # texts: one string or a list of non-empty strings; nothing is dropped or split into characters
     predictor = LabelPredictor.from_checkpoint(wan_checkpoint)
     for texts, message in ((b"one text", "texts is bytes"), (["fine", 3], "texts[1] is a int, not a string"),
-                           (["fine", None], "texts[1] is a NoneType"), (["fine", "  "], "texts[1] is empty"),
+                           (["fine", None], "texts[1] is None, not a string"), (["fine", "  "], "texts[1] is empty"),
                            ("  ", "texts is empty")):
         with pytest.raises(errors.InputError, match=message.replace("[", r"\[").replace("]", r"\]")):
             predictor.predict(texts, labels=SAMPLE / "labels.tsv")
@@ -198,7 +198,7 @@ def test_refusals_are_the_commands(wan_checkpoint, translation_checkpoint, tmp_p
                                                                r"label file \(469 labels\): give one of its labels")):
         with pytest.raises(errors.InputError, match=message):
             predictor.predict(TEXTS, labels=labels)
-    with pytest.raises(errors.MissingFileError, match="label file .* does not exist"):
+    with pytest.raises(errors.MissingFileError, match="label file .*: no such file"):
         predictor.predict(TEXTS, labels=tmp_path / "no-labels.tsv")
     with pytest.raises(errors.CheckpointError, match="is a gile_classifier checkpoint; load_translator needs a "
                        "translation model"):
