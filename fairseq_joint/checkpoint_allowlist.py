@@ -13,27 +13,18 @@ import torch
 
 
 def _optional_classes():
-    out = []
-    try:
-        from omegaconf import DictConfig, ListConfig
-        from omegaconf.base import ContainerMetadata, Metadata
-        from omegaconf.nodes import AnyNode
+    """omegaconf's and numpy's classes in fairseq's checkpoints (both are fairseq's dependencies)."""
+    import numpy as np
+    from omegaconf import DictConfig, ListConfig
+    from omegaconf.base import ContainerMetadata, Metadata
+    from omegaconf.nodes import AnyNode
 
-        out += [DictConfig, ListConfig, ContainerMetadata, Metadata, AnyNode]
-    except ImportError:  # pragma: no cover - omegaconf comes with fairseq
-        pass
-    try:
-        import numpy as np
-
-        try:  # numpy >= 2
-            from numpy._core.multiarray import _reconstruct, scalar
-        except ImportError:  # numpy 1.x
-            from numpy.core.multiarray import _reconstruct, scalar
-        out += [np.dtype, np.ndarray, _reconstruct, scalar]
-        out += [type(np.dtype(t)) for t in ("float16", "float32", "float64", "int32", "int64", "bool")]
-    except ImportError:  # pragma: no cover
-        pass
-    return out
+    try:  # numpy >= 2
+        from numpy._core.multiarray import _reconstruct, scalar
+    except ImportError:  # numpy 1.x
+        from numpy.core.multiarray import _reconstruct, scalar
+    return [DictConfig, ListConfig, ContainerMetadata, Metadata, AnyNode, np.dtype, np.ndarray, _reconstruct, scalar,
+            *(type(np.dtype(t)) for t in ("float16", "float32", "float64", "int32", "int64", "bool"))]
 
 
 def allowlist_fairseq_checkpoint_classes() -> bool:

@@ -41,7 +41,7 @@ from fairseq_joint.options import (
     ranges,
     registered,
 )
-from fairseq_joint.precision import bf16_on_cuda, check_precision
+from fairseq_joint.precision import check_precision
 from fairseq_joint.tasks.gile_classification import GileClassificationTask
 from fairseq_joint.text_files import text_lines
 
@@ -172,14 +172,6 @@ def call_main(original, cfg, main, **kwargs):
         training_finished()
 
 
-def bf16_call_main(original, cfg, main, **kwargs):
-    """fairseq's ``call_main``, for fairseq-train after :func:`fairseq_joint.precision.bf16_on_cuda` (the
-    ``bf16_on_cuda`` patch: fairseq's --bf16 on a CUDA GPU without torch_xla drops the --tpu it implies)."""
-    if fairseq_program(main) == "fairseq_cli.train":
-        bf16_on_cuda(cfg.common)
-    return original(cfg, main, **kwargs)
-
-
 def load_checkpoint_to_cpu(original, path, *args, **kwargs):
     """fairseq's ``load_checkpoint_to_cpu`` through :func:`fairseq_joint.checkpoints.load`; a file torch's
     ``weights_only`` unpickler refuses is :func:`fairseq_joint.errors.unsafe_checkpoint`; under fairseq-train a
@@ -213,19 +205,12 @@ def load_model_ensemble_and_task(original, filenames, arg_overrides=None, task=N
     return original(filenames, arg_overrides, task, strict, suffix, num_shards, handed)
 
 
-def fairseq_program(main) -> str:
-    """The module of fairseq's command whose ``main`` this is (``fairseq_cli.train``): its name also when Python runs
-    it as ``__main__`` (``python -m fairseq_cli.train``), from the module's spec."""
-    spec = sys.modules[main.__module__].__spec__
-    return spec.name if spec is not None else main.__module__
-
-
 def before_main(cfg, main) -> None:
     """What runs before fairseq's ``call_main(cfg, main)`` starts ``main`` (fairseq-train, -validate, -interactive, by
     any route): :func:`validate`, and for fairseq-train the precision flags against the hardware, the SIGTERM handler
     and resume note of :func:`fairseq_joint.errors.training_started` and the kind of checkpoint it may load
     (:func:`check_training_checkpoint`)."""
-    training = fairseq_program(main) == "fairseq_cli.train"
+    training = errors.fairseq_program(main) == "fairseq_cli.train"
     validate(cfg, training=training)
     if training:
         check_precision(cfg.common)

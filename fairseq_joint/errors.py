@@ -107,6 +107,13 @@ def program() -> str:
     return name if name not in ("", "-", "-c") else "this command"
 
 
+def fairseq_program(main) -> str:
+    """The module of fairseq's command whose ``main`` this is (``fairseq_cli.train``): its name also when Python runs
+    it as ``__main__`` (``python -m fairseq_cli.train``), from the module's spec."""
+    spec = sys.modules[main.__module__].__spec__
+    return spec.name if spec is not None else main.__module__
+
+
 def option_of(value: str) -> str:
     """``--option VALUE`` (or ``--option=VALUE``) as the command line gave ``value``; the value itself if none."""
     argv = sys.argv[1:]

@@ -85,7 +85,7 @@ checkpoint_kind    ``checkpoint_utils.load_model_ensemble_and``  a ``--path`` th
 exact_scores       ``sequence_scorer.SequenceScorer.generate``   ``fairseq-generate --score-reference`` of the plugin's
                                                                  models: each target's log-probability from the
                                                                  exact softmax in chunks, without the B x T x |V|
-                                                                 logits (:func:`exact_scores`)
+                                                                 logits (``criterions.sampled_cross_entropy``)
 resume             ``tasks.FairseqTask.get_batch_iterator``      reusable iterators created after epoch 1 (a resume)
                                                                  only: epoch 1's batches, so a resumed run ends where
                                                                  the uninterrupted one does (``resume``)
@@ -108,7 +108,7 @@ import os
 import sys
 from typing import Callable, Dict, FrozenSet, List, NamedTuple, Optional, Tuple
 
-from fairseq_joint import checkpoint_allowlist, checkpoints, command_line, errors, fairseq_logs, resume
+from fairseq_joint import checkpoint_allowlist, checkpoints, command_line, errors, fairseq_logs, precision, resume
 
 #: set to 0 to leave fairseq's behaviour as it is (the plugin still registers and trains), or to the names of the
 #: changes to keep, e.g. ``safe_checkpoints`` alone: fairseq as it is, its checkpoints loaded with torch's
@@ -241,6 +241,7 @@ def apply() -> List[str]:
     from fairseq_cli import preprocess
 
     from fairseq_joint import checks  # the checks of fairseq's configurations import fairseq's registries
+    from fairseq_joint.criterions import sampled_cross_entropy
 
     done = []
     on = chosen()
@@ -262,32 +263,19 @@ def apply() -> List[str]:
         ([options], "parse_args_and_arch", command_line.full_help, "full_help"),
         ([options], "parse_args_and_arch", command_line.decay_updates, "decay_updates"),
         ([distributed_utils], "call_main", checks.call_main, "checks"),
-        ([distributed_utils], "call_main", checks.bf16_call_main, "bf16_on_cuda"),
+        ([distributed_utils], "call_main", precision.bf16_call_main, "bf16_on_cuda"),
         (running_as_main(preprocess), "main", checks.preprocess, "parallel_text"),
         ([PathManager], "copy", checkpoints.copy, "atomic_copy"),
         ([checkpoint_utils], "torch_persistent_save", checkpoints.save, "checksums"),
         ([checkpoint_utils], "load_checkpoint_to_cpu", checks.load_checkpoint_to_cpu, "verified_load"),
         ([checkpoint_utils], "load_model_ensemble_and_task", checks.load_model_ensemble_and_task, "checkpoint_kind"),
-        ([SequenceScorer], "generate", exact_scores, "exact_scores"),
+        ([SequenceScorer], "generate", sampled_cross_entropy.exact_scores, "exact_scores"),
         ([FairseqTask], "get_batch_iterator", resume.get_batch_iterator, "resume"),
         ([Trainer], "load_checkpoint", resume.load_checkpoint, "resume_changes"),
     ):
         if patch in on and [wrap(owner, attribute, around(logic), patch) for owner in owners][0]:
             done.append(patch)
     return done
-
-
-def exact_scores(original, scorer, models, sample, **kwargs):
-    """Patch ``exact_scores``: fairseq's ``SequenceScorer.generate`` (``original``) of the plugin's translation models
-    reads each target's log-probability from the exact softmax in chunks
-    (``criterions.sampled_cross_entropy.ExactTargetScores``), as validation scores them, instead of the B x T x |V|
-    logits; other models (an ensemble with any) as fairseq scores them."""
-    from fairseq_joint.criterions.sampled_cross_entropy import ExactTargetScores
-    from fairseq_joint.models.output_layer_model import OutputLayerModelMixin
-
-    if not all(isinstance(model, OutputLayerModelMixin) for model in models):
-        return original(scorer, models, sample, **kwargs)
-    return original(scorer, [ExactTargetScores(model, sample, scorer.pad) for model in models], sample, **kwargs)
 
 
 def quiet_import():

@@ -578,11 +578,7 @@ class TrainedLabelPredictor(LabelPredictor):
     def label_set(self, descriptions: Dict[str, str], source: str = "the labels given") -> LabelSet:
         """:meth:`LabelPredictor.label_set`; ``--head linear`` refuses labels unseen in training, naming ``source``."""
         label_set = super().label_set(descriptions, source)
-        if not self.model.scores_unseen_labels:
-            unseen = [n for n, i in zip(label_set.names, label_set.train_index.tolist()) if i < 0]
-            if unseen:
-                raise InputError(f"--head linear cannot score the {len(unseen)} label(s) of {source} it never saw in "
-                                 f"training (e.g. {unseen[0]!r}): train a joint head (--head gile) for them")
+        self.model.check_scorable(label_set.train_index, label_set.names, f" of {source}")
         return label_set
 
     def encode_labels(self, descriptions: Dict[str, str], source: str) -> LabelSet:

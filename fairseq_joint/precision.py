@@ -15,6 +15,7 @@ from typing import Optional
 
 import torch
 
+from fairseq_joint import errors
 from fairseq_joint.errors import OptionError
 
 logger = logging.getLogger(__name__)
@@ -79,3 +80,11 @@ def bf16_on_cuda(cfg) -> bool:
                 "the CUDA GPU instead")
     cfg.tpu = False
     return True
+
+
+def bf16_call_main(original, cfg, main, **kwargs):
+    """fairseq's ``call_main``, for fairseq-train after :func:`bf16_on_cuda` (the ``bf16_on_cuda`` change of
+    ``fairseq_joint.fairseq_patches``: fairseq's --bf16 on a CUDA GPU without torch_xla drops the --tpu it implies)."""
+    if errors.fairseq_program(main) == "fairseq_cli.train":
+        bf16_on_cuda(cfg.common)
+    return original(cfg, main, **kwargs)

@@ -180,6 +180,18 @@ class ExactTargetScores:
         return scores.expand(*scores.shape[:-1], self.layer.num_classes)
 
 
+def exact_scores(original, scorer, models, sample, **kwargs):
+    """The ``exact_scores`` change of ``fairseq_joint.fairseq_patches``: fairseq's ``SequenceScorer.generate``
+    (``original``) of the plugin's translation models reads each target's log-probability from the exact softmax in
+    chunks (:class:`ExactTargetScores`), as validation scores them, instead of the B x T x |V| logits; other models
+    (an ensemble with any) as fairseq scores them."""
+    from fairseq_joint.models.output_layer_model import OutputLayerModelMixin
+
+    if not all(isinstance(model, OutputLayerModelMixin) for model in models):
+        return original(scorer, models, sample, **kwargs)
+    return original(scorer, [ExactTargetScores(model, sample, scorer.pad) for model in models], sample, **kwargs)
+
+
 def per_position(values: Tensor, scored: Tensor) -> Tensor:
     """Losses of the ``scored`` positions (``values``, one each) as a column over all positions, 0 elsewhere."""
     return values.new_zeros(scored.numel(), 1).masked_scatter(scored.unsqueeze(-1), values.reshape(-1, 1))

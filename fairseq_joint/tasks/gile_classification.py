@@ -65,7 +65,7 @@ from fairseq_joint.models.gile_classifier import (
     GileModelInputs,
     pretrained_sentence_encoder,
 )
-from fairseq_joint.options import ANY, NON_NEGATIVE, arch, check_number, registered
+from fairseq_joint.options import ANY, arch, registered
 
 MODE_CHOICES = ("multilabel", "multiclass")
 CALIBRATED_OFFSET = "calibrated_seen_score_offset"  #: the key of γ calibrated on validation in the task's state
@@ -148,8 +148,7 @@ class GileClassificationConfig(FairseqDataclass):
             raise OptionError(f"--task gile_classification trains with a criterion that scores labels, not "
                               f"--criterion {cfg.criterion._name}: use --criterion {' or '.join(names)}")
         task = cfg.task
-        for lang, weight in parse_language_weights(task.language_weights, task.languages.split(",")).items():
-            check_number(f"--language-weights {lang}={weight}: the weight", weight, NON_NEGATIVE)
+        parse_language_weights(task.language_weights, task.languages.split(","))  # refuses a bad LANG=W
 
 
 class LabelStep(NamedTuple):

@@ -233,7 +233,7 @@ def test_bf16_on_a_cuda_gpu_drops_the_tpu_fairseq_implies_through_the_patch_tabl
     import fairseq_cli.validate  # noqa: F401
     from fairseq.distributed import utils as distributed_utils
 
-    from fairseq_joint import checks, fairseq_patches, precision
+    from fairseq_joint import fairseq_patches, precision
 
     assert distributed_utils.call_main.fairseq_joint_bf16_on_cuda
     assert fairseq_patches.Patch("bf16_on_cuda", "fairseq.distributed.utils:call_main") in fairseq_patches.PATCHES
@@ -250,6 +250,6 @@ def test_bf16_on_a_cuda_gpu_drops_the_tpu_fairseq_implies_through_the_patch_tabl
 
     main.__module__ = program  # fairseq's command whose main it stands in for
     cfg = SimpleNamespace(common=common(bf16=True, tpu=True))
-    checks.bf16_call_main(fairseq_call_main, cfg, main)
+    precision.bf16_call_main(fairseq_call_main, cfg, main)
     assert seen == [(tpu, main)]
     assert cfg.common.bf16  # bf16 itself is kept
