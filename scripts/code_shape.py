@@ -5,7 +5,7 @@
 
 A code line is a line of a statement (no blank line, comment or docstring). Guard lines are every code line of the
 modules whose concern is refusing and recovering (:data:`GUARD_MODULES`), and elsewhere the lines of each ``raise``
-statement and of the condition of an ``if`` whose body raises.
+statement, of the condition of an ``if`` whose body raises, and of a table of rules a loop refuses from.
 """
 
 import argparse
@@ -36,13 +36,32 @@ def code_lines(source: str, tree: ast.AST) -> set:
     return lines - docstrings
 
 
+def raises(node: ast.AST) -> bool:
+    """Whether ``node`` holds an ``if`` whose body raises."""
+    return any(isinstance(n, ast.If) and any(isinstance(s, ast.Raise) for s in n.body) for n in ast.walk(node))
+
+
+def span(node: ast.AST) -> range:
+    return range(node.lineno, node.end_lineno + 1)
+
+
 def guard_lines(tree: ast.AST) -> set:
+    """The lines of each ``raise``, of the condition of each ``if`` whose body raises, and of each table of rules a
+    loop refuses from (``for message, refused in needs: if refused: raise ...``: the loop's iterable, and where it is
+    a name, the assignment of that name in the same function)."""
     lines = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Raise):
-            lines.update(range(node.lineno, node.end_lineno + 1))
+            lines.update(span(node))
         elif isinstance(node, ast.If) and any(isinstance(s, ast.Raise) for s in node.body):
             lines.update(range(node.lineno, node.test.end_lineno + 1))
+    for scope in [n for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef))]:
+        for loop in [n for n in ast.walk(scope) if isinstance(n, ast.For) and raises(n)]:
+            lines.update(span(loop.iter))
+            if isinstance(loop.iter, ast.Name):
+                lines.update(line for n in ast.walk(scope) if isinstance(n, ast.Assign)
+                             and any(isinstance(t, ast.Name) and t.id == loop.iter.id for t in n.targets)
+                             for line in span(n))
     return lines
 
 
