@@ -9,30 +9,25 @@ import argparse
 import collections
 import typing
 
+import numpy as np
 import torch
+from omegaconf import DictConfig, ListConfig
+from omegaconf.base import ContainerMetadata, Metadata
+from omegaconf.nodes import AnyNode
 
-
-def _optional_classes():
-    """omegaconf's and numpy's classes in fairseq's checkpoints (both are fairseq's dependencies)."""
-    import numpy as np
-    from omegaconf import DictConfig, ListConfig
-    from omegaconf.base import ContainerMetadata, Metadata
-    from omegaconf.nodes import AnyNode
-
-    try:  # numpy >= 2
-        from numpy._core.multiarray import _reconstruct, scalar
-    except ImportError:  # numpy 1.x
-        from numpy.core.multiarray import _reconstruct, scalar
-    return [DictConfig, ListConfig, ContainerMetadata, Metadata, AnyNode, np.dtype, np.ndarray, _reconstruct, scalar,
-            *(type(np.dtype(t)) for t in ("float16", "float32", "float64", "int32", "int64", "bool"))]
+try:  # numpy >= 2
+    from numpy._core.multiarray import _reconstruct, scalar
+except ImportError:  # numpy 1.x
+    from numpy.core.multiarray import _reconstruct, scalar
 
 
 def allowlist_fairseq_checkpoint_classes() -> bool:
-    """The patch ``safe_checkpoints`` of ``fairseq_joint.fairseq_patches``; True if torch checks (torch >= 2.4)."""
+    """The patch ``safe_checkpoints`` of ``fairseq_joint.fairseq_patches``: Python's, omegaconf's and numpy's classes
+    in fairseq's checkpoints (omegaconf and numpy are fairseq's dependencies); True if torch checks (torch >= 2.4)."""
     if not hasattr(torch.serialization, "add_safe_globals"):  # torch < 2.4 does not check
         return False
     torch.serialization.add_safe_globals(
-        [argparse.Namespace, typing.Any, collections.defaultdict, dict, list, int, float, str]
-        + _optional_classes()
-    )
+        [argparse.Namespace, typing.Any, collections.defaultdict, dict, list, int, float, str, DictConfig, ListConfig,
+         ContainerMetadata, Metadata, AnyNode, np.dtype, np.ndarray, _reconstruct, scalar,
+         *(type(np.dtype(t)) for t in ("float16", "float32", "float64", "int32", "int64", "bool"))])
     return True

@@ -65,16 +65,12 @@ UPGRADE_ADDED = {"extra_state": ("train_iterator.epoch", "train_iterator.iterati
 PATH_OPTIONS = (("task", "data"), ("task", "label_file"), ("task", "eval_label_file"), ("model", "pretrained_encoder"))
 
 
-def tensor_checksum(t: torch.Tensor) -> int:
-    """CRC-32 of a tensor's bytes (its dtype's representation, row-major)."""
-    data = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
-    return zlib.crc32(data)
-
-
-def value_checksum(value: object) -> int:
-    """CRC-32 of a value that is not a tensor, in a canonical serialization: its type and ``repr`` for Python's and
-    numpy's scalars (a float's ``repr`` is exact), dtype, shape and bytes for a numpy array, its members' sorted
-    ``repr`` for a set, the pickle otherwise."""
+def checksum(value: object) -> int:
+    """CRC-32 of a tensor's bytes (its dtype's representation, row-major), or of another value in a canonical
+    serialization: its type and ``repr`` for Python's and numpy's scalars (a float's ``repr`` is exact), dtype, shape
+    and bytes for a numpy array, its members' sorted ``repr`` for a set, the pickle otherwise."""
+    if torch.is_tensor(value):
+        return zlib.crc32(value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
     kind = f"{type(value).__module__}.{type(value).__qualname__}:".encode("utf-8")
     if value is None or isinstance(value, (bool, int, float, complex, str, bytes, np.generic)):
         data = repr(value).encode("utf-8")
@@ -102,17 +98,12 @@ def leaves(value: object, path: str = "") -> Iterator[Tuple[str, object]]:
 
 
 def checksums(state: Dict[str, object]) -> Dict[str, Dict[str, int]]:
-    """``{part: {path: CRC-32}}`` of every tensor (:func:`tensor_checksum`) and every other value
-    (:func:`value_checksum`) of each entry ``part`` of a checkpoint dict but the :data:`UNCHECKED` ones. A model's
-    tensor is under its name (``model``: ``decoder.embed_tokens.weight``), as in the checksums of earlier versions,
-    which held the model's and the criterion's tensors only."""
-    out = {}
-    for part, content in state.items():
-        if part in UNCHECKED:
-            continue
-        out[part] = {path: tensor_checksum(leaf) if torch.is_tensor(leaf) else value_checksum(leaf)
-                     for path, leaf in leaves(content)}
-    return out
+    """``{part: {path: CRC-32}}`` of every tensor and every other value (:func:`checksum`) of each entry ``part`` of a
+    checkpoint dict but the :data:`UNCHECKED` ones. A model's tensor is under its name (``model``:
+    ``decoder.embed_tokens.weight``), as in the checksums of earlier versions, which held the model's and the
+    criterion's tensors only."""
+    return {part: {path: checksum(leaf) for path, leaf in leaves(content)}
+            for part, content in state.items() if part not in UNCHECKED}
 
 
 def damage(state: Dict[str, object]) -> Optional[str]:
@@ -129,9 +120,8 @@ def damage(state: Dict[str, object]) -> Optional[str]:
         for name, crc in sums.items():
             if name not in found:
                 return f"the {part} entry {name} is missing from the file (or no longer has the structure saved)"
-            leaf = found[name]
-            if crc != (tensor_checksum(leaf) if torch.is_tensor(leaf) else value_checksum(leaf)):
-                kind = "tensor" if torch.is_tensor(leaf) else "value"
+            if crc != checksum(found[name]):
+                kind = "tensor" if torch.is_tensor(found[name]) else "value"
                 return f"the {part} {kind} {name} is damaged (its bytes differ from the checksum saved with it)"
         # an entry the save did not write (a damaged key, an edit after the save); the earlier format's checksums
         # (model and criterion only) covered their tensors only
@@ -175,28 +165,12 @@ def instead(path: str) -> str:
     return f"the newest intact checkpoint beside it is {intact}: cp {intact} {path} and run the same command again"
 
 
-def damaged(path: str, err: BaseException) -> CheckpointError:
-    """The one-line refusal of a checkpoint file torch cannot read, naming what to resume from instead."""
-    what = "truncated or not a checkpoint (torch cannot read its zip archive; an interrupted save?)"
-    return CheckpointError(f"{path} is {what}; {instead(path)}")
-
-
 def _readable(path: str) -> Optional[BaseException]:
     try:
         with zipfile.ZipFile(path):
             return None
     except (zipfile.BadZipFile, OSError) as err:
         return err
-
-
-def atomic_copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
-    """Copy through ``<dst>.tmp`` and a rename: ``dst_path`` is the old file or the whole new one, never a part."""
-    if os.path.exists(dst_path) and not overwrite:
-        return False
-    with room(dst_path, os.path.getsize(src_path)):
-        shutil.copyfile(src_path, dst_path + ".tmp")
-    os.replace(dst_path + ".tmp", dst_path)
-    return True
 
 
 @contextlib.contextmanager
@@ -231,10 +205,16 @@ def dictionary_fingerprint(symbols: Iterable[str]) -> int:
 
 
 def copy(original, src_path: str, dst_path: str, overwrite: bool = False) -> bool:
-    """fairseq's ``PathManager.copy`` (``original``), through :func:`atomic_copy` when both files are local."""
+    """fairseq's ``PathManager.copy`` (``original``), or when both files are local a copy through ``<dst>.tmp`` and a
+    rename: ``dst_path`` is the old file or the whole new one, never a part."""
     if "://" in src_path or "://" in dst_path:
         return original(src_path, dst_path, overwrite=overwrite)
-    return atomic_copy(src_path, dst_path, overwrite=overwrite)
+    if os.path.exists(dst_path) and not overwrite:
+        return False
+    with room(dst_path, os.path.getsize(src_path)):
+        shutil.copyfile(src_path, dst_path + ".tmp")
+    os.replace(dst_path + ".tmp", dst_path)
+    return True
 
 
 def absolute_paths(cfg: Dict[str, object]) -> None:
@@ -279,44 +259,36 @@ def save(original, obj, filename, *args, **kwargs):
 
 
 def load(original, path, *args, **kwargs):
-    """fairseq's ``load_checkpoint_to_cpu`` (``original``), :func:`verify`-ed; a file torch cannot read is refused
-    as :func:`damaged`, one that is no fairseq checkpoint as such (:func:`_unreadable`); a file torch's
-    ``weights_only`` unpickler refuses keeps that error (``errors.unsafe_checkpoint`` names it)."""
+    """fairseq's ``load_checkpoint_to_cpu`` (``original``), :func:`verify`-ed; a file that fails to load is what
+    :func:`_unreadable` says."""
     try:
         state = original(path, *args, **kwargs)
-    except pickle.UnpicklingError as err:  # torch's weights_only unpickler refused it (a legacy pickle too)
-        if "Weights only load failed" in str(err) and _pickled(path):
-            raise
-        raise _unreadable(path, err) from err
     except Exception as err:
         raise _unreadable(path, err) from err
     verify(state, path)
     return state
 
 
-def _pickled(path: str) -> bool:
-    """Whether ``path`` is a zip archive or starts as a pickle does (its PROTO opcode, as torch's legacy format does):
-    a file that is neither (a text file) is no checkpoint, whatever torch's unpickler says of its first byte."""
-    from fairseq.file_io import PathManager
-
-    local = PathManager.get_local_path(path)
-    if not os.path.isfile(local) or _readable(local) is None:
-        return True
-    with open(local, "rb") as f:
-        return f.read(1) == pickle.PROTO
-
-
 def _unreadable(path: str, err: BaseException) -> BaseException:
-    """What fairseq's failure ``err`` to load ``path`` means: a file torch cannot read is :func:`damaged`; one torch
-    reads that is no fairseq checkpoint (a plain ``state_dict``, which fairseq's upgrade of old checkpoints fails on
-    with ``KeyError: 'best_loss'``) is refused as such; else ``err`` itself."""
+    """What fairseq's failure ``err`` to load ``path`` means: a file torch cannot read (truncated, not a zip archive
+    nor a pickle) is refused naming the newest intact checkpoint beside it (:func:`instead`); one torch reads that is
+    no fairseq checkpoint (a plain ``state_dict``, which fairseq's upgrade of old checkpoints fails on with
+    ``KeyError: 'best_loss'``) is refused as such; else ``err`` itself, such as the refusal of torch's ``weights_only``
+    unpickler of a zip archive or a legacy pickle (``errors.unsafe_checkpoint`` names it)."""
     from fairseq.file_io import PathManager
 
     local = PathManager.get_local_path(path)
     if not os.path.isfile(local):
         return err
+    unsafe = isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in str(err)
     if _readable(local) is not None:
-        return damaged(path, err)
+        with open(local, "rb") as f:  # a legacy pickle starts with its PROTO opcode; a text file is no checkpoint
+            if unsafe and f.read(1) == pickle.PROTO:
+                return err
+        return CheckpointError(f"{path} is truncated or not a checkpoint (torch cannot read its zip archive; an "
+                               f"interrupted save?); {instead(path)}")
+    if unsafe:
+        return err
     try:
         state = torch.load(local, map_location="cpu", weights_only=True)
     except Exception:  # noqa: BLE001  (torch cannot read it either: fairseq's error says why)

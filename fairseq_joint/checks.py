@@ -97,25 +97,16 @@ def fairseq_option_problems(args: argparse.Namespace) -> Iterator[Tuple[str, obj
     plugin's own options are left to :func:`validate`, which knows their ranges."""
     plugin = {name for config in plugin_configs() for name, _ in ranges(config)}
     for name, value in sorted(vars(args).items()):
+        rule = FAIRSEQ_LITERALS.get(name) or FAIRSEQ_RANGES.get(name, ANY)  # ANY: finite; an integer within 64 bits
         if name in FAIRSEQ_LITERALS and isinstance(value, str):
             try:  # as fairseq reads it (its optimizer evaluates the text), without builtins but float
                 value = eval(value, {"__builtins__": {}}, {"float": float})  # noqa: S307
             except Exception:  # noqa: BLE001  (not numbers: fairseq's own error says so)
                 continue
-            if isinstance(value, (int, float)):
-                value = [value]
-            for item in value if isinstance(value, (list, tuple)) else []:
-                if number_problem(item, FAIRSEQ_LITERALS[name]) is not None:
-                    yield flag(name), item, FAIRSEQ_LITERALS[name]
-            continue
-        allowed = FAIRSEQ_RANGES.get(name)
-        if name in plugin and allowed is None:
+        elif name in plugin and name not in FAIRSEQ_RANGES:
             continue
         for item in value if isinstance(value, (list, tuple)) else [value]:
-            if isinstance(item, bool) or not isinstance(item, (int, float)):
-                continue
-            rule = allowed or ANY  # finite; an integer one within 64 bits
-            if number_problem(item, rule) is not None:
+            if isinstance(item, (int, float)) and not isinstance(item, bool) and number_problem(item, rule) is not None:
                 yield flag(name), item, rule
 
 
@@ -130,13 +121,11 @@ def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = ()) -
         check_number(option, value, allowed)
     beam, nbest = getattr(args, "beam", None), getattr(args, "nbest", None)
     if isinstance(beam, int) and isinstance(nbest, int) and nbest > beam and not getattr(args, "sampling", False):
-        raise errors.OptionError(f"--nbest {nbest} is above --beam {beam}: a beam search keeps --beam hypotheses; "
-                                 f"give --beam {nbest} or more, or a smaller --nbest")
+        raise errors.OptionError(f"--nbest {nbest} is above --beam {beam}: raise --beam to {nbest} or lower --nbest")
     restore = getattr(args, "restore_file", None)
     if restore and restore != "checkpoint_last.pt" and "://" not in restore and not os.path.isfile(restore):
-        raise errors.MissingFileError(f"--restore-file {restore}: no such checkpoint (fairseq-train would start from "
-                                      "scratch without a word): give an existing checkpoint, or drop --restore-file "
-                                      "to resume from --save-dir's checkpoint_last.pt")
+        raise errors.MissingFileError(f"--restore-file {restore}: no such checkpoint: give an existing checkpoint, or "
+                                      "drop --restore-file to resume from --save-dir's checkpoint_last.pt")
 
 
 # ---------------------------------------------------------------------------------------------- the patches' logic
@@ -158,9 +147,8 @@ def preprocess(original, args):
         if err.filename is not None:  # fairseq's refusal is FileExistsError(path), not the OS's
             raise
         option = "--srcdict" if os.path.basename(str(err)) == f"dict.{args.source_lang}.txt" else "--tgtdict"
-        raise errors.InputError(f"--destdir {args.destdir} already holds {err} (fairseq-preprocess does not overwrite "
-                                f"a dictionary): give a new --destdir, or binarize with that dictionary: {option} "
-                                f"{err}") from err
+        raise errors.InputError(f"--destdir {args.destdir} already holds {err}: give a new --destdir, or binarize with "
+                                f"that dictionary: {option} {err}") from err
 
 
 def call_main(original, cfg, main, **kwargs):
@@ -169,35 +157,34 @@ def call_main(original, cfg, main, **kwargs):
     try:
         return original(cfg, main, **kwargs)
     finally:
-        training_finished()
+        _training_kind.clear()  # later loads in this process (the Python API, another command) are not the run's
 
 
 def load_checkpoint_to_cpu(original, path, *args, **kwargs):
     """fairseq's ``load_checkpoint_to_cpu`` through :func:`fairseq_joint.checkpoints.load`; a file torch's
     ``weights_only`` unpickler refuses is :func:`fairseq_joint.errors.unsafe_checkpoint`; under fairseq-train a
-    checkpoint of the other kind is refused (:func:`check_training_checkpoint`; the ``verified_load`` patch)."""
+    checkpoint of the other kind than the run trains is refused (:func:`check_checkpoint_kind`; the ``verified_load``
+    patch)."""
     try:
         state = checkpoints.load(original, path, *args, **kwargs)
     except pickle.UnpicklingError as err:
         raise errors.unsafe_checkpoint(path, err) from err
-    check_training_checkpoint(path, state)
+    if "labels" in _training_kind:  # under fairseq-train (--finetune-from-model, --restore-file)
+        check_checkpoint_kind(path, checkpoint_cfg(state), _training_kind["labels"], "fairseq-train")
     return state
 
 
 def load_model_ensemble_and_task(original, filenames, arg_overrides=None, task=None, strict=True, suffix="",
                                  num_shards=1, state=None):
     """fairseq's ``load_model_ensemble_and_task`` after :func:`checkpoint_checks` of each file (a missing one refused
-    first; the ``checkpoint_kind`` patch); one checkpoint is read once (its state is handed on), an ensemble's
-    twice."""
+    first: :func:`check_checkpoint_exists`; the ``checkpoint_kind`` patch); one checkpoint is read once (its state is
+    handed on), an ensemble's twice."""
     from fairseq import checkpoint_utils
-    from fairseq.file_io import PathManager
 
     states = []
     for filename in filenames:
         first = checkpoint_utils.get_maybe_sharded_checkpoint_filename(filename, suffix, 0, num_shards)
-        if not PathManager.exists(first):
-            raise errors.MissingFileError(f"checkpoint {first}: file not found; give a checkpoint written by "
-                                          "fairseq-train (--path)")
+        check_checkpoint_exists(first)
         loaded = state if state is not None else checkpoint_utils.load_checkpoint_to_cpu(first, arg_overrides)
         checkpoint_checks(first, loaded, task, arg_overrides, errors.program())
         states.append(loaded)
@@ -209,14 +196,13 @@ def before_main(cfg, main) -> None:
     """What runs before fairseq's ``call_main(cfg, main)`` starts ``main`` (fairseq-train, -validate, -interactive, by
     any route): :func:`validate`, and for fairseq-train the precision flags against the hardware, the SIGTERM handler
     and resume note of :func:`fairseq_joint.errors.training_started` and the kind of checkpoint it may load
-    (:func:`check_training_checkpoint`)."""
+    (:func:`load_checkpoint_to_cpu` refuses the other)."""
     training = errors.fairseq_program(main) == "fairseq_cli.train"
     validate(cfg, training=training)
     if training:
         check_precision(cfg.common)
         _training_kind["labels"] = issubclass(registered(cfg, "task"), GileClassificationTask)
-        checkpoint = getattr(cfg, "checkpoint", None)
-        errors.training_started(None if checkpoint is None or checkpoint.no_save else checkpoint.save_dir)
+        errors.training_started(None if cfg.checkpoint.no_save else cfg.checkpoint.save_dir)
 
 
 # ---------------------------------------------------------------------------------------------- parallel text
@@ -226,25 +212,30 @@ def check_parallel_text(args: argparse.Namespace) -> None:
     binarizes misaligned sides without a word (training then fails) and an empty side into an empty ``.bin``, and
     fails on a byte that is not UTF-8 in a traceback ("negative seek position") that names neither file nor line."""
     langs = [lang for lang in (args.source_lang, None if args.only_source else args.target_lang) if lang]
-    for option in ("trainpref", "validpref", "testpref"):
-        for prefix in filter(None, (getattr(args, option, None) or "").split(",")):
-            option_flag = "--" + option
+    for option in ("--trainpref", "--validpref", "--testpref"):
+        for prefix in filter(None, (getattr(args, option[2:]) or "").split(",")):
             counts = {}
             for lang in langs or [None]:
                 path = f"{prefix}.{lang}" if lang else prefix
-                if not os.path.isfile(path):
-                    raise errors.MissingFileError(f"{option_flag} {prefix}: {path} does not exist (fairseq-preprocess reads "
-                                                  "PREFIX.LANG for --source-lang and --target-lang)")
-                counts[path] = sum(1 for _ in text_lines(path, f"{option_flag} {prefix}:"))
+                counts[path] = sum(1 for _ in text_lines(path, f"{option} {prefix}:"))  # which refuses a missing file
                 if counts[path] == 0:
-                    raise errors.InputError(f"{option_flag} {prefix}: {path} is empty: give a text with one sentence a line")
+                    raise errors.InputError(f"{option} {prefix}: {path} is empty: give a text with one sentence a line")
             if len(set(counts.values())) > 1:
                 (a, na), (b, nb) = counts.items()
-                raise errors.InputError(f"{option_flag} {prefix} is misaligned: {a} has {na} lines but {b} has {nb}; give "
+                raise errors.InputError(f"{option} {prefix} is misaligned: {a} has {na} lines but {b} has {nb}; give "
                                         "files whose line i translate each other")
 
 
 # ---------------------------------------------------------------------------------------------- checkpoint kinds
+def check_checkpoint_exists(path: str) -> None:
+    """Refuse a checkpoint ``path`` that is no file (missing, or a directory): the one check of fairseq's
+    ``load_model_ensemble_and_task`` (``--path``) and of the plugin's loader, ``fairseq_joint.loaders``."""
+    from fairseq.file_io import PathManager
+
+    if not PathManager.isfile(path):
+        raise errors.MissingFileError(f"checkpoint {path}: file not found; give a checkpoint written by fairseq-train")
+
+
 def checkpoint_cfg(state: Dict[str, object]):
     """The configuration a fairseq checkpoint dict records (``cfg``, or converted from an old one's ``args``)."""
     if state.get("cfg") is not None:
@@ -254,53 +245,24 @@ def checkpoint_cfg(state: Dict[str, object]):
     return convert_namespace_to_omegaconf(state["args"])
 
 
-def checkpoint_model(cfg) -> str:
-    """The registered model name of a checkpoint's configuration (``gile_classifier``, ``joint_transformer``, ...):
-    its ``--arch`` mapped to the model it belongs to."""
-    from fairseq.models import ARCH_MODEL_NAME_REGISTRY
-
-    return ARCH_MODEL_NAME_REGISTRY.get(arch(cfg.model), str(arch(cfg.model)))
-
-
-def scores_labels(cfg) -> bool:
-    """Whether the model a configuration names scores labels (a :class:`GileClassifier`; every other one
-    translates)."""
-    from fairseq.models import ARCH_MODEL_REGISTRY
-
-    model = ARCH_MODEL_REGISTRY.get(arch(cfg.model))
-    return model is not None and issubclass(model, GileClassifier)
-
-
 def check_checkpoint_kind(path: str, cfg, labels: bool, command: str) -> None:
-    """Refuse ``path`` (configuration ``cfg``) unless it is the kind ``command`` needs: a label classifier when
-    ``labels`` (the command scores labels: ``--task gile_classification``, fairseq-joint-predict-labels), a
-    translation model otherwise (fairseq-generate, -interactive, -validate of a translation task)."""
-    if scores_labels(cfg) == labels:
-        return
-    if labels:
-        raise errors.CheckpointError(
-            f"{path} is a {checkpoint_model(cfg)} checkpoint (task {cfg.task._name}); {command} needs a gile_classifier "
-            "model (trained by fairseq-train --task gile_classification; fairseq-generate and fairseq-interactive "
-            "translate with this one)")
-    raise errors.CheckpointError(f"{path} is a {checkpoint_model(cfg)} checkpoint; {command} needs a translation model "
-                                 "(fairseq-joint-predict-labels scores labels with this one)")
+    """Refuse ``path`` (configuration ``cfg``) unless it is the kind ``command`` needs: a label classifier (the model
+    its ``--arch`` belongs to is a :class:`GileClassifier`) when ``labels`` (the command scores labels: ``--task
+    gile_classification``, fairseq-joint-predict-labels), a translation model otherwise (fairseq-generate,
+    -interactive, -validate of a translation task). The refusal names the checkpoint's model (``joint_transformer``)."""
+    from fairseq.models import ARCH_MODEL_NAME_REGISTRY, ARCH_MODEL_REGISTRY
+
+    name = arch(cfg.model)
+    if issubclass(ARCH_MODEL_REGISTRY.get(name, object), GileClassifier) != labels:
+        need, other = (("a gile_classifier", "fairseq-generate and fairseq-interactive translate") if labels
+                       else ("a translation", "fairseq-joint-predict-labels scores labels"))
+        raise errors.CheckpointError(f"{path} is a {ARCH_MODEL_NAME_REGISTRY.get(name, name)} checkpoint; {command} "
+                                     f"needs {need} model ({other} with this one)")
 
 
 #: the kind of checkpoint this process's fairseq-train run trains (``labels``: a gile_classifier), set by before_main
+#: and cleared when it ends; :func:`load_checkpoint_to_cpu` refuses the other kind (--finetune-from-model, --restore-file)
 _training_kind: Dict[str, bool] = {}
-
-
-def training_finished() -> None:
-    """fairseq-train's main returned or raised: later loads in this process (the Python API, a second command run in
-    process) are not the training run's, so no kind is enforced on them."""
-    _training_kind.clear()
-
-
-def check_training_checkpoint(path: str, state: Dict[str, object]) -> None:
-    """Under fairseq-train, refuse a checkpoint of the other kind than the run trains (``--finetune-from-model``,
-    ``--restore-file``) before fairseq loads its weights into the model; elsewhere nothing."""
-    if "labels" in _training_kind:
-        check_checkpoint_kind(path, checkpoint_cfg(state), _training_kind["labels"], "fairseq-train")
 
 
 def checkpoint_checks(path: str, state: Dict[str, object], task, arg_overrides: Optional[dict], command: str) -> None:
@@ -311,26 +273,20 @@ def checkpoint_checks(path: str, state: Dict[str, object], task, arg_overrides: 
     from fairseq.tasks import TASK_REGISTRY
 
     cfg = checkpoint_cfg(state)
-    labels = None
-    if task is not None:
-        labels = isinstance(task, GileClassificationTask)
-    elif arg_overrides and arg_overrides.get("task") in TASK_REGISTRY:
-        labels = issubclass(TASK_REGISTRY[arg_overrides["task"]], GileClassificationTask)
-    if labels is not None:
-        check_checkpoint_kind(path, cfg, labels, command)
+    named = TASK_REGISTRY.get((arg_overrides or {}).get("task")) if task is None else type(task)
+    if named is not None:
+        check_checkpoint_kind(path, cfg, issubclass(named, GileClassificationTask), command)
     if task is None:  # the checkpoint's own task is set up: it reads the files it records
         check_recorded_files(path, cfg, arg_overrides, command)
     validate(cfg, training=False)
 
 
 #: the files a checkpoint's configuration records besides its data directory (whose refusal, naming --data, is the
-#: data's own: ``data.gile_files``), as ``(group, option, what the checkpoint records, what to give)``: the label
-#: files and the sentence-transformers directory of --encoder pretrained/hybrid (a directory; the loaders' keyword is
-#: the option's name)
-RECORDED_FILES = (("task", "label_file", "its label files", "the label<TAB>description file"),
-                  ("task", "eval_label_file", "its label files", "the label<TAB>description file"),
-                  ("model", "pretrained_encoder", "its sentence encoder's directory",
-                   "a local sentence-transformers model directory"))
+#: data's own: ``data.gile_files``), as ``(group, option, what to give)``: the label files and the sentence-transformers
+#: directory of --encoder pretrained/hybrid (a directory; the loaders' keyword is the option's name)
+RECORDED_FILES = (("task", "label_file", "the label<TAB>description file"),
+                  ("task", "eval_label_file", "the label<TAB>description file"),
+                  ("model", "pretrained_encoder", "a local sentence-transformers model directory"))
 #: the plugin's commands that take --label-file / --eval-label-file / --pretrained-encoder for a checkpoint's moved files
 FLAG_COMMANDS = ("fairseq-joint-predict-labels",)
 
@@ -341,25 +297,21 @@ def check_recorded_files(path: str, cfg, overrides: Optional[dict], command: str
     where the file is now: the option itself for the plugin's commands that take it (:data:`FLAG_COMMANDS`) and under
     fairseq's commands for a task's file (fairseq-validate reads the task's options from its command line), fairseq's
     ``--model-overrides`` for a model's, the loaders' keyword for the Python API (``command``)."""
-    for group, option, records, what in RECORDED_FILES:
-        section = getattr(cfg, group, None)
+    for group, option, what in RECORDED_FILES:
         given = (overrides or {}).get(option)
-        recorded = getattr(section, option, None) if section is not None else None
-        value = given if given else recorded
+        value = given or getattr(getattr(cfg, group, None), option, None)
         directory = option == "pretrained_encoder"
         if not isinstance(value, str) or not value or (os.path.isdir(value) if directory else os.path.isfile(value)):
             continue
-        option_flag = flag(option)
         if given:
-            raise errors.MissingFileError(f"{option_flag} {value}: no such {'directory' if directory else 'file'}: give "
-                                          f"{what}")
+            raise errors.MissingFileError(f"{flag(option)} {value}: no such {'directory' if directory else 'file'}: "
+                                          f"give {what}")
         fairseq = command.startswith("fairseq-") and not command.startswith("fairseq-joint-")
         if command in FLAG_COMMANDS or (fairseq and group == "task"):
-            fix = f"give {command} {option_flag} where it is now"
+            fix = f"give {command} {flag(option)} where it is now"
         elif fairseq:
             fix = f"give {command} --model-overrides \"{{'{option}': 'WHERE IT IS NOW'}}\""
         else:
             fix = (f"put it back, or give where it is now ({option}= of LabelPredictor.from_checkpoint or "
-                   f"fairseq_joint.loaders.load_gile_model; fairseq-joint-predict-labels {option_flag})")
-        raise errors.MissingFileError(f"{option_flag} {value}, which {path} was trained with (a checkpoint records "
-                                      f"{records}), does not exist: {fix}")
+                   f"fairseq_joint.loaders.load_gile_model; fairseq-joint-predict-labels {flag(option)})")
+        raise errors.MissingFileError(f"{flag(option)} {value}, which {path} was trained with, does not exist: {fix}")

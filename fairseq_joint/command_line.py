@@ -31,8 +31,7 @@ def decay_updates(original, parser, input_args=None, parse_known=False, *args, *
         logging.getLogger(__name__).info(f"--total-num-update {a.total_num_update}: the updates of --max-epoch "
                                          f"{a.max_epoch} ({per_epoch} an epoch)")
     if not a.total_num_update:
-        raise errors.OptionError("--lr-scheduler polynomial_decay decays the rate over --total-num-update updates: "
-                                 "give --total-num-update or --max-update")
+        raise errors.OptionError("--lr-scheduler polynomial_decay needs --total-num-update: give it or --max-update")
     return parsed
 
 

@@ -192,9 +192,8 @@ def translate(err: BaseException) -> Optional[Refusal]:
         pair = _frame_locals(err, "load_langpair_dataset")
         where = "{prefix}{src} and {prefix}{tgt}".format(**pair) if {"prefix", "src", "tgt"} <= pair.keys() else \
             "the source and target sides"
-        return InputError(f"{where} hold different numbers of sentences (fairseq-preprocess was given texts whose "
-                          "lines do not pair up): line i of the source text must translate line i of the target "
-                          "text; fix them (wc -l) and run fairseq-preprocess again")
+        return InputError(f"{where} hold different numbers of sentences: line i of the source text must translate "
+                          "line i of the target text; fix them (wc -l) and run fairseq-preprocess again")
     if message == "Must specify batch size either with --max-tokens or --batch-size":
         return OptionError("no batch size was given: add --max-tokens or --batch-size")
     if message == "Could not infer language pair, please provide it explicitly":
@@ -260,8 +259,7 @@ def interruption_note(save_dir: Optional[str], signal_name: str) -> str:
         return f"fairseq-train stopped by {signal_name}; nothing was saved (--no-save): the run starts over when run again"
     last = os.path.join(save_dir, "checkpoint_last.pt")
     if not os.path.isfile(last):
-        return (f"fairseq-train stopped by {signal_name} before its first checkpoint: running the same command starts "
-                "over")
+        return f"fairseq-train stopped by {signal_name} before its first checkpoint: the same command starts over"
     return (f"fairseq-train stopped by {signal_name}: run the same command to resume from {last} (exactly as if it "
             "had not stopped)")
 
@@ -269,20 +267,18 @@ def interruption_note(save_dir: Optional[str], signal_name: str) -> str:
 def uncaught(original, kind, err, tb) -> None:
     """The exception hook under ``fairseq-*`` programs (``original``: the hook it wraps): the resume note of an
     interrupted training run, :func:`report` of a refusal, ``original`` (the traceback) for anything else."""
+    status = REFUSED
     if isinstance(err, KeyboardInterrupt) and "save_dir" in _training and not os.environ.get(DEBUG_ENV):
-        name = "SIGTERM" if isinstance(err, Interrupted) else "SIGINT"
-        print(f"error: {interruption_note(_training['save_dir'], name)}", file=sys.stderr)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        # exit now, as the signal would have: fairseq's background threads die with the process
-        os._exit(128 + (signal.SIGTERM if name == "SIGTERM" else signal.SIGINT))
-    if not report(err):
+        stop = signal.SIGTERM if isinstance(err, Interrupted) else signal.SIGINT
+        print(f"error: {interruption_note(_training['save_dir'], stop.name)}", file=sys.stderr)
+        status = 128 + stop  # as the signal would have: fairseq's background threads die with the process
+    elif not report(err):
         return original(kind, err, tb)
     sys.stdout.flush()
     sys.stderr.flush()
     # the line is all: exit now, before the destructors of what the traceback held print their own errors
     # (fairseq's MMapIndexedDataset of an empty .bin file does)
-    os._exit(REFUSED)
+    os._exit(status)
 
 
 def training_started(save_dir: Optional[str]) -> None:

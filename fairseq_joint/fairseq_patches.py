@@ -76,12 +76,13 @@ verified_load      ``checkpoint_utils.load_checkpoint_to_cpu``   checksummed che
                                                                  torch refuses to unpickle (``weights_only``) in one
                                                                  line naming it (``errors.unsafe_checkpoint``), and
                                                                  under fairseq-train one of the other kind
-                                                                 (``checks.check_training_checkpoint``)
+                                                                 (``checks.check_checkpoint_kind``)
 checkpoint_kind    ``checkpoint_utils.load_model_ensemble_and``  a ``--path`` that does not exist, a checkpoint of the
                    ``_task``                                     other kind (``gile_classifier`` / translation) and a
                                                                  non-finite or out-of-range number in its options are
                                                                  refused in one line before any model is built
-                                                                 (``checks.check_checkpoint_kind``, ``checks.validate``)
+                                                                 (``checks.check_checkpoint_exists``,
+                                                                 ``check_checkpoint_kind``, ``validate``)
 exact_scores       ``sequence_scorer.SequenceScorer.generate``   ``fairseq-generate --score-reference`` of the plugin's
                                                                  models: each target's log-probability from the
                                                                  exact softmax in chunks, without the B x T x |V|
@@ -155,10 +156,8 @@ def chosen() -> FrozenSet[str]:
     """The patches ``FAIRSEQ_JOINT_PATCHES`` switches on: every one (unset or ``1``), none (``0``), or the ones it
     names (``safe_checkpoints,exact_scores``); a name of no patch is refused."""
     value = os.environ.get(ENV, "1").strip()
-    if value in ("", "1"):
-        return frozenset(p.name for p in PATCHES)
-    if value == "0":
-        return frozenset()
+    if value in ("", "1", "0"):
+        return frozenset(p.name for p in PATCHES if value != "0")
     names = frozenset(n.strip() for n in value.split(",") if n.strip())
     unknown = sorted(names - {p.name for p in PATCHES})
     if unknown:
@@ -213,12 +212,6 @@ def around(logic: Callable) -> Callable[[Callable], Callable]:
     return make_wrapper
 
 
-def under_fairseq_program() -> bool:
-    """Whether this process is one of fairseq's commands (``fairseq-train``, ``fairseq-generate``, ..., by any route)
-    or the plugin's (``fairseq-joint-*``)."""
-    return errors.program().startswith("fairseq-")
-
-
 def running_as_main(module) -> List[object]:
     """``module`` and, when Python runs the same file as ``__main__`` (``python -m fairseq_cli.preprocess``), that
     module too: the places whose function the command calls by its own global name."""
@@ -245,20 +238,18 @@ def apply() -> List[str]:
 
     done = []
     on = chosen()
+    # one of fairseq's commands (fairseq-train, ..., by any route) or the plugin's (fairseq-joint-*)
+    program = errors.program().startswith("fairseq-")
     if "safe_checkpoints" in on and checkpoint_allowlist.allowlist_fairseq_checkpoint_classes():
         done.append("safe_checkpoints")
-    if under_fairseq_program():
-        if "one_line_errors" in on and wrap(sys, "excepthook", around(errors.uncaught), "one_line_errors"):
-            done.append("one_line_errors")
-        if "one_line_usage" in on and wrap(argparse.ArgumentParser, "error", around(errors.argparse_error),
-                                           "one_line_usage"):
-            done.append("one_line_usage")
-        if "quiet_notices" in on:
-            fairseq_logs.quiet_notices()
-            done.append("quiet_notices")
-        if "fairseq_logging" in on and fairseq_logs.fairseq_logging():
-            done.append("fairseq_logging")
+    if "quiet_notices" in on and program:
+        fairseq_logs.quiet_notices()
+        done.append("quiet_notices")
+    if "fairseq_logging" in on and program and fairseq_logs.fairseq_logging():
+        done.append("fairseq_logging")
     for owners, attribute, logic, patch in (
+        ([sys] if program else [], "excepthook", errors.uncaught, "one_line_errors"),
+        ([argparse.ArgumentParser] if program else [], "error", errors.argparse_error, "one_line_usage"),
         ([options], "parse_args_and_arch", checks.parse_args_and_arch, "option_numbers"),
         ([options], "parse_args_and_arch", command_line.full_help, "full_help"),
         ([options], "parse_args_and_arch", command_line.decay_updates, "decay_updates"),
@@ -273,7 +264,7 @@ def apply() -> List[str]:
         ([FairseqTask], "get_batch_iterator", resume.get_batch_iterator, "resume"),
         ([Trainer], "load_checkpoint", resume.load_checkpoint, "resume_changes"),
     ):
-        if patch in on and [wrap(owner, attribute, around(logic), patch) for owner in owners][0]:
+        if patch in on and owners and [wrap(owner, attribute, around(logic), patch) for owner in owners][0]:
             done.append(patch)
     return done
 

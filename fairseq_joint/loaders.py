@@ -6,7 +6,6 @@ or a ``gile_classifier`` with its task; and a translation model built from fairs
 
 Importing it imports the plugin (its models registered, its changes to fairseq's loading applied)."""
 
-import os
 import pickle
 from typing import Optional, Sequence
 
@@ -51,8 +50,7 @@ def load_checkpoint(path: str, labels: Optional[bool] = None, overrides: Optiona
     too, naming ``command`` (default: this process's command; :func:`fairseq_joint.checks.check_checkpoint_kind`)."""
     from fairseq import checkpoint_utils
 
-    if not os.path.isfile(path):
-        raise errors.MissingFileError(f"checkpoint {path}: file not found; give a checkpoint written by fairseq-train")
+    checks.check_checkpoint_exists(path)
     try:
         state = checkpoint_utils.load_checkpoint_to_cpu(path, overrides)
     except pickle.UnpicklingError as err:

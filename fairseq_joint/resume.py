@@ -19,7 +19,6 @@ overwrite the finished run's ``checkpoint_last.pt``/``checkpoint_best.pt``. It a
 """
 
 import argparse
-import dataclasses
 import inspect
 import logging
 from typing import Dict, Optional, Sequence
@@ -31,20 +30,6 @@ from fairseq_joint.errors import CheckpointError, OptionError
 
 logger = logging.getLogger(__name__)
 
-#: the option that sets a configuration group's ``_name``
-NAMED_BY = {"model": "arch"}
-
-
-def rebuilds_batches(cfg) -> bool:
-    """Whether a task's configuration asks fairseq to build new batches every epoch: the optional ``rebuild_batches``
-    field, which only some of fairseq's own tasks declare (audio pretraining and fine-tuning); fairseq's
-    ``get_batch_iterator`` reads it the same way, as absent for every other task."""
-    if isinstance(cfg, argparse.Namespace):
-        cfg = vars(cfg)
-    elif dataclasses.is_dataclass(cfg):
-        cfg = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
-    return bool(cfg.get("rebuild_batches", False))  # a dict or fairseq's DictConfig
-
 
 def get_batch_iterator(original, task, dataset, *args, **kwargs):
     """``original`` (fairseq's ``FairseqTask.get_batch_iterator``) with the batches of epoch 1 for a reusable iterator
@@ -53,8 +38,10 @@ def get_batch_iterator(original, task, dataset, *args, **kwargs):
     bound.apply_defaults()
     a = bound.arguments
     epoch = max(int(a["epoch"] or 1), 1)
+    # a task whose configuration asks for new batches every epoch (``rebuild_batches``, which only some of fairseq's
+    # own tasks declare), read as fairseq's get_batch_iterator reads it
     reusable = (not a["disable_iterator_cache"] and not a["update_epoch_batch_itr"]
-                and task.can_reuse_epoch_itr(dataset) and not rebuilds_batches(task.cfg))
+                and task.can_reuse_epoch_itr(dataset) and not getattr(task.cfg, "rebuild_batches", False))
     if epoch == 1 or not reusable or dataset in task.dataset_to_epoch_iter:
         return original(*bound.args, **bound.kwargs)
     a["epoch"] = 1  # the batches the iterator of an uninterrupted run holds
@@ -73,9 +60,8 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
         extra_state = original(trainer, filename, *args, **kwargs)
     except Exception as err:  # noqa: BLE001  (fairseq's own, or what it wraps: only its model-mismatch is translated)
         finetuning = filename == trainer.cfg.checkpoint.finetune_from_model  # other options are its point
-        mismatch = model_mismatch(filename, trainer.cfg, err) if str(err).startswith("Cannot load model "
-                                                                                     "parameters") else None
-        if mismatch is None or finetuning and errors.refusal(err) is not None:
+        mismatch = str(err).startswith("Cannot load model parameters") and model_mismatch(filename, trainer.cfg, err)
+        if not mismatch or finetuning and errors.refusal(err) is not None:
             raise
         raise mismatch from err
     if extra_state is None:  # no checkpoint there: a new run
@@ -167,7 +153,7 @@ def options(cfg, groups: Optional[Sequence[str]] = None) -> Dict[str, object]:
         if not isinstance(fields, dict):
             continue
         for name, value in fields.items():
-            out.setdefault(NAMED_BY.get(group, group) if name == "_name" else name, value)
+            out.setdefault(("arch" if group == "model" else group) if name == "_name" else name, value)
     return out
 
 

@@ -115,7 +115,7 @@ def test_checkpoints_of_earlier_versions_load_and_their_checksums_still_verify(t
     current = state(trained / "checkpoint_last.pt")
     assert {"model", "last_optimizer_state", "extra_state", "optimizer_history"} <= set(current[checkpoints.CHECKSUMS])
     assert "state.0.exp_avg" in current[checkpoints.CHECKSUMS]["last_optimizer_state"]
-    earlier = {part: {name: checkpoints.tensor_checksum(t) for name, t in current[part].items() if torch.is_tensor(t)}
+    earlier = {part: {name: checkpoints.checksum(t) for name, t in current[part].items() if torch.is_tensor(t)}
                for part in ("model",)}
     for name, sums in (("none.pt", None), ("earlier.pt", earlier)):
         old = dict(current)

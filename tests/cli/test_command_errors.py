@@ -108,8 +108,8 @@ def test_a_label_file_the_checkpoint_records_that_moved_names_the_option(gile_bi
                checkpoint, "--batch-size", "32", check=False)
     line = [x for x in proc.stderr.splitlines() if x.strip()]
     assert proc.returncode == 2 and len(line) == 1, proc.stderr[-3000:]
-    assert line[0] == (f"error: --eval-label-file {labels}, which {checkpoint} was trained with (a checkpoint records "
-                       "its label files), does not exist: give fairseq-validate --eval-label-file where it is now")
+    assert line[0] == (f"error: --eval-label-file {labels}, which {checkpoint} was trained with, does not exist: give "
+                       "fairseq-validate --eval-label-file where it is now")
     with pytest.raises(MissingFileError, match="eval_label_file= of LabelPredictor.from_checkpoint or "
                        "fairseq_joint.loaders.load_gile_model"):
         load_gile_model(str(checkpoint))
