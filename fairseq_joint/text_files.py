@@ -11,15 +11,16 @@ from typing import Iterator, List, Tuple
 from fairseq_joint.errors import InputError, MissingFileError
 
 
-def text_lines(path: str, what: str = "") -> Iterator[Tuple[int, str]]:
+def text_lines(path: str, what: str = "", fix: str = "give the path of an existing file") -> Iterator[Tuple[int, str]]:
     """``(line number, line without its line end)`` of a UTF-8 text file; ``what`` names the file's role in errors
     (e.g. ``"--labels"``). The file is opened at the call: one that is not there (or a directory) is refused then, as
-    a ``MissingFileError``, before any line is read; the readers built on this rely on that check."""
+    a ``MissingFileError`` that ends in ``fix``, before any line is read; the readers built on this rely on that
+    check."""
     name = f"{what} {path}".strip()
     try:
         f = open(path, "rb")
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        raise MissingFileError(f"{name}: no such file: give the path of an existing file") from None
+        raise MissingFileError(f"{name}: no such file: {fix}") from None
     return _decoded(f, name)
 
 

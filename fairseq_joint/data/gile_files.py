@@ -102,12 +102,11 @@ def read_train_labels(path: str) -> List[str]:
 
 
 def read_raw_texts(data: str, split: str, count: int) -> List[str]:
-    """The raw texts of ``split`` (``{split}.text``: one JSON string per line), checked against the binarized count."""
+    """The raw texts of ``split`` (``{split}.text``: one JSON string per line), checked against the binarized count;
+    a missing file is refused by :func:`~fairseq_joint.text_files.text_lines`."""
     path = os.path.join(data, RAW_TEXTS.format(split=split))
-    if not os.path.isfile(path):
-        raise MissingFileError(f"{path} is missing: a pretrained encoder reads the raw texts; {REBINARIZE}")
     texts = []
-    for lineno, line in text_lines(path):
+    for lineno, line in text_lines(path, fix=f"a pretrained encoder reads the raw texts; {REBINARIZE}"):
         try:
             text = json.loads(line)
         except ValueError:

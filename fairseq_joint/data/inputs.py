@@ -4,17 +4,18 @@ would keep no word. Every text file is read through :mod:`fairseq_joint.text_fil
 
 import json
 import random
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from fairseq_joint.errors import InputError, OptionError
 from fairseq_joint.text_files import content_lines
 
 
-def read_examples(path: str, fmt: str = "auto", text_field: str = "text",
-                  labels_field: str = "labels") -> List[Tuple[int, str, List[str]]]:
+def read_examples(path: str, fmt: str = "auto", text_field: str = "text", labels_field: str = "labels",
+                  lang: Optional[str] = None) -> List[Tuple[int, str, List[str]]]:
     """``[(line number, text, [labels])]`` of a JSONL (objects with a text and a list of labels) or TSV
     (``text<TAB>label1 label2``) file; the format follows the extension unless ``fmt`` says. Bad lines are refused
-    with file:line (a missing or empty file in :func:`~fairseq_joint.text_files.content_lines`)."""
+    with file:line (a missing or empty file in :func:`~fairseq_joint.text_files.content_lines`), and with ``lang``
+    (``--lang``) a JSONL record whose ``lang`` field names another language (:func:`json_record`)."""
     lines = content_lines(path, holds="examples")
     if fmt == "auto":
         fmt = "tsv" if path.endswith(".tsv") else "jsonl" if path.endswith((".jsonl", ".json")) else None
@@ -23,7 +24,7 @@ def read_examples(path: str, fmt: str = "auto", text_field: str = "text",
     rows = []
     for lineno, line in lines:
         if fmt == "jsonl":
-            obj = json_record(path, lineno, line, (text_field, labels_field), "set --text-field/--labels-field")
+            obj = json_record(path, lineno, line, (text_field, labels_field), "set --text-field/--labels-field", lang)
             text, labels = obj[text_field], obj[labels_field]
             if isinstance(labels, str):
                 labels = labels.split()
@@ -51,14 +52,19 @@ def check_min_count(min_count: int, counts: Dict[str, int], what: str) -> None:
         raise OptionError(f"--min-count {min_count} is above every word's count in the {what}: give at most {most}")
 
 
-def json_record(path: str, lineno: int, line: str, fields: Sequence[str], fix: str) -> Dict[str, object]:
-    """One JSONL line as an object holding ``fields``; anything else fails with file:line and ``fix``."""
+def json_record(path: str, lineno: int, line: str, fields: Sequence[str], fix: str, lang: Optional[str] = None,
+                option: str = "--lang") -> Dict[str, object]:
+    """One JSONL line as an object holding ``fields``; anything else fails with file:line and ``fix``, and so does,
+    with ``lang`` (the language ``option`` gave), a ``lang`` field that names another language."""
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as e:
         raise InputError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
     if not isinstance(obj, dict) or any(f not in obj for f in fields):
         raise InputError(f"{path}:{lineno}: needs the fields {' and '.join(map(repr, fields))} ({fix})")
+    if lang is not None and "lang" in obj and str(obj["lang"]) != lang:
+        raise InputError(f"{path}:{lineno}: lang {obj['lang']!r} contradicts {option} {lang}: give each language its "
+                         "own file")
     return obj
 
 
@@ -68,10 +74,8 @@ def read_parallel_documents(lang: str, path: str, text_field: str = "text") -> D
     :func:`~fairseq_joint.text_files.content_lines`)."""
     docs: Dict[str, str] = {}
     for lineno, line in content_lines(path, "--aligned", "documents"):
-        obj = json_record(path, lineno, line, ("id", text_field), "documents are joined across languages by id")
-        if "lang" in obj and str(obj["lang"]) != lang:
-            raise InputError(f"{path}:{lineno}: lang {obj['lang']!r} contradicts --aligned {lang}: give each "
-                             f"language its own file")
+        obj = json_record(path, lineno, line, ("id", text_field), "documents are joined across languages by id", lang,
+                          "--aligned")
         key = str(obj["id"])
         if key in docs:
             raise InputError(f"{path}:{lineno}: id {key} is given twice: one document per id and language")

@@ -45,7 +45,7 @@ from fairseq_joint.data.gile_files import LEXICAL_FILE, label_counts
 from fairseq_joint.errors import CheckpointError, InputError, OptionError
 from fairseq_joint.models.output_layer_model import DataFingerprintMixin, UpdateCountMixin
 from fairseq_joint.modules.cooccurrence_init import COOCCURRENCE_INIT_CHOICES, cooccurrence_init_, label_patterns
-from fairseq_joint.modules.lexical_encoder import REFIT, HybridTextEncoder, LexicalModel, check_signature
+from fairseq_joint.modules.lexical_encoder import HybridTextEncoder, LexicalModel, check_signature
 from fairseq_joint.modules.output_layers import ACTIVATION_CHOICES, OutputLayer, OutputLayerSpec
 from fairseq_joint.modules.pretrained_embedding import load_word_vectors_
 from fairseq_joint.modules.sentence_encoder import PretrainedSentenceEncoder, cosine
@@ -99,16 +99,14 @@ def embedding_paths(value: str, languages: List[str]) -> Dict[str, str]:
         return {}
     if "{lang}" in value:
         paths = {lang: value.replace("{lang}", lang) for lang in languages}
-    elif "=" in value:
+    else:
         paths = {}
-        for item in value.split(","):
+        for item in value.split(","):  # a bare path too: its "LANG" is no language
             lang, _, path = item.partition("=")
             if lang.strip() not in languages or not path.strip():
-                raise OptionError(f"--embed-path {item!r}: give LANG=FILE with LANG one of {', '.join(languages)}")
+                raise OptionError(f"--embed-path {item!r}: give one file per language: LANG=FILE,LANG=FILE or a path "
+                                  f"with {{lang}} (e.g. vectors.{{lang}}.txt), LANG one of {', '.join(languages)}")
             paths[lang.strip()] = path.strip()
-    else:
-        raise OptionError(f"--embed-path {value}: a multilingual model takes one file per language: "
-                         "LANG=FILE,LANG=FILE or a path with {lang} (e.g. vectors.{lang}.txt)")
     dims = {}
     for lang, path in paths.items():  # text_lines refuses a missing file
         words = next(text_lines(path, f"--embed-path ({lang})"), (0, ""))[1].split()
@@ -160,10 +158,7 @@ def pretrained_sentence_encoder(cfg, data: Union[str, Sequence[str]] = "") -> Op
         models = {}
         for directory in [data] if isinstance(data, str) else data:
             path = os.path.join(directory, LEXICAL_FILE)
-            if not os.path.isfile(path):
-                raise OptionError(f"--encoder hybrid: {path} is missing (no lexical features were fitted on the "
-                                  f"training texts): {REFIT} (e.g. 32768)")
-            models[path] = LexicalModel.load(path)
+            models[path] = LexicalModel.load(path, "--encoder hybrid")
         (first, lexical), *others = models.items()
         for path, model in others:
             if model.fingerprint != lexical.fingerprint:
@@ -278,13 +273,12 @@ class GileClassifierConfig(FairseqDataclass):
     def validate(cfg) -> None:
         """The options of one model that belong together (and with the task's: a gile_classifier is trained by
         ``--task gile_classification``, ``--languages`` makes it multilingual)."""
-        m = cfg.model
-        if not issubclass(registered(cfg, "task"), GileDataProvider):
-            raise OptionError(f"--arch {arch(m)} is a gile_classifier, which only --task gile_classification trains "
-                              f"(not --task {cfg.task._name}): add --task gile_classification")
-        multilingual = bool(cfg.task.languages)
+        m, gile_task = cfg.model, issubclass(registered(cfg, "task"), GileDataProvider)
+        multilingual = gile_task and bool(cfg.task.languages)
         sentence, linear = m.encoder in SENTENCE_ENCODERS, m.head == "linear"
-        needs = (("--joint-dim must be a positive integer or auto, got {m.joint_dim!r}",
+        needs = (("--arch {arch} is a gile_classifier, which only --task gile_classification trains (not --task "
+                  "{cfg.task._name}): add --task gile_classification", not gile_task),
+                 ("--joint-dim must be a positive integer or auto, got {m.joint_dim!r}",
                   str(m.joint_dim) != "auto" and not (str(m.joint_dim).isdigit() and int(m.joint_dim) > 0)),
                  ("--cooccurrence-init initializes the linear head's hidden->output weight W; --head {m.head} has "
                   "none: use --head linear or --cooccurrence-init none", m.cooccurrence_init != "none" and not linear),
@@ -321,7 +315,7 @@ class GileClassifierConfig(FairseqDataclass):
                   m.similarity_init and sentence and m.head == "gile" and m.joint_activation != "relu"))
         for message, refused in needs:
             if refused:
-                raise OptionError(message.format(m=m))
+                raise OptionError(message.format(m=m, cfg=cfg, arch=arch(m)))
 
 
 def encoder_layers(cfg) -> Tuple[str, ...]:

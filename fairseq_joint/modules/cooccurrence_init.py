@@ -34,15 +34,14 @@ def normalized_init_bound(num_hidden: int, num_outputs: int) -> float:
 
 @torch.no_grad()
 def cooccurrence_init_(weight: torch.Tensor, patterns, mode: str = "ub") -> int:
-    """Give the first hidden units of ``weight`` (|Y| x nh) to the patterns; returns how many got one."""
+    """Give the first hidden units of ``weight`` (|Y| x nh) to the patterns (of label positions below |Y|: the model's
+    training label rows; torch refuses an index beyond them); returns how many got one."""
     if check_choice("--cooccurrence-init", mode, COOCCURRENCE_INIT_CHOICES) == "none":
         return 0
     num_labels, num_hidden = weight.shape
     ub = normalized_init_bound(num_hidden, num_labels)
     used = min(num_hidden, len(patterns))
     for unit, (pattern, freq) in enumerate(patterns[:used]):
-        if max(pattern) >= num_labels:
-            raise ValueError(f"label pattern {pattern} refers to label {max(pattern)} but the weight has {num_labels} rows")
         c = {"ub": ub, "f_ub": freq * ub, "sqrt_f_ub": math.sqrt(freq) * ub}[mode]
         weight[:, unit] = 0.0
         weight[list(pattern), unit] = c

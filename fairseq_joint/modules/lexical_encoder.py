@@ -138,10 +138,12 @@ class LexicalModel:
         self.path = path
 
     @classmethod
-    def load(cls, path: str) -> "LexicalModel":
-        """The model of ``path``; a missing, unreadable or altered file is refused in one line."""
+    def load(cls, path: str, option: str = "") -> "LexicalModel":
+        """The model of ``path``; a missing, unreadable or altered file is refused in one line, a missing one as an
+        ``OptionError`` of ``option`` where an option needs it (``--encoder hybrid``), else a ``MissingFileError``."""
         if not os.path.isfile(path):
-            raise MissingFileError(f"{path} is missing: {REFIT} (e.g. {DEFAULT_MAX_FEATURES}) into that directory")
+            refusal = OptionError if option else MissingFileError  # a file an option needs, or one given by path
+            raise refusal(f"{option + ': ' if option else ''}{path} is missing: {REFIT} (e.g. {DEFAULT_MAX_FEATURES})")
         try:
             with open(path, encoding="utf-8") as f:
                 content = json.load(f)

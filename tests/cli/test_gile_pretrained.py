@@ -168,7 +168,7 @@ def test_bad_encoder_input(data, tmp_path, sentence_encoder):
         ((data, tmp_path / "missing"), [], "no such directory"),
         ((data, bare), [], "not a sentence-transformers model (no modules.json)"),
         ((data, sentence_encoder), ["--encoder-dim", "32"], "--encoder-dim 32 disagrees with --pretrained-encoder"),
-        ((no_text, sentence_encoder), [], "valid.text is missing: a pretrained encoder reads the raw texts"),
+        ((no_text, sentence_encoder), [], "valid.text: no such file: a pretrained encoder reads the raw texts"),
         ((data, sentence_encoder), ["--head", "linear", "--similarity-init"], "--head linear has no label vectors"),
     ]
     for (d, encoder), extra, message in cases:

@@ -125,6 +125,6 @@ def test_hybrid_encoder_refusals_before_any_model_is_loaded(tmp_path):
     from fairseq_joint.models.gile_classifier import GileClassifierConfig, pretrained_sentence_encoder
 
     cfg = GileClassifierConfig(encoder="hybrid", pretrained_encoder=str(tmp_path / "none"))
-    with pytest.raises(OptionError, match=rf"^--encoder hybrid: {tmp_path}/lexical.json is missing .*re-run "
+    with pytest.raises(OptionError, match=rf"^--encoder hybrid: {tmp_path}/lexical.json is missing: re-run "
                        "fairseq-joint-preprocess-gile with --lexical-features"):
         pretrained_sentence_encoder(cfg, str(tmp_path))

@@ -5,7 +5,7 @@ import pytest
 import torch
 from conftest import SMALL_LSTM, SMALL_TRANSFORMER, build, random_batch, training_args
 
-from fairseq_joint.errors import CheckpointError, OptionError
+from fairseq_joint.errors import CheckpointError, InputError, OptionError
 
 
 def n_params(model):
@@ -162,6 +162,20 @@ def test_tied_with_unequal_dims_says_how_to_fix(tiny_bin):
         build(tiny_bin, "joint_lstm", "--output-layer", "tied", *SMALL_LSTM, "--decoder-out-embed-dim", 24)
     # the joint layer takes any d, dh
     build(tiny_bin, "joint_lstm", "--output-layer", "joint", *SMALL_LSTM, "--decoder-out-embed-dim", 24)
+
+
+def test_joint_lstm_refuses_the_lstm_options_it_does_not_support(tiny_bin, joined_bin, tmp_path):
+    """fairseq's LSTMModel.build_model checks these itself; joint_lstm builds its modules without it."""
+    cases = [(tiny_bin, ("--encoder-layers", 2, "--decoder-layers", 1), "^--encoder-layers must match --decoder-layers"),
+             (tiny_bin, ("--decoder-embed-path", tmp_path / "v.txt"), "^--decoder-embed-path is not supported by "
+              "joint_lstm"),
+             (joined_bin, ("--share-all-embeddings", "--decoder-embed-dim", 24),
+              "^--share-all-embeddings requires --encoder-embed-dim to match --decoder-embed-dim")]
+    for data, flags, said in cases:
+        with pytest.raises(OptionError, match=said):
+            build(data, "joint_lstm", *SMALL_LSTM, *flags)
+    with pytest.raises(InputError, match=r"^--share-all-embeddings requires a joint dictionary"):
+        build(tiny_bin, "joint_lstm", *SMALL_LSTM, "--share-all-embeddings")
 
 
 def test_unknown_output_layer_lists_choices(tiny_bin, capsys):

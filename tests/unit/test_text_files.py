@@ -87,3 +87,18 @@ def test_a_missing_directory_or_empty_file_is_refused_by_the_one_reader(tmp_path
         read_examples(str(blank))
     with pytest.raises(InputError, match=rf"^--aligned {blank} holds no documents$"):
         read_parallel_documents("pl", str(blank))
+
+
+def test_a_record_of_another_language_is_refused_by_the_one_record_reader(tmp_path):
+    """json_record owns the check of a JSONL record's ``lang`` field: examples read for one ``--lang`` and the aligned
+    documents of ``--aligned LANG=FILE`` rely on it."""
+    from fairseq_joint.data.inputs import read_examples, read_parallel_documents
+
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"id": 1, "text": "a", "labels": ["x"]}\n{"id": 2, "text": "b", "labels": ["x"], "lang": "pl"}\n',
+                    encoding="utf-8")
+    assert len(read_examples(str(path))) == len(read_examples(str(path), lang="pl")) == 2
+    with pytest.raises(InputError, match=rf"^{path}:2: lang 'pl' contradicts --lang uk: give each language its own"):
+        read_examples(str(path), lang="uk")
+    with pytest.raises(InputError, match=rf"^{path}:2: lang 'pl' contradicts --aligned uk: give each language its"):
+        read_parallel_documents("uk", str(path))
