@@ -85,14 +85,11 @@ def read_bundle(directory: str) -> dict:
     refusal naming the file: ``MissingFileError`` for a missing one, ``CheckpointError`` for an altered one."""
     directory = os.fspath(directory)
     path = os.path.join(directory, MANIFEST)
-    if os.path.isfile(directory):
-        raise CheckpointError(f"{directory} is a file, not a directory written by LabelPredictor.save: load a "
-                              "checkpoint file with LabelPredictor.from_checkpoint")
-    if not os.path.isdir(directory):
-        raise MissingFileError(f"{directory}: no such directory: give a directory written by LabelPredictor.save")
-    if not os.path.isfile(path):
-        raise MissingFileError(f"{path} is missing: {directory} is not a directory written by LabelPredictor.save "
-                               f"(a checkpoint loads with LabelPredictor.from_checkpoint), or {RECOPY}")
+    if not os.path.isfile(path):  # a file (a checkpoint's?), nothing, or a directory LabelPredictor.save did not write
+        kind, what = (CheckpointError, "a file") if os.path.isfile(directory) else \
+            (MissingFileError, f"a directory without {MANIFEST}" if os.path.isdir(directory) else "missing")
+        raise kind(f"{directory} is {what}: give a directory LabelPredictor.save wrote (a checkpoint file loads with "
+                   f"LabelPredictor.from_checkpoint), or {RECOPY}")
     try:
         with open(path, encoding="utf-8") as f:
             manifest = json.load(f)
@@ -115,8 +112,7 @@ def bundle_part(directory: str, manifest: dict, key: str) -> Optional[str]:
     if name is None:
         return None
     if not isinstance(name, str) or name.startswith("/") or ".." in name.split("/"):
-        raise CheckpointError(f"{os.path.join(directory, MANIFEST)}: its {key} {name!r} is not a part of the bundle: "
-                              f"{RECOPY}")
+        raise CheckpointError(f"{os.path.join(directory, MANIFEST)}: {key} {name!r} is outside the bundle: {RECOPY}")
     return os.path.join(directory, *name.split("/"))
 
 

@@ -127,21 +127,17 @@ def check_device(device, argument: str = "device") -> torch.device:
     not known is refused, naming ``argument``."""
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    if isinstance(device, bool) or not isinstance(device, (str, int, torch.device)):
-        raise OptionError(f"{argument}={device!r}: give a device name ('cpu', 'cuda', 'cuda:1') or a torch.device")
     try:
-        found = torch.device(f"cuda:{device}" if isinstance(device, int) else device)
-    except (RuntimeError, ValueError):
-        raise OptionError(f"{argument}={device!r}: unknown device; give 'cpu', 'cuda' or 'cuda:N' (the N-th GPU)") \
-            from None
+        found = torch.device(f"cuda:{device}" if isinstance(device, int) else device)  # True: "cuda:True", refused
+    except (RuntimeError, ValueError, TypeError):  # not a device name, index or torch.device
+        found = None
+    if found is None or found.type not in ("cpu", "cuda"):
+        raise OptionError(f"{argument}={device!r}: unknown device; give 'cpu', 'cuda' or 'cuda:N' (the N-th GPU)")
     if found.type == "cpu":
         return torch.device("cpu")
-    if found.type != "cuda":
-        raise OptionError(f"{argument}={device!r}: fairseq-joint predicts on 'cpu' or a CUDA GPU ('cuda', 'cuda:N')")
-    if not torch.cuda.is_available():
-        why = "this torch is built without CUDA" if torch.version.cuda is None else "no CUDA GPU is visible"
-        raise OptionError(f"{argument}={device!r}: {why}: use device='cpu' (or leave it out)")
-    count = torch.cuda.device_count()
+    count = torch.cuda.device_count()  # 0 without CUDA (a torch built without it, or no GPU visible)
+    if not count:
+        raise OptionError(f"{argument}={device!r}: no CUDA GPU is visible: use device='cpu' (or leave it out)")
     index = torch.cuda.current_device() if found.index is None else found.index
     if index >= count:
         raise OptionError(f"{argument}={device!r}: this machine has {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}")
@@ -324,8 +320,7 @@ class LabelPredictor(abc.ABC):
         """``lang`` as the model takes it, or a refusal: here, of a model without :attr:`languages` (which takes
         none)."""
         if lang is not None:
-            raise OptionError(f"--lang {lang}: {self.source} takes no language (only a model trained with --languages "
-                              "does): drop --lang")
+            raise OptionError(f"--lang {lang}: {self.source} takes no language (no --languages): drop --lang")
         return None
 
     @property
@@ -380,10 +375,7 @@ class LabelPredictor(abc.ABC):
         number in :attr:`threshold_range`."""
         if self.threshold_on == "probability" and self.probability_kind is None:
             raise OptionError(f"threshold: the criterion of {self.source} defines no probability to threshold")
-        if isinstance(threshold, str):
-            if threshold != CALIBRATED:
-                raise OptionError(f"threshold={threshold!r}: give a number ({self.threshold_range}) or "
-                                  f"{CALIBRATED!r} (the threshold calibrated on validation in training)")
+        if isinstance(threshold, str) and threshold == CALIBRATED:
             return self.calibrated_threshold()
         return check_number(f"threshold (on the {self.threshold_on})", threshold, self.threshold_range), "given"
 
@@ -560,10 +552,7 @@ class TrainedLabelPredictor(LabelPredictor):
         over a sentence encoder, which scores a text of no given language with the mean of its languages'
         classification units), None for a monolingual one (which refuses a ``lang``)."""
         if self.model.languages:
-            try:
-                return self.model.check_language(lang)
-            except OptionError as e:
-                raise OptionError(f"--lang: {e}") from None
+            return self.model.check_language(lang)  # its refusal names --lang
         return super().check_language(lang)
 
     @property
@@ -597,8 +586,7 @@ class TrainedLabelPredictor(LabelPredictor):
 
     def label_vectors(self, label_set: LabelSet) -> torch.Tensor:
         if not self.model.scores_unseen_labels:
-            raise InputError(f"{self.checkpoint} has --head linear, which has no label vectors: a joint head (--head "
-                             "gile, ...) has them")
+            raise InputError(f"{self.checkpoint}: --head linear has no label vectors: train with --head gile for them")
         return self.model.label_vectors(label_set.tokens)
 
     def logits(self, vectors: torch.Tensor, label_set: LabelSet, lang: Optional[str]) -> torch.Tensor:
@@ -753,8 +741,7 @@ class EncoderLabelPredictor(LabelPredictor):
         return 0.0, "no label was seen in training (a sentence encoder alone)"
 
     def calibrated_threshold(self) -> Tuple[float, str]:
-        raise OptionError(f"threshold={CALIBRATED!r}: a sentence encoder alone was calibrated on no validation: give "
-                          f"a cosine ({COSINE}), or train a model (its checkpoint keeps a calibrated threshold)")
+        raise OptionError(f"threshold={CALIBRATED!r}: a sentence encoder has no calibrated threshold: give a cosine")
 
     def save(self, directory: Union[str, "os.PathLike[str]"], *, copy_encoder: bool = True) -> str:
         """Write the encoder (or with ``copy_encoder=False`` a reference to it, pinned by its fingerprint), the label
@@ -805,14 +792,13 @@ def load_translator(checkpoint: Union[str, "os.PathLike[str]"], data: Union[str,
     overrides.update({name: os.path.abspath(path) for name, path in files.items()}, data=os.path.abspath(data))
     state = load_checkpoint(checkpoint, labels=False, overrides=overrides, command="load_translator")
     if not os.path.isdir(data):
-        raise MissingFileError(f"data directory {data} does not exist: give the binarized directory of the training "
-                               "data (fairseq-preprocess --destdir)")
+        raise MissingFileError(f"data directory {data} does not exist: give fairseq-preprocess's --destdir")
     for name, path in files.items():
         if not os.path.isfile(path):
             raise MissingFileError(f"{name}={path}: file not found")
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides=overrides,
                                                                       state=state)
     if not isinstance(models[0], FairseqEncoderDecoderModel):
-        raise CheckpointError(f"{checkpoint} is not a translation checkpoint (its model is a "
-                              f"{type(models[0]).__name__}, not an encoder-decoder)")
+        kind = type(models[0]).__name__
+        raise CheckpointError(f"{checkpoint} holds a {kind}, not an encoder-decoder: give a translation checkpoint")
     return GeneratorHubInterface(cfg, task, models)

@@ -74,8 +74,7 @@ def build_student(teacher):
     tokenizer = teacher.st.tokenizer
     tokenizer = tokenizer if isinstance(tokenizer, Tokenizer) else getattr(tokenizer, "backend_tokenizer", None)
     if tokenizer is None:
-        raise fail(f"--teacher {teacher.path}: its tokenizer ({type(teacher.st.tokenizer).__name__}) is not a fast "
-                   "(Rust) tokenizer, which the student needs: give a teacher with a fast tokenizer")
+        raise fail(f"--teacher {teacher.path}: its tokenizer is not a fast (Rust) one: give a teacher with a fast one")
     tokenizer = Tokenizer.from_str(tokenizer.to_str())
     tokenizer.no_truncation()  # the student averages every word piece of a text: no length limit
     return StaticEmbedding(tokenizer, embedding_weights=torch.zeros(tokenizer.get_vocab_size(), teacher.dim))

@@ -32,14 +32,11 @@ def target_dictionary_path(state, checkpoint: str) -> str:
     if not data:
         raise fail(f"{checkpoint} records no data directory: pass --dict dict.TGT.txt")
     data = str(data).split(os.pathsep)[0]
-    if not os.path.isdir(data):
-        raise fail(f"{data}, the data directory {checkpoint} was trained on (whose dict.TGT.txt is the target "
-                   "dictionary), does not exist: pass --dict with where dict.TGT.txt is now")
-    if not lang:
+    if not lang and os.path.isdir(data):
         lang = data_utils.infer_language_pair(data)[1]  # as fairseq's translation task does
-    path = os.path.join(data, f"dict.{lang}.txt")
-    if not lang or not os.path.isfile(path):
-        raise fail(f"the checkpoint's target dictionary ({path}) is not here: pass --dict dict.TGT.txt")
+    path = os.path.join(data, f"dict.{lang or 'TGT'}.txt")
+    if not lang or not os.path.isfile(path):  # the data moved, or holds no dictionary of its target language
+        raise fail(f"{checkpoint}'s target dictionary {path} is not here: pass --dict with where dict.TGT.txt is now")
     return path
 
 

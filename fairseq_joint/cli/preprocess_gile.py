@@ -82,12 +82,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help=f"copy this {LEXICAL_FILE}, fitted before (e.g. by the first language's preprocessing with "
                    "--lexical-texts), into DESTDIR instead of fitting one")
     args = p.parse_args(argv)
-    if args.lexical_model and (args.lexical_features or args.lexical_texts or args.lexical_tokenizer != "words"):
-        raise fail("--lexical-model copies a fitted lexical model: drop --lexical-features, --lexical-texts and "
-                   "--lexical-tokenizer, which fit one")
-    if (args.lexical_texts or args.lexical_tokenizer != "words") and not args.lexical_features:
-        raise fail("--lexical-texts and --lexical-tokenizer need --lexical-features: add --lexical-features N (e.g. "
-                   "65536)")
+    fitting = [option for option, given in (("--lexical-features", args.lexical_features),
+                                            ("--lexical-texts", args.lexical_texts),
+                                            ("--lexical-tokenizer", args.lexical_tokenizer != "words")) if given]
+    if args.lexical_model and fitting:
+        raise fail(f"--lexical-model copies a fitted lexical model: drop {' and '.join(fitting)}")
+    if fitting and not args.lexical_features:
+        raise fail(f"{' and '.join(fitting)} without --lexical-features: add --lexical-features N (e.g. 65536)")
 
     descriptions = read_label_file(args.labels) if args.labels else None
     splits = {s: read_examples(getattr(args, s), args.format, args.text_field, args.labels_field)

@@ -207,7 +207,7 @@ def test_refusals_are_the_commands(wan_checkpoint, translation_checkpoint, tmp_p
         load_translator(tmp_path / "none.pt", tmp_path)
     with pytest.raises(errors.MissingFileError, match="data directory .* does not exist"):
         load_translator(translation_checkpoint, tmp_path / "no-bin")
-    with pytest.raises(errors.CheckpointError, match="joint_transformer checkpoint .*LabelPredictor.from_checkpoint "
+    with pytest.raises(errors.CheckpointError, match="joint_transformer checkpoint; LabelPredictor.from_checkpoint "
                        "needs a gile_classifier model"):
         LabelPredictor.from_checkpoint(translation_checkpoint)
 
