@@ -47,7 +47,6 @@ from fairseq_joint.data.gile_files import (
 from fairseq_joint.data.inputs import check_min_count, read_examples
 from fairseq_joint.modules.lexical_encoder import DEFAULT_MAX_FEATURES, TOKENIZERS, LexicalModel
 from fairseq_joint.modules.tokenizer import tokenize
-from fairseq_joint.text_files import text_lines
 
 PROG = "fairseq-joint-preprocess-gile"
 logger = logging.getLogger("preprocess_gile")
@@ -91,11 +90,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise fail(f"{' and '.join(fitting)} without --lexical-features: add --lexical-features N (e.g. 65536)")
 
     descriptions = read_label_file(args.labels) if args.labels else None
-    splits = {s: read_examples(getattr(args, s), args.format, args.text_field, args.labels_field)
+    if args.lang is not None and (not args.lang or any(c.isspace() or c in ",=/" for c in args.lang)):
+        raise fail(f"--lang {args.lang!r}: give a language name without spaces, commas, '=' or '/' (e.g. pl, pt_BR)")
+    # a JSONL record's lang field names --lang
+    splits = {s: read_examples(getattr(args, s), args.format, args.text_field, args.labels_field, args.lang)
               for s in ("train", "valid", "test") if getattr(args, s)}
-
-    if args.lang is not None:
-        check_language(args, splits)
     train_seen = {x for _, _, labels in splits["train"] for x in labels}
     if descriptions is not None:  # every label is described in --labels, else occurs in training
         known, problem = descriptions, f"is missing from {args.labels}: add a 'label<TAB>description' line for it"
@@ -168,22 +167,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         logger.info(f"removed {lexical_path} (an earlier run's; --lexical-features fits one on these texts)")
     logger.info(f"dictionary: {len(dictionary)} types; {len(train_labels)} training labels; wrote {args.destdir}")
     return 0
-
-
-def check_language(args, splits) -> None:
-    """``--lang``: a language name, and every JSONL record's ``lang`` field (where it has one) naming it."""
-    if not args.lang or any(c.isspace() or c in ",=/" for c in args.lang):
-        raise fail(f"--lang {args.lang!r}: give a language name without spaces, commas, '=' or '/' (e.g. pl, pt_BR)")
-    for split in splits:
-        path = getattr(args, split)
-        if args.format == "tsv" or (args.format == "auto" and path.endswith(".tsv")):
-            continue
-        for lineno, line in text_lines(path):
-            if line.strip():
-                lang = json.loads(line).get("lang")
-                if lang is not None and str(lang) != args.lang:
-                    raise fail(f"{path}:{lineno}: the document's lang {lang!r} contradicts --lang {args.lang}: "
-                               "binarize each language's documents into its own directory with its --lang")
 
 
 command = console_script(main, PROG)

@@ -216,7 +216,7 @@ def test_multilingual_bad_input_is_refused_in_one_line(ml_bin, tmp_path):
     # a document whose lang field contradicts --lang
     out = preprocess_gile("--train", ML_SAMPLE / "pl" / "train.jsonl", "--lang", "uk", "--destdir", tmp_path / "uk",
                           check=False)
-    assert out.returncode != 0 and "train.jsonl:1: the document's lang 'pl' contradicts --lang uk" in out.stderr
+    assert out.returncode != 0 and "train.jsonl:1: lang 'pl' contradicts --lang uk" in out.stderr
 
 
 def test_per_language_aligned_vectors_fill_each_languages_embedding(ml_bin, tmp_path):
