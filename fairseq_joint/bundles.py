@@ -85,11 +85,13 @@ def read_bundle(directory: str) -> dict:
     refusal naming the file: ``MissingFileError`` for a missing one, ``CheckpointError`` for an altered one."""
     directory = os.fspath(directory)
     path = os.path.join(directory, MANIFEST)
-    if not os.path.isfile(path):  # a file (a checkpoint's?), nothing, or a directory LabelPredictor.save did not write
-        kind, what = (CheckpointError, "a file") if os.path.isfile(directory) else \
-            (MissingFileError, f"a directory without {MANIFEST}" if os.path.isdir(directory) else "missing")
-        raise kind(f"{directory} is {what}: give a directory LabelPredictor.save wrote (a checkpoint file loads with "
-                   f"LabelPredictor.from_checkpoint), or {RECOPY}")
+    fix = "give a directory LabelPredictor.save wrote"
+    if os.path.isfile(directory):  # a checkpoint's?
+        raise CheckpointError(f"{directory} is a file: {fix} (a checkpoint file loads with "
+                              "LabelPredictor.from_checkpoint)")
+    if not os.path.isfile(path):  # nothing, or a directory LabelPredictor.save did not write
+        what = f"a directory without {MANIFEST}" if os.path.isdir(directory) else "missing"
+        raise MissingFileError(f"{directory} is {what}: {fix}, or {RECOPY}")
     try:
         with open(path, encoding="utf-8") as f:
             manifest = json.load(f)

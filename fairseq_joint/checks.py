@@ -98,7 +98,8 @@ def fairseq_option_problems(args: argparse.Namespace) -> Iterator[Tuple[str, obj
     plugin = {name for config in plugin_configs() for name, _ in ranges(config)}
     for name, value in sorted(vars(args).items()):
         rule = FAIRSEQ_LITERALS.get(name) or FAIRSEQ_RANGES.get(name, ANY)  # ANY: finite; an integer within 64 bits
-        if name in FAIRSEQ_LITERALS and isinstance(value, str):
+        literal = name in FAIRSEQ_LITERALS and isinstance(value, str)
+        if literal:
             try:  # as fairseq reads it (its optimizer evaluates the text), without builtins but float
                 value = eval(value, {"__builtins__": {}}, {"float": float})  # noqa: S307
             except Exception:  # noqa: BLE001  (not numbers: fairseq's own error says so)
@@ -106,7 +107,9 @@ def fairseq_option_problems(args: argparse.Namespace) -> Iterator[Tuple[str, obj
         elif name in plugin and name not in FAIRSEQ_RANGES:
             continue
         for item in value if isinstance(value, (list, tuple)) else [value]:
-            if isinstance(item, (int, float)) and not isinstance(item, bool) and number_problem(item, rule) is not None:
+            # every item of a literal must be a number (True, None, 'x' too are refused); elsewhere only numbers count
+            number = isinstance(item, (int, float)) and not isinstance(item, bool)
+            if (number or literal) and number_problem(item, rule) is not None:
                 yield flag(name), item, rule
 
 
@@ -206,6 +209,10 @@ def before_main(cfg, main) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- parallel text
+#: the fix of a missing text of fairseq-preprocess
+PREFIX_FIX = "fairseq-preprocess reads PREFIX.LANG for --source-lang and --target-lang"
+
+
 def check_parallel_text(args: argparse.Namespace) -> None:
     """fairseq-preprocess's text (``--trainpref``, ``--validpref``, ``--testpref``, each ``PREFIX.LANG``): every file
     there, UTF-8, none empty, and with ``--target-lang`` the two sides of a prefix of the same number of lines; fairseq
@@ -217,7 +224,7 @@ def check_parallel_text(args: argparse.Namespace) -> None:
             counts = {}
             for lang in langs or [None]:
                 path = f"{prefix}.{lang}" if lang else prefix
-                counts[path] = sum(1 for _ in text_lines(path, f"{option} {prefix}:"))  # which refuses a missing file
+                counts[path] = sum(1 for _ in text_lines(path, f"{option} {prefix}:", PREFIX_FIX))
                 if counts[path] == 0:
                     raise errors.InputError(f"{option} {prefix}: {path} is empty: give a text with one sentence a line")
             if len(set(counts.values())) > 1:
@@ -233,7 +240,7 @@ def check_checkpoint_exists(path: str) -> None:
     from fairseq.file_io import PathManager
 
     if not PathManager.isfile(path):
-        raise errors.MissingFileError(f"checkpoint {path}: file not found; give a checkpoint written by fairseq-train")
+        raise errors.MissingFileError(f"checkpoint {path}: no such file; give a checkpoint written by fairseq-train")
 
 
 def checkpoint_cfg(state: Dict[str, object]):
@@ -253,11 +260,13 @@ def check_checkpoint_kind(path: str, cfg, labels: bool, command: str) -> None:
     from fairseq.models import ARCH_MODEL_NAME_REGISTRY, ARCH_MODEL_REGISTRY
 
     name = arch(cfg.model)
-    if issubclass(ARCH_MODEL_REGISTRY.get(name, object), GileClassifier) != labels:
-        need, other = (("a gile_classifier", "fairseq-generate and fairseq-interactive translate") if labels
-                       else ("a translation", "fairseq-joint-predict-labels scores labels"))
-        raise errors.CheckpointError(f"{path} is a {ARCH_MODEL_NAME_REGISTRY.get(name, name)} checkpoint; {command} "
-                                     f"needs {need} model ({other} with this one)")
+    if issubclass(ARCH_MODEL_REGISTRY.get(name, object), GileClassifier) == labels:
+        return
+    model = f"{path} is a {ARCH_MODEL_NAME_REGISTRY.get(name, name)} checkpoint; {command} needs"
+    if labels:
+        raise errors.CheckpointError(f"{model} a gile_classifier model (fairseq-generate and fairseq-interactive "
+                                     "translate with this one)")
+    raise errors.CheckpointError(f"{model} a translation model (fairseq-joint-predict-labels scores labels with this one)")
 
 
 #: the kind of checkpoint this process's fairseq-train run trains (``labels``: a gile_classifier), set by before_main

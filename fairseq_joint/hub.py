@@ -131,7 +131,7 @@ def check_device(device, argument: str = "device") -> torch.device:
         found = torch.device(f"cuda:{device}" if isinstance(device, int) else device)  # True: "cuda:True", refused
     except (RuntimeError, ValueError, TypeError):  # not a device name, index or torch.device
         found = None
-    if found is None or found.type not in ("cpu", "cuda"):
+    if found is None or found.type not in ("cpu", "cuda") or isinstance(device, bytes):  # torch takes b"cpu"
         raise OptionError(f"{argument}={device!r}: unknown device; give 'cpu', 'cuda' or 'cuda:N' (the N-th GPU)")
     if found.type == "cpu":
         return torch.device("cpu")
@@ -320,7 +320,7 @@ class LabelPredictor(abc.ABC):
         """``lang`` as the model takes it, or a refusal: here, of a model without :attr:`languages` (which takes
         none)."""
         if lang is not None:
-            raise OptionError(f"--lang {lang}: {self.source} takes no language (no --languages): drop --lang")
+            raise OptionError(f"--lang {lang}: {self.source} is no model trained with --languages: drop --lang")
         return None
 
     @property

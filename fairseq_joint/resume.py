@@ -60,8 +60,9 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
         extra_state = original(trainer, filename, *args, **kwargs)
     except Exception as err:  # noqa: BLE001  (fairseq's own, or what it wraps: only its model-mismatch is translated)
         finetuning = filename == trainer.cfg.checkpoint.finetune_from_model  # other options are its point
-        mismatch = str(err).startswith("Cannot load model parameters") and model_mismatch(filename, trainer.cfg, err)
-        if not mismatch or finetuning and errors.refusal(err) is not None:
+        mismatch = model_mismatch(filename, trainer.cfg, err) if str(err).startswith("Cannot load model "
+                                                                                     "parameters") else None
+        if mismatch is None or finetuning and errors.refusal(err) is not None:
             raise
         raise mismatch from err
     if extra_state is None:  # no checkpoint there: a new run

@@ -37,10 +37,12 @@ def _decoded(f, name: str) -> Iterator[Tuple[int, str]]:
             yield lineno, line.rstrip("\n").rstrip("\r")
 
 
-def content_lines(path: str, what: str = "", holds: str = "lines") -> Iterator[Tuple[int, str]]:
+def content_lines(path: str, what: str = "", holds: str = "lines", fix: str = "give the path of an existing file"
+                  ) -> Iterator[Tuple[int, str]]:
     """The lines of :func:`text_lines` that are not blank; a file without one is refused once it is read (``holds``:
-    what its lines are, e.g. ``"labels"``). The file is opened at the call, as by :func:`text_lines`."""
-    return _not_blank(text_lines(path, what), f"{what} {path}".strip(), holds)
+    what its lines are, e.g. ``"labels"``). The file is opened at the call, as by :func:`text_lines` (``fix``: of a
+    missing one)."""
+    return _not_blank(text_lines(path, what, fix), f"{what} {path}".strip(), holds)
 
 
 def _not_blank(lines: Iterator[Tuple[int, str]], name: str, holds: str) -> Iterator[Tuple[int, str]]:

@@ -181,9 +181,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--heldout-docs", type=non_negative_int, default=200,
                    help="with --aligned: parallel documents left out of training to measure the alignment")
     args = p.parse_args(argv)
-    if os.path.exists(args.output) and os.path.isdir(args.output) != bool(args.aligned):  # --aligned writes a directory
-        want = "a directory (for vectors.LANG.txt) with --aligned" if args.aligned else "the word2vec text file to write"
-        raise fail(f"--output {args.output} is a {'file' if args.aligned else 'directory'}: give {want}")
+    if args.aligned and os.path.isfile(args.output):  # --aligned writes a directory
+        raise fail(f"--output {args.output} is a file: give a directory (for vectors.LANG.txt) with --aligned")
+    if not args.aligned and os.path.isdir(args.output):
+        raise fail(f"--output {args.output} is a directory: give the word2vec text file to write")
     if args.aligned:
         return aligned_vectors(args)
     corpus = sentences(args)

@@ -159,12 +159,12 @@ def load_label_embedding(path: str, num_labels: Optional[int] = None,
     else:
         emb = LabelEmbedding(weights["A"].size(0), weights["A"].size(1))
     recorded = (state.get("model") or {}).get("data_fingerprints")
-    other_size = num_labels is not None and emb.num_labels != num_labels
-    other_labels = labels is not None and recorded is not None and int(recorded[-1]) != dictionary_fingerprint(labels)
-    if other_size or other_labels:
-        raise CheckpointError(f"{option} {path}: its embedding " + (f"has {emb.num_labels} labels but the target "
-                              f"dictionary has {num_labels}" if other_size else "is for other labels than this data's")
-                              + "; use a checkpoint trained on the same binarized data")
+    fix = "use a checkpoint trained on the same binarized data"
+    if num_labels is not None and emb.num_labels != num_labels:
+        raise CheckpointError(f"{option} {path}: its embedding has {emb.num_labels} labels but the target dictionary "
+                              f"has {num_labels}; {fix}")
+    if labels is not None and recorded is not None and int(recorded[-1]) != dictionary_fingerprint(labels):
+        raise CheckpointError(f"{option} {path}: its embedding is for other labels than this data's; {fix}")
     emb.load_state_dict(weights)
     return emb
 

@@ -93,7 +93,7 @@ def load_gile_split(corpus: GileCorpus, split: str, label_set: LabelSet, lang: s
     texts = make_dataset(prefix, impl="mmap")
     if texts is None:
         raise MissingFileError(f"{prefix}.bin/.idx not found: binarize split {split!r} with "
-                               f"fairseq-joint-preprocess-gile")
+                               "fairseq-joint-preprocess-gile")
     labels_path = os.path.join(data, f"{split}.labels")
     rows = label_positions(labels_path, {n: i for i, n in enumerate(label_set.names)}, label_source,
                            "add it to that label file")
@@ -209,7 +209,7 @@ class MultilingualGileDataset(FairseqDataset):
         if not self.paired:
             if len(batches) != 1:
                 raise RuntimeError(f"a validation batch mixes languages ({', '.join(batches)}): batch with "
-                                   f"batch_by_size")
+                                   "batch_by_size")
             return next(iter(batches.values()))
         return {"languages": batches, "nsentences": sum(b["nsentences"] for b in batches.values()),
                 "ntokens": sum(b["ntokens"] for b in batches.values())}

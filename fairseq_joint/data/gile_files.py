@@ -60,11 +60,11 @@ def read_label_file(path: str) -> Dict[str, str]:
     """``label<TAB>description`` lines -> {label: description}, in file order; bad lines fail by line (a missing
     or empty file in :func:`~fairseq_joint.text_files.content_lines`)."""
     labels: Dict[str, str] = {}
-    for lineno, line in content_lines(path, "label file", "labels"):
+    for lineno, line in content_lines(path, "label file", "labels", "give a label<TAB>description file"):
         fields = line.split("\t")  # a third field: a column of another format, or a description that lost its quoting
         if len(fields) != 2:
             raise InputError(f"{path}:{lineno}: expected 'label<TAB>description', found {len(fields)} tab-separated "
-                             "field(s): one tab a line (replace the tabs inside the description by spaces)")
+                             "field(s): put one tab between the label and its description (spaces inside it)")
         label, desc = fields[0].strip(), fields[1]
         desc = check_label(label, desc, f"{path}:{lineno}")
         if label in labels:
@@ -170,7 +170,7 @@ def parse_language_weights(value: str, languages: List[str]) -> Dict[str, float]
             weight = float(number)
         except ValueError:
             weight = number  # not a number: check_number refuses the text itself
-        weights[lang] = check_number(f"--language-weights {item}: the weight", weight, NON_NEGATIVE)
+        weights[lang] = check_number(f"--language-weights {item} (LANG=W): W", weight, NON_NEGATIVE)
     return weights
 
 

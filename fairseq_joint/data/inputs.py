@@ -16,13 +16,12 @@ def read_examples(path: str, fmt: str = "auto", text_field: str = "text", labels
     (``text<TAB>label1 label2``) file; the format follows the extension unless ``fmt`` says. Bad lines are refused
     with file:line (a missing or empty file in :func:`~fairseq_joint.text_files.content_lines`), and with ``lang``
     (``--lang``) a JSONL record whose ``lang`` field names another language (:func:`json_record`)."""
-    lines = content_lines(path, holds="examples")
     if fmt == "auto":
         fmt = "tsv" if path.endswith(".tsv") else "jsonl" if path.endswith((".jsonl", ".json")) else None
         if fmt is None:
             raise OptionError(f"{path}: cannot tell the format from the extension; pass --format jsonl|tsv")
     rows = []
-    for lineno, line in lines:
+    for lineno, line in content_lines(path, holds="examples", fix="give a JSONL or TSV file of (text, labels)"):
         if fmt == "jsonl":
             obj = json_record(path, lineno, line, (text_field, labels_field), "set --text-field/--labels-field", lang)
             text, labels = obj[text_field], obj[labels_field]
@@ -62,7 +61,7 @@ def json_record(path: str, lineno: int, line: str, fields: Sequence[str], fix: s
         raise InputError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
     if not isinstance(obj, dict) or any(f not in obj for f in fields):
         raise InputError(f"{path}:{lineno}: needs the fields {' and '.join(map(repr, fields))} ({fix})")
-    if lang is not None and "lang" in obj and str(obj["lang"]) != lang:
+    if lang is not None and obj.get("lang") is not None and str(obj["lang"]) != lang:
         raise InputError(f"{path}:{lineno}: lang {obj['lang']!r} contradicts {option} {lang}: give each language its "
                          "own file")
     return obj
@@ -73,7 +72,7 @@ def read_parallel_documents(lang: str, path: str, text_field: str = "text") -> D
     another language, or an ``id`` given twice, fails with file:line (a missing or empty file in
     :func:`~fairseq_joint.text_files.content_lines`)."""
     docs: Dict[str, str] = {}
-    for lineno, line in content_lines(path, "--aligned", "documents"):
+    for lineno, line in content_lines(path, f"--aligned {lang}:", "documents", "give a JSONL file of documents"):
         obj = json_record(path, lineno, line, ("id", text_field), "documents are joined across languages by id", lang,
                           "--aligned")
         key = str(obj["id"])

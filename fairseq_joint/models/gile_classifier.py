@@ -109,7 +109,7 @@ def embedding_paths(value: str, languages: List[str]) -> Dict[str, str]:
             paths[lang.strip()] = path.strip()
     dims = {}
     for lang, path in paths.items():  # text_lines refuses a missing file
-        words = next(text_lines(path, f"--embed-path ({lang})"), (0, ""))[1].split()
+        words = next(text_lines(path, f"--embed-path ({lang})", "give a word2vec text file per language"), (0, ""))[1].split()
         dims[lang] = int(words[1]) if len(words) == 2 and all(x.isdigit() for x in words) else len(words) - 1
     first, first_dim = next(iter(dims.items()), (None, None))
     for lang, dim in dims.items():
@@ -595,10 +595,12 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
             return None
         if lang is None and self.reads_any_language:
             return None
-        if lang not in self.languages:  # None too: per-language word encoders need it
-            raise OptionError(f"the model was trained on {', '.join(self.languages)}" + (
-                f", not {lang!r}: give one of them (--lang), or train a model with {lang}" if lang is not None else
-                " over per-language word encoders: give the texts' language (--lang), one of them"))
+        trained = f"the model was trained on {', '.join(self.languages)}"
+        if lang is None:  # per-language word encoders need it
+            raise OptionError(f"{trained} over per-language word encoders: give the texts' language (--lang), one of "
+                              "them")
+        if lang not in self.languages:
+            raise OptionError(f"{trained}, not {lang!r}: give one of them (--lang), or train a model with {lang}")
         return lang
 
     def forward(self, src_tokens, src_lengths=None, src_embeddings=None, lang=None, **kwargs):

@@ -18,14 +18,14 @@ from fairseq_joint.text_files import text_lines
 def load_word_vectors_(embedding: nn.Embedding, dictionary, path: str, option: str = "--embed-path") -> Tuple[int, int]:
     """Copy the vectors of ``path`` into the rows of ``embedding`` of the words of ``dictionary``.
 
-    Returns (dictionary words found in the file, vectors in the file). Raises a one-line ``InputError`` that
-    names the file (and line) for a missing file (:func:`~fairseq_joint.text_files.text_lines`), a malformed line, a
-    dimension other than the embedding's, or a file that covers no dictionary word.
+    Returns (dictionary words found in the file, vectors in the file). Refuses in one line that names the file (and
+    line) a missing file (a ``MissingFileError``: :func:`~fairseq_joint.text_files.text_lines`), and as an
+    ``InputError`` a malformed line, a dimension other than the embedding's, or a file that covers no dictionary word.
     """
     dim = embedding.embedding_dim
     found, total = set(), 0
     with torch.no_grad():
-        for lineno, line in text_lines(path, option):
+        for lineno, line in text_lines(path, option, "give a word2vec text file"):
             parts = line.rstrip().split(" ")
             if lineno == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
                 if int(parts[1]) != dim:

@@ -148,7 +148,8 @@ class GileClassificationConfig(FairseqDataclass):
             raise OptionError(f"--task gile_classification trains with a criterion that scores labels, not "
                               f"--criterion {cfg.criterion._name}: use --criterion {' or '.join(names)}")
         task = cfg.task
-        parse_language_weights(task.language_weights, task.languages.split(","))  # refuses a bad LANG=W
+        if task.languages:  # without them, read_corpus refuses --language-weights
+            parse_language_weights(task.language_weights, task.languages.split(","))  # refuses a bad LANG=W
 
 
 class LabelStep(NamedTuple):

@@ -26,6 +26,6 @@ def _dict_size(data, lang):
 
 def test_bad_invocations_say_what_to_do(tmp_path):
     r = cli("fairseq-joint-count-params", tmp_path / "missing.pt", check=False)
-    assert r.returncode != 0 and f"checkpoint {tmp_path / 'missing.pt'}: file not found" in r.stderr
+    assert r.returncode != 0 and f"checkpoint {tmp_path / 'missing.pt'}: no such file" in r.stderr
     r = cli("fairseq-joint-count-params", check=False)
     assert r.returncode != 0 and "--arch" in r.stderr

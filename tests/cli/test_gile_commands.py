@@ -480,7 +480,7 @@ def test_label_frequency_bins_compares_checkpoints(gile_bin, tmp_path):
                 assert got == pytest.approx(100.0 * sum(members) / len(members), abs=1e-6), (name, b)
         assert table["models"][name]["all"] == pytest.approx(100.0 * sum(ap.values()) / len(ap), abs=1e-6)
     for bad, message in ((["--bins", "10,5"], "must be increasing"),
-                         (["--checkpoint", tmp_path / "none.pt"], "none.pt: file not found")):
+                         (["--checkpoint", tmp_path / "none.pt"], "none.pt: no such file")):
         args = ["--data", gile_bin, "--checkpoint", ckpts["gile"], *bad]
         fail = python_script("examples/gile/label_frequency_bins.py", *args, check=False)
         assert fail.returncode != 0 and message in fail.stderr

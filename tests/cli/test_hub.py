@@ -203,7 +203,7 @@ def test_refusals_are_the_commands(wan_checkpoint, translation_checkpoint, tmp_p
     with pytest.raises(errors.CheckpointError, match="is a gile_classifier checkpoint; load_translator needs a "
                        "translation model"):
         load_translator(wan_checkpoint, tmp_path)
-    with pytest.raises(errors.MissingFileError, match="file not found"):
+    with pytest.raises(errors.MissingFileError, match="none.pt: no such file"):
         load_translator(tmp_path / "none.pt", tmp_path)
     with pytest.raises(errors.MissingFileError, match="data directory .* does not exist"):
         load_translator(translation_checkpoint, tmp_path / "no-bin")

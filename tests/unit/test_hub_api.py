@@ -119,8 +119,8 @@ def test_labels_as_names_need_a_label_file_that_holds_them(zero_shot, sentence_e
     with pytest.raises(errors.InputError, match="labels is a list of names, but LabelPredictor.from_encoder.* has no "
                        "label file"):
         bare.predict(TEXTS, labels=NAMES)
-    with pytest.raises(errors.OptionError, match=r"^--lang pl: LabelPredictor.from_encoder\(.*\) takes no language .*: "
-                       "drop --lang$"):
+    with pytest.raises(errors.OptionError, match=r"^--lang pl: LabelPredictor.from_encoder\(.*\) is no model trained "
+                       "with --languages: drop --lang$"):
         zero_shot.predict(TEXTS, labels=NAMES, lang="pl")
     for call in (lambda: zero_shot.embeddings(), lambda: zero_shot.embeddings(TEXTS, labels=NAMES)):
         with pytest.raises(errors.InputError, match="embeddings: give texts or labels="):

@@ -207,7 +207,7 @@ def test_a_checkpoint_of_the_other_kind_is_named(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["fairseq-validate"])
     with pytest.raises(errors.CheckpointError, match=f"^{translation} is a joint_transformer checkpoint"):
         checkpoint_utils.load_model_ensemble_and_task([translation], arg_overrides={"task": "gile_classification"})
-    with pytest.raises(errors.MissingFileError, match=f"^checkpoint {tmp_path}/none.pt: file not found"):
+    with pytest.raises(errors.MissingFileError, match=f"^checkpoint {tmp_path}/none.pt: no such file"):
         checkpoint_utils.load_model_ensemble_and_task([str(tmp_path / "none.pt")])
 
 
@@ -392,6 +392,9 @@ def test_fairseq_options_are_checked_finite_and_in_range():
         options.parse_args_and_arch(options.get_generation_parser(), ["data", "--beam", "0"])
     with pytest.raises(errors.OptionError, match=r"^--adam-betas must be a finite number in \[0, 1\), got inf"):
         parsed("--optimizer", "adam", "--adam-betas", "(0.9, 1e999)")  # a text fairseq evaluates
+    for item, shown in (("True", "True"), ("'x'", "'x'"), ("None", "None")):  # every item of the literal is a number
+        with pytest.raises(errors.OptionError, match=rf"^--adam-betas must be a finite number in \[0, 1\), got {shown}"):
+            parsed("--optimizer", "adam", "--adam-betas", f"(0.9, {item})")
     with pytest.raises(errors.OptionError, match="^--seed must be an integer in \\[0, 4294967295\\]"):
         parsed("--seed", str(2 ** 40))  # numpy's seeding
     with pytest.raises(errors.OptionError, match="^--nbest 3 is above --beam 2: raise --beam to 3 or lower --nbest$"):
@@ -453,7 +456,7 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
     ([*GILE, "--encoder", "pretrained", "--similarity-init", "--joint-activation", "tanh"],
      "^--similarity-init starts --head gile at the cosine exactly for --joint-activation relu, not tanh"),
     ([*GILE, "--languages", "en,pl", "--language-weights", "pl=nan"],
-     "^--language-weights pl=nan: the weight must be a finite number >= 0"),
+     "^--language-weights pl=nan \\(LANG=W\\): W must be a finite number >= 0"),
     ([*GILE, "--languages", "en,pl", "--language-weights", "xx=1"],
      "^--language-weights 'xx=1': give LANG=W with LANG one of"),
     ([*GILE_LE, "--classification-mode", "multilabel"], "needs one label per text: use --classification-mode multiclass"),

@@ -63,7 +63,7 @@ def test_a_label_line_with_a_second_tab_is_refused(tmp_path):
     labels = tmp_path / "labels.tsv"
     labels.write_text("A\tapples\nB\tcars\t0.5\n", encoding="utf-8")
     with pytest.raises(InputError, match=rf"^{labels}:2: expected 'label<TAB>description', found 3 tab-separated "
-                                         r"field\(s\): one tab a line"):
+                                         r"field\(s\): put one tab between the label and its description"):
         read_label_file(str(labels))
 
 
@@ -73,11 +73,12 @@ def test_a_missing_directory_or_empty_file_is_refused_by_the_one_reader(tmp_path
     from fairseq_joint.data.inputs import read_examples, read_parallel_documents
 
     for path in (tmp_path / "none.tsv", tmp_path):
-        with pytest.raises(MissingFileError, match=rf"^label file {path}: no such file: give the path of an existing"):
+        with pytest.raises(MissingFileError, match=rf"^label file {path}: no such file: give a label<TAB>description file"):
             read_label_file(str(path))
         with pytest.raises(MissingFileError, match=rf"^{path}: no such file"):
             read_examples(str(path), "tsv")
-    with pytest.raises(MissingFileError, match=r"^--aligned .*none.jsonl: no such file"):
+    with pytest.raises(MissingFileError, match=r"^--aligned pl: .*none.jsonl: no such file: give a JSONL file of "
+                                               "documents"):
         read_parallel_documents("pl", str(tmp_path / "none.jsonl"))
     blank = tmp_path / "blank.tsv"
     blank.write_text("\n  \n", encoding="utf-8")
@@ -85,7 +86,7 @@ def test_a_missing_directory_or_empty_file_is_refused_by_the_one_reader(tmp_path
         read_label_file(str(blank))
     with pytest.raises(InputError, match=rf"^{blank} holds no examples$"):
         read_examples(str(blank))
-    with pytest.raises(InputError, match=rf"^--aligned {blank} holds no documents$"):
+    with pytest.raises(InputError, match=rf"^--aligned pl: {blank} holds no documents$"):
         read_parallel_documents("pl", str(blank))
 
 
@@ -95,9 +96,9 @@ def test_a_record_of_another_language_is_refused_by_the_one_record_reader(tmp_pa
     from fairseq_joint.data.inputs import read_examples, read_parallel_documents
 
     path = tmp_path / "train.jsonl"
-    path.write_text('{"id": 1, "text": "a", "labels": ["x"]}\n{"id": 2, "text": "b", "labels": ["x"], "lang": "pl"}\n',
-                    encoding="utf-8")
-    assert len(read_examples(str(path))) == len(read_examples(str(path), lang="pl")) == 2
+    path.write_text('{"id": 1, "text": "a", "labels": ["x"], "lang": null}\n'
+                    '{"id": 2, "text": "b", "labels": ["x"], "lang": "pl"}\n', encoding="utf-8")
+    assert len(read_examples(str(path))) == len(read_examples(str(path), lang="pl")) == 2  # null names no language
     with pytest.raises(InputError, match=rf"^{path}:2: lang 'pl' contradicts --lang uk: give each language its own"):
         read_examples(str(path), lang="uk")
     with pytest.raises(InputError, match=rf"^{path}:2: lang 'pl' contradicts --aligned uk: give each language its"):
