@@ -27,8 +27,8 @@ import numpy as np
 
 from fairseq_joint.cli.common import fail, parser, run, setup_logging
 from fairseq_joint.data.gile_files import read_label_lines
-from fairseq_joint.data.inputs import named_paths
 from fairseq_joint.loaders import load_gile_model
+from fairseq_joint.options import named_values
 from fairseq_joint.plots import figure
 from fairseq_joint_studies.study_metrics import split_scores
 
@@ -77,7 +77,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from sklearn.metrics import average_precision_score
 
     results, label_names = {}, None
-    checkpoints = named_paths(args.checkpoint, lambda path: os.path.basename(os.path.dirname(os.path.abspath(path))) or path)
+    checkpoints = named_values("--checkpoint", args.checkpoint, "NAME=CHECKPOINT",
+                               unnamed=lambda path: os.path.basename(os.path.dirname(os.path.abspath(path))) or path).items()
     for name, path in checkpoints:
         scores, targets, names = seen_label_scores(path, args.data, args.subset, args.batch_size)
         if label_names is not None and names != label_names:

@@ -21,7 +21,7 @@ from collections import Counter
 from typing import Dict, Optional, Sequence
 
 from fairseq_joint.cli.common import fail, parser, run
-from fairseq_joint.data.inputs import named_paths
+from fairseq_joint.options import named_values
 from fairseq_joint.text_files import read_text
 from fairseq_joint_studies.study_reports import write_report
 
@@ -84,7 +84,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     word_bin = frequency_bins(read_text(a.train_tgt, "--train-tgt"))
     refs = read_text(a.ref, "--ref")
     results = {}
-    for name, path in named_paths(a.hyp):
+    for name, path in named_values("--hyp", a.hyp, "NAME=FILE", unnamed=str).items():
         hyps = read_text(path, "--hyp")
         if len(hyps) != len(refs):
             raise fail(f"{path} has {len(hyps):,d} lines but {a.ref} has {len(refs):,d}; use the same test set")

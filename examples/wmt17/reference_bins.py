@@ -33,7 +33,7 @@ import torch
 from frequency_bins import BINS, frequency_bins  # the recipe's binning (this script's folder is on sys.path)
 
 from fairseq_joint.cli.common import fail, parser, positive_int, run
-from fairseq_joint.data.inputs import named_paths
+from fairseq_joint.options import named_values
 from fairseq_joint.text_files import read_text
 from fairseq_joint_studies.study_reports import write_report
 
@@ -192,7 +192,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         train_tgt = env["RECIPE_TRAIN_TGT_TOK"]
     word_bin = frequency_bins(read_text(train_tgt, "--train-tgt"))
     results, first = {}, None
-    for name, path in named_paths(a.checkpoint):
+    for name, path in named_values("--checkpoint", a.checkpoint, "NAME=CHECKPOINT", unnamed=str).items():
         sentences = reference_nll(path, a.data_bin, a.subset, a.max_tokens)
         tokens = sum(len(s[1]) for s in sentences)
         total = sum(sum(s[2]) for s in sentences)

@@ -27,7 +27,7 @@ from fairseq.data.indexed_dataset import make_dataset
 
 from fairseq_joint.errors import InputError, MissingFileError, OptionError
 from fairseq_joint.modules.tokenizer import tokenize
-from fairseq_joint.options import NON_NEGATIVE, check_number
+from fairseq_joint.options import NON_NEGATIVE, check_number, named_values
 from fairseq_joint.text_files import content_lines, read_text, text_lines
 
 logger = logging.getLogger(__name__)
@@ -162,15 +162,13 @@ def parse_language_weights(value: str, languages: List[str]) -> Dict[str, float]
     """``--language-weights en=0.5,pl=1`` -> λ_l of every language in Eq. 16 (1 where not given); the one check of
     the option: LANG one of ``languages``, W a finite number >= 0."""
     weights = {lang: 1.0 for lang in languages}
-    for item in filter(None, (x.strip() for x in value.split(","))):
-        lang, _, number = item.partition("=")
-        if lang not in weights:
-            raise OptionError(f"--language-weights {item!r}: give LANG=W with LANG one of {', '.join(languages)}")
+    given = named_values("--language-weights", filter(None, (x.strip() for x in value.split(","))), "LANG=W", languages)
+    for lang, number in given.items():
         try:
             weight = float(number)
         except ValueError:
             weight = number  # not a number: check_number refuses the text itself
-        weights[lang] = check_number(f"--language-weights {item} (LANG=W): W", weight, NON_NEGATIVE)
+        weights[lang] = check_number(f"--language-weights {lang}={number} (LANG=W): W", weight, NON_NEGATIVE)
     return weights
 
 

@@ -1,12 +1,13 @@
 """The inputs users give the plugin's commands, read or refused with the file, the line and the fix: (text, labels)
-examples in JSONL or TSV, id-aligned documents of several languages, ``NAME=PATH`` pairs, and a ``--min-count`` that
-would keep no word. Every text file is read through :mod:`fairseq_joint.text_files`."""
+examples in JSONL or TSV, id-aligned documents of several languages (``--aligned LANG=FILE``), and a ``--min-count``
+that would keep no word. Every text file is read through :mod:`fairseq_joint.text_files`."""
 
 import json
 import random
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_joint.errors import InputError, OptionError
+from fairseq_joint.options import named_values
 from fairseq_joint.text_files import content_lines
 
 
@@ -84,13 +85,10 @@ def read_parallel_documents(lang: str, path: str, text_field: str = "text") -> D
 
 def read_aligned(items: Sequence[str], text_field: str = "text") -> Dict[str, Dict[str, str]]:
     """``--aligned LANG=FILE ...`` -> {lang: {id: text}} in the order given (the first language is the pivot)."""
-    def no_language(item):
-        raise OptionError(f"--aligned {item}: name the file's language, LANG=FILE (e.g. pl=pl/train.jsonl)")
-
-    named = named_paths(items, default_name=no_language)
+    named = named_values("--aligned", items, "LANG=FILE (e.g. pl=pl/train.jsonl)")
     if len(named) < 2:
         raise OptionError("--aligned needs at least two LANG=FILE (the first language's documents are the pivot)")
-    return {lang: read_parallel_documents(lang, path, text_field) for lang, path in named}
+    return {lang: read_parallel_documents(lang, path, text_field) for lang, path in named.items()}
 
 
 def heldout_parallel_ids(docs: Dict[str, Dict[str, str]], heldout_docs: int, rng: random.Random) -> List[str]:
@@ -104,18 +102,3 @@ def heldout_parallel_ids(docs: Dict[str, Dict[str, str]], heldout_docs: int, rng
         raise OptionError(f"--heldout-docs {heldout_docs} is over half the {len(shared)} parallel docs: use at most "
                           f"{len(shared) // 2}")
     return sorted(rng.sample(shared, heldout_docs))
-
-
-def named_paths(items: Sequence[str], default_name: Callable[[str], str] = lambda path: path) -> List[Tuple[str, str]]:
-    """``NAME=PATH`` (or a bare ``PATH``, named by ``default_name(PATH)``) -> [(name, path)]; names must differ."""
-    out: Dict[str, str] = {}
-    for item in items:
-        name, sep, path = item.partition("=")
-        if not sep:
-            name, path = default_name(item), item
-        if not name or not path:
-            raise OptionError(f"{item!r}: give NAME=PATH (or a PATH)")
-        if name in out:
-            raise OptionError(f"the name {name!r} is given twice ({out[name]} and {path}): give distinct names")
-        out[name] = path
-    return list(out.items())

@@ -51,7 +51,16 @@ from fairseq_joint.modules.pretrained_embedding import load_word_vectors_
 from fairseq_joint.modules.sentence_encoder import PretrainedSentenceEncoder, cosine
 from fairseq_joint.modules.text_encoders import ENCODER_CHOICES as TEXT_ENCODER_CHOICES
 from fairseq_joint.modules.text_encoders import LAYER_CHOICES, HierarchicalAttentionEncoder, WordAttentionEncoder
-from fairseq_joint.options import DROPOUT, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE_INT, arch, flag, registered
+from fairseq_joint.options import (
+    DROPOUT,
+    NON_NEGATIVE,
+    NON_NEGATIVE_INT,
+    POSITIVE_INT,
+    arch,
+    flag,
+    named_values,
+    registered,
+)
 from fairseq_joint.text_files import text_lines
 
 logger = logging.getLogger(__name__)
@@ -100,13 +109,8 @@ def embedding_paths(value: str, languages: List[str]) -> Dict[str, str]:
     if "{lang}" in value:
         paths = {lang: value.replace("{lang}", lang) for lang in languages}
     else:
-        paths = {}
-        for item in value.split(","):  # a bare path too: its "LANG" is no language
-            lang, _, path = item.partition("=")
-            if lang.strip() not in languages or not path.strip():
-                raise OptionError(f"--embed-path {item!r}: give one file per language: LANG=FILE,LANG=FILE or a path "
-                                  f"with {{lang}} (e.g. vectors.{{lang}}.txt), LANG one of {', '.join(languages)}")
-            paths[lang.strip()] = path.strip()
+        paths = named_values("--embed-path", value.split(","), "LANG=FILE,LANG=FILE or a path with {lang} (e.g. "
+                             "vectors.{lang}.txt)", languages)
     dims = {}
     for lang, path in paths.items():  # text_lines refuses a missing file
         words = next(text_lines(path, f"--embed-path ({lang})", "give a word2vec text file per language"), (0, ""))[1].split()

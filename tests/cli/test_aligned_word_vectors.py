@@ -77,11 +77,11 @@ def test_aligned_bad_input_is_refused_in_one_line(tmp_path):
     out = ["--output", str(tmp_path / "v")]
     cases = [
         (["--aligned", f"en={en}"], "at least two LANG=FILE"),
-        (["--aligned", f"en={en}", str(xx)], "name the file's language, LANG=FILE"),
+        (["--aligned", f"en={en}", str(xx)], "give LANG=FILE (e.g. pl=pl/train.jsonl)$"),
         (["--aligned", f"en={en}", f"xx={xx}", "--data", str(en)], "drop --data/--text"),
         (["--aligned", f"en={en}", f"xx={xx}", "--heldout-docs", "30"], "use at most 20"),
         (["--aligned", f"en={en}", f"pl={xx}"], "xx.jsonl:1: lang 'xx' contradicts --aligned pl:"),
-        (["--aligned", f"en={en}", f"en={xx}"], "the name 'en' is given twice"),
+        (["--aligned", f"en={en}", f"en={xx}"], "LANG en is given twice: give each LANG once"),
         (["--aligned", f"en={en}", f"xx={tmp_path / 'none.jsonl'}"], "--aligned .*none.jsonl: no such file"),
     ]
     for argv, message in cases:

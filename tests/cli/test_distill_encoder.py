@@ -171,7 +171,7 @@ def test_bad_input_fails_with_one_line_naming_the_fix(teacher, tmp_path, capsys)
         (["--aligned", ALIGNED[0], f"pl={wrong_lang}"], "contradicts --aligned pl:"),
         (["--aligned", ALIGNED[0], f"pl={unjoined}"], "no document id is in every --aligned file"),
         (["--aligned", ALIGNED[0]], "--aligned needs at least two LANG=FILE"),
-        (["--aligned", ALIGNED[0], str(ML_SAMPLE / "pl" / "train.jsonl")], "name the file's language"),
+        (["--aligned", ALIGNED[0], str(ML_SAMPLE / "pl" / "train.jsonl")], "give LANG=FILE"),
         (["--aligned", *ALIGNED, "--heldout-docs", "200"], "use at most 120"),
         (["--aligned", *ALIGNED, "--epochs", "0"], "argument --epochs: must be positive"),
         (["--aligned", *ALIGNED, "--heldout-docs", "-1"], "argument --heldout-docs: must be an integer >= 0"),

@@ -203,16 +203,22 @@ def test_multilingual_bad_input_is_refused_in_one_line(ml_bin, tmp_path):
         build(ml_bin, languages="en,fr")
     with pytest.raises(OptionError, match=r"--languages 'en,en': give distinct language names"):
         build(ml_bin, languages="en,en")
-    with pytest.raises(OptionError, match=r"--language-weights 'xx=1': give LANG=W with LANG one of"):
+    with pytest.raises(OptionError, match=r"--language-weights 'xx=1': give LANG=W; LANG one of"):
         GileClassificationTask.setup_task(GileClassificationConfig(data=str(ml_bin), languages="en,pl",
                                                                    language_weights="xx=1"))
+    with pytest.raises(OptionError, match=r"^--language-weights 'pl=2': LANG pl is given twice: give each LANG once$"):
+        GileClassificationTask.setup_task(GileClassificationConfig(data=str(ml_bin), languages="en,pl",
+                                                                   language_weights="pl=0.5,pl=2"))
     # aligned vectors of different dimensions, and a single file for several languages
     (tmp_path / "v.en.txt").write_text("2 8\nlibrary " + " ".join(["0.1"] * 8) + "\nfile " + " ".join(["0.2"] * 8) + "\n")
     (tmp_path / "v.pl.txt").write_text("1 6\nbiblioteka " + " ".join(["0.1"] * 6) + "\n")
     with pytest.raises(InputError, match=r"v.pl.txt \(pl\) has 6-d vectors but .*v.en.txt \(en\) 8-d"):
         build(ml_bin, embed_path=str(tmp_path / "v.{lang}.txt"))
-    with pytest.raises(OptionError, match=r"one file per language: LANG=FILE,LANG=FILE or a path with \{lang\}"):
+    with pytest.raises(OptionError, match=r"^--embed-path '.*v.en.txt': give LANG=FILE,LANG=FILE or a path with "
+                                          r"\{lang\} \(e.g. vectors.\{lang\}.txt\); LANG one of en, pl$"):
         build(ml_bin, embed_path=str(tmp_path / "v.en.txt"))
+    with pytest.raises(OptionError, match=r"^--embed-path 'en=.*v.pl.txt': LANG en is given twice: give each LANG once$"):
+        build(ml_bin, embed_path=f"en={tmp_path / 'v.en.txt'},en={tmp_path / 'v.pl.txt'}")
     # a document whose lang field contradicts --lang
     out = preprocess_gile("--train", ML_SAMPLE / "pl" / "train.jsonl", "--lang", "uk", "--destdir", tmp_path / "uk",
                           check=False)

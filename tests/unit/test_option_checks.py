@@ -76,6 +76,22 @@ def test_one_check_of_finite_numbers_in_range(value, allowed, ok):
             check_number("--x", value, allowed)
 
 
+def test_one_check_of_name_value_lists():
+    """named_values: the order given, names stripped, a bare item named by ``unnamed`` or refused, every name once and
+    one of the known names, no empty name or value."""
+    assert options.named_values("--x", [" en = a", "pl=b=c"], "LANG=FILE", ["pl", "en"]) == {"en": "a", "pl": "b=c"}
+    assert options.named_values("--x", ["dir/ckpt.pt", "b=c"], unnamed=str) == {"dir/ckpt.pt": "dir/ckpt.pt", "b": "c"}
+    for items, names, unnamed, message in [
+            (["a"], None, None, "^--x 'a': give LANG=FILE$"),
+            (["=a"], None, str, "^--x '=a': give LANG=FILE$"),
+            (["a="], None, None, "^--x 'a=': give LANG=FILE$"),
+            (["de=a"], ["en", "pl"], None, "^--x 'de=a': give LANG=FILE; LANG one of en, pl$"),
+            (["en=a", "en=b"], ["en"], None, "^--x 'en=b': LANG en is given twice: give each LANG once$"),
+            (["f", "f"], None, str, "^--x 'f': LANG f is given twice")]:
+        with pytest.raises(errors.OptionError, match=message):
+            options.named_values("--x", items, "LANG=FILE", names, unnamed)
+
+
 def test_the_seed_range_is_what_torch_accepts():
     for seed in (SEED.low, SEED.high):
         torch.manual_seed(seed)
@@ -458,7 +474,7 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
     ([*GILE, "--languages", "en,pl", "--language-weights", "pl=nan"],
      "^--language-weights pl=nan \\(LANG=W\\): W must be a finite number >= 0"),
     ([*GILE, "--languages", "en,pl", "--language-weights", "xx=1"],
-     "^--language-weights 'xx=1': give LANG=W with LANG one of"),
+     "^--language-weights 'xx=1': give LANG=W; LANG one of en, pl$"),
     ([*GILE_LE, "--classification-mode", "multilabel"], "needs one label per text: use --classification-mode multiclass"),
     ([*GILE_LE, "--languages", "en,pl"], "a multilingual model \\(--languages\\) trains with --criterion multilabel"),
     # the task, the model and the criterion belong together
