@@ -90,8 +90,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise fail(f"{' and '.join(fitting)} without --lexical-features: add --lexical-features N (e.g. 65536)")
 
     descriptions = read_label_file(args.labels) if args.labels else None
-    if args.lang is not None and (not args.lang or any(c.isspace() or c in ",=/" for c in args.lang)):
-        raise fail(f"--lang {args.lang!r}: give a language name without spaces, commas, '=' or '/' (e.g. pl, pt_BR)")
+    if args.lang is not None and (not args.lang or any(c.isspace() or c in ",=/\\" for c in args.lang)):
+        raise fail(f"--lang {args.lang!r}: give a language name without spaces or , = / \\ (e.g. pl, pt_BR)")
     # a JSONL record's lang field names --lang
     splits = {s: read_examples(getattr(args, s), args.format, args.text_field, args.labels_field, args.lang)
               for s in ("train", "valid", "test") if getattr(args, s)}

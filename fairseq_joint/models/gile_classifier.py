@@ -59,6 +59,7 @@ from fairseq_joint.options import (
     arch,
     flag,
     named_values,
+    number_problem,
     registered,
 )
 from fairseq_joint.text_files import text_lines
@@ -114,7 +115,7 @@ def embedding_paths(value: str, languages: List[str]) -> Dict[str, str]:
     dims = {}
     for lang, path in paths.items():  # text_lines refuses a missing file
         words = next(text_lines(path, f"--embed-path ({lang})", "give a word2vec text file per language"), (0, ""))[1].split()
-        dims[lang] = int(words[1]) if len(words) == 2 and all(x.isdigit() for x in words) else len(words) - 1
+        dims[lang] = int(words[1]) if len(words) == 2 and all(x.isdecimal() for x in words) else len(words) - 1
     first, first_dim = next(iter(dims.items()), (None, None))
     for lang, dim in dims.items():
         if dim != first_dim:
@@ -283,7 +284,8 @@ class GileClassifierConfig(FairseqDataclass):
         needs = (("--arch {arch} is a gile_classifier, which only --task gile_classification trains (not --task "
                   "{cfg.task._name}): add --task gile_classification", not gile_task),
                  ("--joint-dim must be a positive integer or auto, got {m.joint_dim!r}",
-                  str(m.joint_dim) != "auto" and not (str(m.joint_dim).isdigit() and int(m.joint_dim) > 0)),
+                  str(m.joint_dim) != "auto" and not (str(m.joint_dim).isdecimal()  # "²" is a digit, not decimal
+                                                      and number_problem(int(m.joint_dim), POSITIVE_INT) is None)),
                  ("--cooccurrence-init initializes the linear head's hidden->output weight W; --head {m.head} has "
                   "none: use --head linear or --cooccurrence-init none", m.cooccurrence_init != "none" and not linear),
                  ("--similarity-init starts the head at the label-text similarity, but --head linear has no label "

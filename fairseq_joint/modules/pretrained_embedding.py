@@ -27,7 +27,7 @@ def load_word_vectors_(embedding: nn.Embedding, dictionary, path: str, option: s
     with torch.no_grad():
         for lineno, line in text_lines(path, option, "give a word2vec text file"):
             parts = line.rstrip().split(" ")
-            if lineno == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
+            if lineno == 1 and len(parts) == 2 and all(p.isdecimal() for p in parts):
                 if int(parts[1]) != dim:
                     raise InputError(f"{option} {path}: the vectors have {parts[1]} dimensions but --embed-dim is "
                                      f"{dim}; set --embed-dim {parts[1]}")

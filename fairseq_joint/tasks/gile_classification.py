@@ -55,7 +55,13 @@ from omegaconf import MISSING, OmegaConf, open_dict
 
 from fairseq_joint import errors
 from fairseq_joint.data.gile_datasets import MultilingualGileDataset, load_gile_split
-from fairseq_joint.data.gile_files import TRAIN_LABELS, GileCorpus, parse_language_weights, read_corpus
+from fairseq_joint.data.gile_files import (
+    TRAIN_LABELS,
+    GileCorpus,
+    parse_language_weights,
+    parse_languages,
+    read_corpus,
+)
 from fairseq_joint.data.label_set import LabelSet, encode_label_set
 from fairseq_joint.errors import OptionError
 from fairseq_joint.metrics import LabelScores, ThresholdCounts, calibrate_threshold, macro_average, pooled_seen_offset
@@ -149,7 +155,7 @@ class GileClassificationConfig(FairseqDataclass):
                               f"--criterion {cfg.criterion._name}: use --criterion {' or '.join(names)}")
         task = cfg.task
         if task.languages:  # without them, read_corpus refuses --language-weights
-            parse_language_weights(task.language_weights, task.languages.split(","))  # refuses a bad LANG=W
+            parse_language_weights(task.language_weights, parse_languages(task.languages))  # refuses a bad LANG=W
 
 
 class LabelStep(NamedTuple):
@@ -223,7 +229,7 @@ class GileClassificationTask(FairseqTask, GileDataProvider):
         ⌈documents / ``batch_size``⌉ batches of its largest language (each update takes a batch of every language; no
         batch is dropped, :meth:`get_batch_iterator`), shared by the data-parallel ``workers``, ``update_freq`` batches
         an update; None without a ``batch_size`` (batches of --max-tokens depend on the texts) or a split to count."""
-        files = [os.path.join(data, lang, f"{split}.labels") for lang in (languages.split(",") if languages else [""])]
+        files = [os.path.join(data, lang, f"{split}.labels") for lang in (parse_languages(languages) if languages else [""])]
         if not batch_size or not all(os.path.isfile(f) for f in files):
             return None
         documents = 0

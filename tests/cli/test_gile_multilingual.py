@@ -206,6 +206,8 @@ def test_multilingual_bad_input_is_refused_in_one_line(ml_bin, tmp_path):
     with pytest.raises(OptionError, match=r"--language-weights 'xx=1': give LANG=W; LANG one of"):
         GileClassificationTask.setup_task(GileClassificationConfig(data=str(ml_bin), languages="en,pl",
                                                                    language_weights="xx=1"))
+    assert GileClassificationTask.setup_task(GileClassificationConfig(  # spaces after the commas, as --languages reads
+        data=str(ml_bin), languages="en, pl", language_weights="pl=2")).language_weights == {"en": 1.0, "pl": 2.0}
     with pytest.raises(OptionError, match=r"^--language-weights 'pl=2': LANG pl is given twice: give each LANG once$"):
         GileClassificationTask.setup_task(GileClassificationConfig(data=str(ml_bin), languages="en,pl",
                                                                    language_weights="pl=0.5,pl=2"))
@@ -223,6 +225,9 @@ def test_multilingual_bad_input_is_refused_in_one_line(ml_bin, tmp_path):
     out = preprocess_gile("--train", ML_SAMPLE / "pl" / "train.jsonl", "--lang", "uk", "--destdir", tmp_path / "uk",
                           check=False)
     assert out.returncode != 0 and "train.jsonl:1: lang 'pl' contradicts --lang uk" in out.stderr
+    out = preprocess_gile("--train", ML_SAMPLE / "pl" / "train.jsonl", "--lang", "p\\l", "--destdir", tmp_path / "bs",
+                          check=False)
+    assert out.returncode == 2 and "--lang 'p\\\\l': give a language name without spaces or , = / \\" in out.stderr
 
 
 def test_per_language_aligned_vectors_fill_each_languages_embedding(ml_bin, tmp_path):

@@ -695,6 +695,7 @@ def test_updates_per_epoch_count_the_largest_languages_batches_per_worker_and_up
     assert count(str(tmp_path), "en,pl", "train", 32, 1, 1) == 4  # ⌈100 / 32⌉ batches of English, the largest
     assert count(str(tmp_path), "pl", "train", 32, 1, 1) == 3
     assert count(str(tmp_path), "en,pl", "train", 10, 3, 2) == 2  # 10 batches, 4 a worker, 2 an update
+    assert count(str(tmp_path), "en, pl", "train", 32, 1, 1) == 4  # --languages read as the model reads them
     assert count(str(tmp_path / "en"), "", "train", 32, 1, 1) == 4
     assert count(str(tmp_path), "en", "valid", 32, 1, 1) is None  # no such split
     assert count(str(tmp_path), "en", "train", None, 1, 1) is None  # --max-tokens batches: not counted

@@ -458,6 +458,8 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
     ([*GILE, "--classification-mode", "multiclass", "--multilabel-loss", "copy_nll"],
      "^--multilabel-loss copy_nll is for --classification-mode multilabel"),
     ([*GILE, "--joint-dim", "abc"], "^--joint-dim must be a positive integer or auto, got 'abc'"),
+    ([*GILE, "--joint-dim", "²"], "^--joint-dim must be a positive integer or auto, got '²'"),
+    ([*GILE, "--joint-dim", str(2 ** 64)], f"^--joint-dim must be a positive integer or auto, got '{2 ** 64}'"),
     ([*GILE, "--cooccurrence-init", "ub"], "^--cooccurrence-init initializes the linear head's"),
     ([*GILE, "--head", "linear", "--similarity-init"], "--head linear has no label vectors"),
     ([*GILE, "--head", "linear", "--seen-label-bias"], "which --head linear has already"),
