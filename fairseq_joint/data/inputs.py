@@ -35,11 +35,13 @@ def read_examples(path: str, fmt: str = "auto", text_field: str = "text", labels
             if len(parts) != 2:
                 raise InputError(f"{path}:{lineno}: expected 'text<TAB>labels', found {len(parts)} fields")
             text, labels = parts[0], parts[1].split()
-        labels = [str(x).strip() for x in labels]
+        # a label is a string or an integer id; JSON's null, true or 1.5 is none (not the label 'None', 'True', '1.5')
+        labels = [x.strip() if isinstance(x, str) else str(x) if type(x) is int else "" for x in labels]
         if not text.strip():
             raise InputError(f"{path}:{lineno}: empty text")
         if not labels or any(not x or any(c.isspace() for c in x) for x in labels):
-            raise InputError(f"{path}:{lineno}: needs at least one label, without whitespace in labels")
+            raise InputError(f"{path}:{lineno}: needs at least one label, each a string (or an integer id) without "
+                             "whitespace")
         rows.append((lineno, text, labels))
     return rows
 

@@ -104,11 +104,6 @@ ACTIVATIONS: Dict[str, Callable[[Tensor], Tensor]] = {"tanh": torch.tanh, "relu"
                                                       "identity": _identity}
 
 
-def get_activation(name: str) -> Callable[[Tensor], Tensor]:
-    """The non-linearity σ of Eqs. 7, 12-13 by name."""
-    return ACTIVATIONS[check_choice("--joint-activation", name, ACTIVATION_CHOICES)]
-
-
 def _probe(t: Tensor) -> Tensor:
     """A fingerprint of ``t``'s values for the eval cache: each row's dot product with a fixed vector r of distinct
     positive weights (a 1-d tensor: itself), so that a change of any entry changes its row's value."""
@@ -195,7 +190,7 @@ class OutputLayer(nn.Module):
         self.spec = spec
         self.num_classes = num_classes
         self.input_dim = input_dim
-        self.activation = get_activation(spec.activation)
+        self.activation = ACTIVATIONS[spec.activation]  # the spec checked the name
         self.class_proj, self.ctx_proj = spec.class_proj, spec.ctx_proj
         self.class_dim = self._build_class_table(embedding, class_dim)
         self.joint_dim = self._joint_space_dim()

@@ -103,3 +103,18 @@ def test_a_record_of_another_language_is_refused_by_the_one_record_reader(tmp_pa
         read_examples(str(path), lang="uk")
     with pytest.raises(InputError, match=rf"^{path}:2: lang 'pl' contradicts --aligned uk: give each language its"):
         read_parallel_documents("uk", str(path))
+
+
+def test_an_example_label_is_a_string_or_an_integer_id(tmp_path):
+    """A JSONL example's labels are strings or integer ids (3 is the label '3'); JSON's null, true and 1.5 are no
+    label, and are refused rather than read as 'None', 'True', '1.5'."""
+    from fairseq_joint.data.inputs import read_examples
+
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"text": "a", "labels": [3, " b "]}\n{"text": "c", "labels": "d e"}\n', encoding="utf-8")
+    assert [labels for _, _, labels in read_examples(str(path))] == [["3", "b"], ["d", "e"]]
+    for labels in ("[null]", "[true]", "[1.5]", '["a b"]', "[]", '[""]'):
+        path.write_text(f'{{"text": "a", "labels": ["x"]}}\n{{"text": "a", "labels": {labels}}}\n', encoding="utf-8")
+        with pytest.raises(InputError, match=rf"^{path}:2: needs at least one label, each a string \(or an integer id\) "
+                                             "without whitespace$"):
+            read_examples(str(path))
