@@ -59,7 +59,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if a.heatmap and len(a.heatmap_labels) < 2:
         raise fail(f"--heatmap needs at least two --heatmap-labels, got {len(a.heatmap_labels)}")
     state = load_checkpoint(a.checkpoint, labels=False)  # refused if missing; a translation model's, safe to unpickle
-    emb = load_label_embedding(a.checkpoint, option="checkpoint")
     if a.dict:
         dict_path = a.dict
         if not os.path.isfile(dict_path):
@@ -67,9 +66,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     else:
         dict_path = target_dictionary_path(state, a.checkpoint)
     dictionary = Dictionary.load(dict_path)
-    if len(dictionary) != emb.num_labels:
-        raise fail(f"{dict_path} has {len(dictionary)} entries but the embedding has {emb.num_labels} labels: "
-                    "pass the --dict of the data the checkpoint was trained on")
+    emb = load_label_embedding(a.checkpoint, len(dictionary), dictionary.symbols, "checkpoint", state,
+                               f"pass the --dict of the data the checkpoint was trained on, not {dict_path}")
     labels = list(dictionary.symbols)
 
     def index(word: str, flag: str) -> int:

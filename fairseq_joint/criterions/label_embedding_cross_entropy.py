@@ -140,15 +140,17 @@ class LabelEmbeddingCrossEntropyConfig(LabelEmbeddingOptions):
         check_translation_model(cfg)
 
 
-def load_label_embedding(path: str, num_labels: Optional[int] = None,
-                         labels: Optional[Sequence[str]] = None, option: str = "--label-embedding-from") -> LabelEmbedding:
-    """The label embedding saved in the criterion state of checkpoint ``path`` (fairseq format); ``num_labels`` /
-    ``labels``: the labels it must be for (compared with the checkpoint's model's record of its labels: the target
-    dictionary, or GILE's training labels); ``option``: what gave ``path``, named in a refusal."""
-    if not os.path.isfile(path):
+def load_label_embedding(path: str, num_labels: Optional[int] = None, labels: Optional[Sequence[str]] = None,
+                         option: str = "--label-embedding-from", state: Optional[dict] = None,
+                         fix: str = "use a checkpoint trained on the same binarized data") -> LabelEmbedding:
+    """The label embedding saved in the criterion state of checkpoint ``path`` (fairseq format; ``state``: the dict
+    already loaded from it); ``num_labels`` / ``labels``: the labels it must be for (compared with the checkpoint's
+    model's record of its labels: the target dictionary, or GILE's training labels); ``option``: what gave ``path``,
+    named in a refusal, with ``fix``."""
+    if state is None and not os.path.isfile(path):
         raise MissingFileError(f"{option} {path}: no such checkpoint file; give the checkpoint_*.pt "
                                 "of a run trained with --criterion label_embedding_cross_entropy")
-    state = checkpoint_utils.load_checkpoint_to_cpu(path)
+    state = checkpoint_utils.load_checkpoint_to_cpu(path) if state is None else state
     crit = state.get("criterion") or {}
     weights = {k[len("label_embedding."):]: v for k, v in crit.items() if k.startswith("label_embedding.")}
     if not weights:
@@ -159,7 +161,6 @@ def load_label_embedding(path: str, num_labels: Optional[int] = None,
     else:
         emb = LabelEmbedding(weights["A"].size(0), weights["A"].size(1))
     recorded = (state.get("model") or {}).get("data_fingerprints")
-    fix = "use a checkpoint trained on the same binarized data"
     if num_labels is not None and emb.num_labels != num_labels:
         raise CheckpointError(f"{option} {path}: its embedding has {emb.num_labels} labels but the target dictionary "
                               f"has {num_labels}; {fix}")

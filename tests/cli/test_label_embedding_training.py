@@ -5,6 +5,7 @@ tests/cli/test_fairseq_clis.py.)"""
 
 import re
 
+import pytest
 import torch
 from conftest import (
     GILE_FAST,
@@ -85,6 +86,16 @@ def test_full_embedding_then_generate_then_pretrained_eq17_then_export(tiny_bin,
     assert bad.returncode != 0 and "nosuchword" in bad.stderr.strip().splitlines()[-1]
     bad = cli("fairseq-joint-export-label-embedding", ckpt, "--output", tmp_path, check=False)  # torch's traceback
     assert bad.returncode == 2 and bad.stderr == f"error: --output {tmp_path} is a directory: give a file\n", bad.stderr
+    # a --dict of other labels: of another size, or of the same size in another order (no word's row is its own)
+    from fairseq_joint.cli.export_label_embedding import main as export
+    from fairseq_joint.errors import CheckpointError
+
+    words = (tiny_bin / "dict.de.txt").read_text().splitlines()
+    for name, lines in (("fewer", words[:-1]), ("swapped", [words[1], words[0], *words[2:]])):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+        with pytest.raises(CheckpointError, match=rf"^checkpoint {ckpt}: its embedding .*; pass the --dict of the data "
+                                                  rf"the checkpoint was trained on, not {tmp_path / name}$"):
+            export([str(ckpt), "--dict", str(tmp_path / name)])
 
 
 def test_pretrained_embedding_of_another_vocabulary_is_refused(tiny_bin, tiny_text, tmp_path):
