@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 
 import fairseq_joint  # noqa: F401  (registers the models, applies the checkpoint changes of fairseq_patches)
 from fairseq_joint import checks, errors
+from fairseq_joint.options import arch
 
 
 def _dictionary(n: int):
@@ -63,11 +64,16 @@ def load_checkpoint(path: str, labels: Optional[bool] = None, overrides: Optiona
 def load_translation_model(path: str):
     """The model of a fairseq-joint translation checkpoint (:func:`load_checkpoint`), built with dictionaries of the
     checkpoint's sizes (the data directory is not needed)."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    from fairseq_joint.models.output_layer_model import OutputLayerModelMixin
+
     state = load_checkpoint(path, labels=False)
     cfg = checks.checkpoint_cfg(state)
     weights = state["model"]
-    if "decoder.embed_tokens.weight" not in weights:
-        raise errors.CheckpointError(f"{path} is not a translation checkpoint of fairseq-joint (no decoder embedding)")
+    if not issubclass(ARCH_MODEL_REGISTRY.get(arch(cfg.model), object), OutputLayerModelMixin):  # fairseq's own too
+        raise errors.CheckpointError(f"{path} is a {arch(cfg.model)} checkpoint, not a fairseq-joint translation "
+                                     "model's: give one trained with --arch joint_transformer or joint_lstm")
     task = translation_task(weights["encoder.embed_tokens.weight"].shape[0], weights["decoder.embed_tokens.weight"].shape[0])
     model = task.build_model(cfg.model)
     if "data_fingerprints" in weights:  # a model that records its data (DataFingerprintMixin), as the one built here

@@ -214,6 +214,10 @@ def test_a_checkpoint_of_the_other_kind_is_named(tmp_path, monkeypatch):
     with pytest.raises(errors.CheckpointError, match=f"^{gile} is a gile_classifier checkpoint; "
                        "fairseq-joint-count-params needs a translation model \\(fairseq-joint-predict-labels"):
         loaders.load_translation_model(gile)
+    fairseq = str(fake_checkpoint(tmp_path / "fairseq.pt", "transformer", "translation"))  # no output layer to count
+    with pytest.raises(errors.CheckpointError, match=f"^{fairseq} is a transformer checkpoint, not a fairseq-joint "
+                       "translation model's: give one trained with --arch joint_transformer or joint_lstm$"):
+        loaders.load_translation_model(fairseq)
     # fairseq's loader, given the command's task (fairseq-generate, -interactive) or --task (fairseq-validate)
     monkeypatch.setattr(sys, "argv", ["fairseq-generate"])
     task = TranslationTask(TranslationConfig(), loaders._dictionary(8), loaders._dictionary(8))
