@@ -41,15 +41,20 @@ def file_sha256(path: str) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
+def check_new_directory(directory: str, option: str) -> str:
+    """``directory`` (given by ``option``) if it is new or an empty directory, where a model directory is written."""
+    if os.path.lexists(directory) and not (os.path.isdir(directory) and not os.listdir(directory)):
+        raise OptionError(f"{option} {directory} exists and is not an empty directory: give a new directory")
+    return directory
+
+
 def write_bundle(directory: str, files: Dict[str, str], trees: Dict[str, str], manifest: dict, card: str) -> str:
     """Write the bundle ``directory`` (new, or an empty directory): each of ``files`` (bundle-relative name -> the file
     to copy) and ``trees`` (bundle-relative name -> a directory whose files are copied as
     :func:`~fairseq_joint.modules.sentence_encoder.encoder_fingerprint` reads them, so that the copy has the same
     fingerprint), the model card ``card`` and the manifest (``manifest`` with the format and every file's SHA-256
     added). Returns the directory's path."""
-    directory = os.fspath(directory)
-    if os.path.lexists(directory) and not (os.path.isdir(directory) and not os.listdir(directory)):
-        raise OptionError(f"save: {directory} exists and is not an empty directory: give a new directory")
+    directory = check_new_directory(os.fspath(directory), "save:")
     tmp = f"{directory.rstrip(os.sep)}.{os.getpid()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     copies = dict(files)

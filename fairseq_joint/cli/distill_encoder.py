@@ -40,6 +40,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from fairseq_joint.bundles import check_new_directory
 from fairseq_joint.cli.common import (
     console_script,
     fail,
@@ -155,8 +156,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="parallel documents left out of training to measure the alignment")
     p.add_argument("--seed", type=seed, default=1, help="random seed of the held-out draw and the batch order")
     args = p.parse_args(argv)
-    if os.path.isdir(args.output) and os.listdir(args.output):
-        raise fail(f"--output {args.output} exists and is not empty: give a new directory")
+    check_new_directory(args.output, "--output")  # before training, not at the end
     torch.manual_seed(args.seed)
     docs = read_aligned(args.aligned, args.text_field)
     pivot = next(iter(docs))

@@ -175,7 +175,8 @@ def test_bad_input_fails_with_one_line_naming_the_fix(teacher, tmp_path, capsys)
         (["--aligned", *ALIGNED, "--heldout-docs", "200"], "use at most 120"),
         (["--aligned", *ALIGNED, "--epochs", "0"], "argument --epochs: must be positive"),
         (["--aligned", *ALIGNED, "--heldout-docs", "-1"], "argument --heldout-docs: must be an integer >= 0"),
-        (["--aligned", *ALIGNED, "--output", str(full)], "exists and is not empty"),
+        (["--aligned", *ALIGNED, "--output", str(full)], "exists and is not an empty directory: give a new directory"),
+        (["--aligned", *ALIGNED, "--output", str(full / "x")], "x exists and is not an empty directory"),  # a file
         (["--aligned", *ALIGNED, "--heldout-docs", "40", "--teacher", str(tmp_path)], f"--teacher {tmp_path}: not a"),
     ]
     for i, (extra, said) in enumerate(cases):
