@@ -26,6 +26,7 @@ from typing import Dict, Optional
 from fairseq_joint.errors import CheckpointError, MissingFileError, OptionError
 from fairseq_joint.metrics import derived_meters
 from fairseq_joint.options import arch, declared, flag
+from fairseq_joint.text_files import check_exists
 
 #: the manifest of a bundle: its kind, its parts and every file's SHA-256
 MANIFEST = "fairseq-joint-model.json"
@@ -106,8 +107,7 @@ def read_bundle(directory: str) -> dict:
         raise CheckpointError(f"{path} is not a manifest of {FORMAT!r}: {RECOPY}")
     for name, checksum in manifest["files"].items():
         part = os.path.join(directory, *name.split("/"))
-        if not os.path.isfile(part):
-            raise MissingFileError(f"{part} is missing from the saved predictor {directory}: {RECOPY}")
+        check_exists(part, "", f"the saved predictor {directory} lacks it: {RECOPY}")
         if file_sha256(part) != checksum:
             raise CheckpointError(f"{part} is altered (its SHA-256 differs from the one {MANIFEST} holds): {RECOPY}")
     return manifest

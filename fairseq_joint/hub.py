@@ -47,10 +47,11 @@ from fairseq_joint.data.gile_files import (
     read_label_file,
 )
 from fairseq_joint.data.label_set import LabelSet, check_description_language
-from fairseq_joint.errors import CheckpointError, InputError, MissingFileError, OptionError
+from fairseq_joint.errors import CheckpointError, InputError, OptionError
 from fairseq_joint.loaders import load_checkpoint, load_gile_checkpoint
 from fairseq_joint.modules.tokenizer import tokenize
 from fairseq_joint.options import ANY, POSITIVE_INT, PROBABILITY, Range, check_number, flag
+from fairseq_joint.text_files import check_exists
 
 logger = logging.getLogger(__name__)
 
@@ -791,11 +792,9 @@ def load_translator(checkpoint: Union[str, "os.PathLike[str]"], data: Union[str,
     files = {name: os.fspath(overrides[name]) for name in FILE_OPTIONS if overrides.get(name) is not None}
     overrides.update({name: os.path.abspath(path) for name, path in files.items()}, data=os.path.abspath(data))
     state = load_checkpoint(checkpoint, labels=False, overrides=overrides, command="load_translator")
-    if not os.path.isdir(data):
-        raise MissingFileError(f"data directory {data} does not exist: give fairseq-preprocess's --destdir")
+    check_exists(data, "data directory", "give fairseq-preprocess's --destdir", directory=True)
     for name, path in files.items():
-        if not os.path.isfile(path):
-            raise MissingFileError(f"{name}={path}: file not found")
+        check_exists(path, f"{name}:", "give an existing file (relative to the working directory)")
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides=overrides,
                                                                       state=state)
     if not isinstance(models[0], FairseqEncoderDecoderModel):

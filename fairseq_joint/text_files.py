@@ -2,10 +2,13 @@
 
 UTF-8, with or without a byte-order mark (Windows editors write one: it must not become part of the first label
 or word); a byte sequence that is not UTF-8 is refused with the file, the line and the fix, instead of a
-``UnicodeDecodeError`` traceback that names neither, and so is a file that does not exist.
+``UnicodeDecodeError`` traceback that names neither, and so is a file that does not exist. :func:`check_exists` is
+the one check that a file or directory a user names is there, for those read by other libraries (torch, fairseq,
+sentence-transformers).
 """
 
 import codecs
+import os
 from typing import Iterator, List, Tuple
 
 from fairseq_joint.errors import InputError, MissingFileError
@@ -22,6 +25,14 @@ def text_lines(path: str, what: str = "", fix: str = "give the path of an existi
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         raise MissingFileError(f"{name}: no such file: {fix}") from None
     return _decoded(f, name)
+
+
+def check_exists(path: str, what: str, fix: str, directory: bool = False) -> str:
+    """``path`` if it is a file (a ``directory``), else a ``MissingFileError`` ``<what> <path>: no such file: <fix>``
+    (``what``: the option or role that names it), the message of :func:`text_lines` too."""
+    if not (os.path.isdir(path) if directory else os.path.isfile(path)):
+        raise MissingFileError(f"{what} {path}".strip() + f": no such {'directory' if directory else 'file'}: {fix}")
+    return path
 
 
 def _decoded(f, name: str) -> Iterator[Tuple[int, str]]:

@@ -20,6 +20,7 @@ import torch
 from fairseq_joint.cli.common import console_script, fail, parser, positive_int
 from fairseq_joint.loaders import load_checkpoint
 from fairseq_joint.plots import figure
+from fairseq_joint.text_files import check_exists
 
 PROG = "fairseq-joint-export-label-embedding"
 
@@ -60,9 +61,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise fail(f"--heatmap needs at least two --heatmap-labels, got {len(a.heatmap_labels)}")
     state = load_checkpoint(a.checkpoint, labels=False)  # refused if missing; a translation model's, safe to unpickle
     if a.dict:
-        dict_path = a.dict
-        if not os.path.isfile(dict_path):
-            raise fail(f"--dict {dict_path}: file not found; give the target dictionary (dict.TGT.txt) of the data")
+        dict_path = check_exists(a.dict, "--dict", "give the target dictionary (dict.TGT.txt) of the data")
     else:
         dict_path = target_dictionary_path(state, a.checkpoint)
     dictionary = Dictionary.load(dict_path)

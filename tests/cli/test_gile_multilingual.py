@@ -198,7 +198,7 @@ def test_multilingual_bad_input_is_refused_in_one_line(ml_bin, tmp_path):
     with pytest.raises(InputError, match=r"short.tsv: 1 training label\(s\) have no description .*add a 'label<TAB>"):
         GileClassificationTask.setup_task(GileClassificationConfig(data=str(ml_bin), languages="en,pl",
                                                                    label_file=str(short)))
-    with pytest.raises(MissingFileError, match=r"fr/dict.txt is missing: binarize the data with "
+    with pytest.raises(MissingFileError, match=r"fr/dict.txt: no such file: binarize the data with "
                                                r"fairseq-joint-preprocess-gile --lang fr"):
         build(ml_bin, languages="en,fr")
     with pytest.raises(OptionError, match=r"--languages 'en,en': give distinct language names"):

@@ -55,7 +55,7 @@ def test_moved_data_is_refused_naming_data_and_found_with_it(relative_run, tmp_p
         proc = cli("fairseq-joint-predict-labels", *args, check=False, cwd=tmp_path)
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
         assert proc.returncode != 0 and len(lines) == 1, proc.stderr[-3000:]
-        assert lines[0].startswith(f"error: {relative_run / 'bin' / 'dict.txt'} is missing: "), lines[0]
+        assert lines[0].startswith(f"error: {relative_run / 'bin' / 'dict.txt'}: no such file: "), lines[0]
         assert "--data of the fairseq-joint-* commands that read a checkpoint" in lines[0], lines[0]
         _, task = load_gile_model(str(run / "checkpoint_last.pt"), data=str(moved))  # what the refusal says to do
         assert task.corpus.data == str(moved)
@@ -130,5 +130,5 @@ def test_a_language_directory_with_another_languages_dictionary_is_refused(tmp_p
     with pytest.raises(InputError, match=rf"^{data}/pl/dict.txt is not the dictionary"):
         setup(GileClassificationConfig(data=str(data / "pl")))  # one directory: the same check
     shutil.rmtree(data / "pl")
-    with pytest.raises(MissingFileError, match=r"pl/dict.txt is missing: .*--data of the fairseq-joint-\* commands"):
+    with pytest.raises(MissingFileError, match=r"pl/dict.txt: no such file: .*--data of the fairseq-joint-\* commands"):
         setup(GileClassificationConfig(data=str(data), languages="en,pl"))

@@ -118,3 +118,17 @@ def test_an_example_label_is_a_string_or_an_integer_id(tmp_path):
         with pytest.raises(InputError, match=rf"^{path}:2: needs at least one label, each a string \(or an integer id\) "
                                              "without whitespace$"):
             read_examples(str(path))
+
+
+def test_one_check_that_a_named_file_or_directory_is_there(tmp_path):
+    from fairseq_joint.text_files import check_exists
+
+    (tmp_path / "f").write_text("")
+    assert check_exists(str(tmp_path / "f"), "--x", "fix") == str(tmp_path / "f")
+    assert check_exists(str(tmp_path), "--x", "fix", directory=True) == str(tmp_path)
+    for path, directory, said in ((tmp_path, False, "file"), (tmp_path / "f", True, "directory"),
+                                  (tmp_path / "none", False, "file")):
+        with pytest.raises(MissingFileError, match=rf"^--x {path}: no such {said}: give it$"):
+            check_exists(str(path), "--x", "give it", directory)
+    with pytest.raises(MissingFileError, match=rf"^{tmp_path / 'none'}: no such file: give it$"):  # no role to name
+        check_exists(str(tmp_path / "none"), "", "give it")
