@@ -101,17 +101,23 @@ def read_train_labels(path: str) -> List[str]:
     return [line.strip() for line in read_text(path) if line.strip()]
 
 
+def json_string(line: str) -> Optional[str]:
+    """The text of a ``{split}.text`` line (a JSON string), or None when it is none."""
+    try:
+        text = json.loads(line)
+    except ValueError:
+        return None
+    return text if isinstance(text, str) else None
+
+
 def read_raw_texts(data: str, split: str, count: int) -> List[str]:
     """The raw texts of ``split`` (``{split}.text``: one JSON string per line), checked against the binarized count;
     a missing file is refused by :func:`~fairseq_joint.text_files.text_lines`."""
     path = os.path.join(data, RAW_TEXTS.format(split=split))
     texts = []
     for lineno, line in text_lines(path, fix=f"a pretrained encoder reads the raw texts; {REBINARIZE}"):
-        try:
-            text = json.loads(line)
-        except ValueError:
-            text = None
-        if not isinstance(text, str):
+        text = json_string(line)
+        if text is None:
             raise InputError(f"{path}:{lineno}: not a JSON string: {REBINARIZE}")
         texts.append(text)
     if len(texts) != count:
@@ -136,12 +142,8 @@ def check_dictionary(directory: str, dictionary: Dictionary, rebinarize: str) ->
     binarized = make_dataset(os.path.join(directory, "train.input"), impl="mmap")
     if binarized is None or not os.path.isfile(raw) or len(binarized) == 0:
         return
-    first = next((line for _, line in text_lines(raw)), None)
-    try:
-        text = json.loads(first) if first is not None else None
-    except ValueError:
-        text = None
-    if not isinstance(text, str):
+    text = json_string(next((line for _, line in text_lines(raw)), ""))
+    if text is None:
         return  # read_raw_texts refuses a malformed file where the texts are read
     if [dictionary.index(w) for w in tokenize(text)] != binarized[0].tolist():
         path = os.path.join(directory, "dict.txt")

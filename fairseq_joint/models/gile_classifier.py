@@ -62,7 +62,7 @@ from fairseq_joint.options import (
     number_problem,
     registered,
 )
-from fairseq_joint.text_files import text_lines
+from fairseq_joint.text_files import content_lines
 
 logger = logging.getLogger(__name__)
 
@@ -113,8 +113,8 @@ def embedding_paths(value: str, languages: List[str]) -> Dict[str, str]:
         paths = named_values("--embed-path", value.split(","), "LANG=FILE,LANG=FILE or a path with {lang} (e.g. "
                              "vectors.{lang}.txt)", languages)
     dims = {}
-    for lang, path in paths.items():  # text_lines refuses a missing file
-        words = next(text_lines(path, f"--embed-path ({lang})", "give a word2vec text file per language"), (0, ""))[1].split()
+    for lang, path in paths.items():  # content_lines refuses a missing file, or one without a line
+        words = next(content_lines(path, f"--embed-path ({lang})", "vectors", "give a word2vec text file per language"))[1].split()
         dims[lang] = int(words[1]) if len(words) == 2 and all(x.isdecimal() for x in words) else len(words) - 1
     first, first_dim = next(iter(dims.items()), (None, None))
     for lang, dim in dims.items():

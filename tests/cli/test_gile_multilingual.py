@@ -233,7 +233,7 @@ def test_multilingual_bad_input_is_refused_in_one_line(ml_bin, tmp_path):
 def test_per_language_aligned_vectors_fill_each_languages_embedding(ml_bin, tmp_path):
     en_words = {"library": 0.5, "file": -0.5}
     (tmp_path / "v.en.txt").write_text("".join(f"{w} " + " ".join([str(v)] * 8) + "\n" for w, v in en_words.items()))
-    (tmp_path / "v.pl.txt").write_text("biblioteka " + " ".join(["0.25"] * 8) + "\n")
+    (tmp_path / "v.pl.txt").write_text("\nbiblioteka " + " ".join(["0.25"] * 8) + "\n")  # a blank line is no header
     task, model = build(ml_bin, embed_path=f"en={tmp_path / 'v.en.txt'},pl={tmp_path / 'v.pl.txt'}")
     en, pl = task.corpus.dictionaries["en"], task.corpus.dictionaries["pl"]
     assert torch.allclose(model.embed_tokens["en"].weight[en.index("library")], torch.full((8,), 0.5))
