@@ -88,6 +88,15 @@ def number_problem(value, allowed: Range) -> Optional[str]:
     return None
 
 
+def as_number(text: str, integer: bool = False):
+    """``text`` as an int (``integer``) or a float, or the text itself where it is no number (for
+    :func:`number_problem` to refuse, naming it)."""
+    try:
+        return int(text) if integer else float(text)
+    except ValueError:
+        return text
+
+
 def check_number(option: str, value, allowed: Range):
     """``value`` if :func:`number_problem` finds nothing, else an ``OptionError`` naming ``option``."""
     problem = number_problem(value, allowed)

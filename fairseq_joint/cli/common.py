@@ -14,7 +14,7 @@ import logging
 from typing import Callable, Optional, Sequence
 
 from fairseq_joint import errors, options
-from fairseq_joint.options import Range, number_problem
+from fairseq_joint.options import Range, as_number, number_problem
 
 #: set to 1 to see the traceback of a refusal
 DEBUG_ENV = errors.DEBUG_ENV
@@ -69,10 +69,7 @@ def number(allowed: Range) -> Callable[[str], float]:
     argparse (one ``error: argument --x: must be ...`` line) unless :func:`fairseq_joint.options.number_problem` finds
     it finite and in ``allowed``."""
     def parse(text: str):
-        try:
-            value = int(text) if allowed.integer else float(text)
-        except ValueError:
-            value = text  # not a number: number_problem refuses the text
+        value = as_number(text, allowed.integer)
         problem = number_problem(value, allowed)
         if problem is not None:
             raise argparse.ArgumentTypeError(problem)

@@ -35,7 +35,7 @@ import torch
 from fairseq.data import Dictionary
 from fairseq.data.indexed_dataset import make_builder
 
-from fairseq_joint.cli.common import console_script, fail, non_negative_int, parser, positive_int, setup_logging
+from fairseq_joint.cli.common import console_script, fail, number, parser, positive_int, setup_logging
 from fairseq_joint.data.gile_files import (
     LABEL_FILE,
     LANGUAGE_FILE,
@@ -45,8 +45,9 @@ from fairseq_joint.data.gile_files import (
     read_label_file,
 )
 from fairseq_joint.data.inputs import check_min_count, read_examples
-from fairseq_joint.modules.lexical_encoder import DEFAULT_MAX_FEATURES, TOKENIZERS, LexicalModel
+from fairseq_joint.modules.lexical_encoder import DEFAULT_MAX_FEATURES, MAX_FEATURES_LIMIT, TOKENIZERS, LexicalModel
 from fairseq_joint.modules.tokenizer import tokenize
+from fairseq_joint.options import Range
 
 PROG = "fairseq-joint-preprocess-gile"
 logger = logging.getLogger("preprocess_gile")
@@ -66,7 +67,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--lang", help="the language of every text (e.g. pl): JSONL records whose 'lang' field names "
                    "another are refused; written to DESTDIR/language.txt for --task gile_classification --languages")
     p.add_argument("--min-count", type=positive_int, default=1, help="keep words seen at least this often (others -> <unk>)")
-    p.add_argument("--lexical-features", type=non_negative_int, nargs="?", const=DEFAULT_MAX_FEATURES, default=0, metavar="N",
+    p.add_argument("--lexical-features", type=number(Range(0, MAX_FEATURES_LIMIT, integer=True)), nargs="?", const=DEFAULT_MAX_FEATURES, default=0, metavar="N",
                    help=f"fit a TF-IDF model (word uni+bigrams, sublinear tf, terms of >= 2 training texts, the N most "
                    f"frequent; N {DEFAULT_MAX_FEATURES} when not given) on the training texts into DESTDIR/{LEXICAL_FILE}: "
                    "the lexical channel of --encoder hybrid")

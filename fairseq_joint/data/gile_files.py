@@ -27,7 +27,7 @@ from fairseq.data.indexed_dataset import make_dataset
 
 from fairseq_joint.errors import InputError, OptionError
 from fairseq_joint.modules.tokenizer import tokenize
-from fairseq_joint.options import NON_NEGATIVE, check_number, named_values
+from fairseq_joint.options import NON_NEGATIVE, as_number, check_number, named_values
 from fairseq_joint.text_files import check_exists, content_lines, read_text, text_lines
 
 logger = logging.getLogger(__name__)
@@ -166,11 +166,7 @@ def parse_language_weights(value: str, languages: List[str]) -> Dict[str, float]
     weights = {lang: 1.0 for lang in languages}
     given = named_values("--language-weights", filter(None, (x.strip() for x in value.split(","))), "LANG=W", languages)
     for lang, number in given.items():
-        try:
-            weight = float(number)
-        except ValueError:
-            weight = number  # not a number: check_number refuses the text itself
-        weights[lang] = check_number(f"--language-weights {lang}={number} (LANG=W): W", weight, NON_NEGATIVE)
+        weights[lang] = check_number(f"--language-weights {lang}={number} (LANG=W): W", as_number(number), NON_NEGATIVE)
     return weights
 
 
