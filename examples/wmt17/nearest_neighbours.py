@@ -11,14 +11,15 @@ Queries must be single dictionary entries (BPE pieces are shown as they are stor
 unknown query is an error naming it, not skipped.
 """
 
-import os
 import sys
 from typing import Dict, List, Optional, Sequence
 
 import torch
 
+from fairseq_joint.checks import check_checkpoint_exists
 from fairseq_joint.cli.common import fail, parser, positive_int, run
 from fairseq_joint.loaders import load_translation_model
+from fairseq_joint.text_files import check_exists
 from fairseq_joint_studies.study_reports import write_report
 
 
@@ -56,10 +57,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     a = p.parse_args(argv)
     from fairseq.data import Dictionary
 
-    if not os.path.isfile(a.checkpoint):
-        raise fail(f"checkpoint {a.checkpoint}: file not found")
-    if not os.path.isfile(a.dict):
-        raise fail(f"dictionary {a.dict}: file not found; give the dict.TGT.txt of the data the model was trained on")
+    check_checkpoint_exists(a.checkpoint)
+    check_exists(a.dict, "--dict", "give the dict.TGT.txt of the data the model was trained on")
     dictionary = Dictionary.load(a.dict)
     model = load_translation_model(a.checkpoint).eval()
     layer = model.decoder.output_projection

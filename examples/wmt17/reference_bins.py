@@ -32,9 +32,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 from frequency_bins import BINS, frequency_bins  # the recipe's binning (this script's folder is on sys.path)
 
+from fairseq_joint.checks import check_checkpoint_exists
 from fairseq_joint.cli.common import fail, parser, positive_int, run
 from fairseq_joint.options import named_values
-from fairseq_joint.text_files import read_text
+from fairseq_joint.text_files import check_exists, read_text
 from fairseq_joint_studies.study_reports import write_report
 
 ROWS = BINS + ("unseen",)
@@ -102,8 +103,7 @@ def reference_nll(path: str, data_bin: str, subset: str, max_tokens: int):
 
     import fairseq_joint  # noqa: F401  (registers the models, allowlists checkpoint classes)
 
-    if not os.path.isfile(path):
-        raise fail(f"--checkpoint {path}: file not found")
+    check_checkpoint_exists(path)
     models, _, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={"data": data_bin})
     model = models[0].eval()
     task.load_dataset(subset)
@@ -184,8 +184,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     train_tgt = a.train_tgt
     if not train_tgt:
         env_path = os.path.join(a.data_bin, "recipe.env")
-        if not os.path.isfile(env_path):
-            raise fail(f"{env_path}: file not found; pass --train-tgt (the tokenized training target side)")
+        check_exists(env_path, "", "pass --train-tgt (the tokenized training target side)")
         env = dict(line.split("=", 1) for line in read_text(env_path, "recipe.env") if "=" in line)
         if "RECIPE_TRAIN_TGT_TOK" not in env:
             raise fail(f"{env_path} has no RECIPE_TRAIN_TGT_TOK; pass --train-tgt")
