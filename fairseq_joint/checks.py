@@ -43,7 +43,7 @@ from fairseq_joint.options import (
 )
 from fairseq_joint.precision import check_precision
 from fairseq_joint.tasks.gile_classification import GileClassificationTask
-from fairseq_joint.text_files import text_lines
+from fairseq_joint.text_files import check_exists, text_lines
 
 
 def plugin_configs() -> Tuple[type, ...]:
@@ -240,7 +240,7 @@ def check_checkpoint_exists(path: str) -> None:
     from fairseq.file_io import PathManager
 
     if not PathManager.isfile(path):
-        raise errors.MissingFileError(f"checkpoint {path}: no such file; give a checkpoint written by fairseq-train")
+        raise errors.MissingFileError(f"checkpoint {path}: no such file: give a checkpoint written by fairseq-train")
 
 
 def checkpoint_cfg(state: Dict[str, object]):
@@ -313,8 +313,7 @@ def check_recorded_files(path: str, cfg, overrides: Optional[dict], command: str
         if not isinstance(value, str) or not value or (os.path.isdir(value) if directory else os.path.isfile(value)):
             continue
         if given:
-            raise errors.MissingFileError(f"{flag(option)} {value}: no such {'directory' if directory else 'file'}: "
-                                          f"give {what}")
+            check_exists(value, flag(option), f"give {what}", directory)
         fairseq = command.startswith("fairseq-") and not command.startswith("fairseq-joint-")
         if command in FLAG_COMMANDS or (fairseq and group == "task"):
             fix = f"give {command} {flag(option)} where it is now"

@@ -794,7 +794,7 @@ def load_translator(checkpoint: Union[str, "os.PathLike[str]"], data: Union[str,
     state = load_checkpoint(checkpoint, labels=False, overrides=overrides, command="load_translator")
     check_exists(data, "data directory", "give fairseq-preprocess's --destdir", directory=True)
     for name, path in files.items():
-        check_exists(path, f"{name}:", "give an existing file (relative to the working directory)")
+        check_exists(path, f"load_translator's {name}", "give an existing file (relative to the working directory)")
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides=overrides,
                                                                       state=state)
     if not isinstance(models[0], FairseqEncoderDecoderModel):

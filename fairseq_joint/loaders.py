@@ -74,6 +74,10 @@ def load_translation_model(path: str):
     if not issubclass(ARCH_MODEL_REGISTRY.get(arch(cfg.model), object), OutputLayerModelMixin):  # fairseq's own too
         raise errors.CheckpointError(f"{path} is a {arch(cfg.model)} checkpoint, not a fairseq-joint translation "
                                      "model's: give one trained with --arch joint_transformer or joint_lstm")
+    missing = [key for key in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight") if key not in weights]
+    if missing:
+        raise errors.CheckpointError(f"{path} holds no {missing[0]} (its model's weights are incomplete): give a "
+                                     "checkpoint written by fairseq-train")
     task = translation_task(weights["encoder.embed_tokens.weight"].shape[0], weights["decoder.embed_tokens.weight"].shape[0])
     model = task.build_model(cfg.model)
     if "data_fingerprints" in weights:  # a model that records its data (DataFingerprintMixin), as the one built here

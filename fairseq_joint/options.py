@@ -16,6 +16,7 @@ other: the one number check and a configuration's validation.
 import dataclasses
 import math
 import numbers
+import os
 from typing import Callable, Dict, Iterable, Iterator, Optional, Sequence, Tuple
 
 from fairseq_joint.errors import OptionError
@@ -116,17 +117,24 @@ def check_choice(option: str, value, choices):
 def named_values(option: str, items: Iterable[str], form: str = "NAME=VALUE", names: Optional[Sequence[str]] = None,
                  unnamed: Optional[Callable[[str], str]] = None) -> Dict[str, str]:
     """``option``'s ``NAME=VALUE`` items (``--language-weights en=0.5``, ``--aligned pl=FILE``) -> {name: value} in the
-    order given; the one check of such lists: every name given once and one of ``names`` where they are known, every
-    value non-empty; an item without ``=`` is named ``unnamed(item)`` (None: refused). A refusal names the item and
+    order given, names and values stripped; the one check of such lists: every name given once and one of ``names``
+    where they are known, every value non-empty. With ``unnamed``, an item without ``=`` (or that is an existing path,
+    ``=`` in it) is a bare value named ``unnamed(item)``; without, it is refused. A refusal names the item and
     ``form``, what to give."""
     out: Dict[str, str] = {}
     key = form.split("=")[0]
     for item in items:
         name, sep, value = (part.strip() for part in item.partition("="))
-        if not sep and unnamed is not None:
+        bare = unnamed is not None and (not sep or os.path.exists(item))
+        if bare:
             name, value = unnamed(item), item
-        if not name or not value or names is not None and name not in names:
-            raise OptionError(f"{option} {item!r}: give {form}" + (f"; {key} one of {', '.join(names)}" if names else ""))
+        if not name or not (sep or bare) or names is not None and name not in names:
+            known = f"; {key} one of {', '.join(names)}" if names else ""
+            raise OptionError(f"{option} {item!r}: give {form}{known}")
+        if not value:
+            raise OptionError(f"{option} {item!r}: nothing follows '=': give {form}")
+        if name in out and bare:
+            raise OptionError(f"{option} {item!r}: named {name} as an earlier one is: give {form}")
         if name in out:
             raise OptionError(f"{option} {item!r}: {key} {name} is given twice: give each {key} once")
         out[name] = value

@@ -77,8 +77,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from sklearn.metrics import average_precision_score
 
     results, label_names = {}, None
-    checkpoints = named_values("--checkpoint", args.checkpoint, "NAME=CHECKPOINT",
-                               unnamed=lambda path: os.path.basename(os.path.dirname(os.path.abspath(path))) or path).items()
+    def run_name(path: str) -> str:  # a bare checkpoint is named by its directory
+        return os.path.basename(os.path.dirname(os.path.abspath(path))) or path
+
+    checkpoints = named_values("--checkpoint", args.checkpoint, "NAME=CHECKPOINT", unnamed=run_name).items()
     for name, path in checkpoints:
         scores, targets, names = seen_label_scores(path, args.data, args.subset, args.batch_size)
         if label_names is not None and names != label_names:

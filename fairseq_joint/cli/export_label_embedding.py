@@ -66,7 +66,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         dict_path = target_dictionary_path(state, a.checkpoint)
     dictionary = Dictionary.load(dict_path)
     emb = load_label_embedding(a.checkpoint, len(dictionary), dictionary.symbols, "checkpoint", state,
-                               f"pass the --dict of the data the checkpoint was trained on, not {dict_path}")
+                               f"pass the --dict of the data the checkpoint was trained on (not {dict_path})")
     labels = list(dictionary.symbols)
 
     def index(word: str, flag: str) -> int:

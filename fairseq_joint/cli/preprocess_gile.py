@@ -42,12 +42,12 @@ from fairseq_joint.data.gile_files import (
     LEXICAL_FILE,
     RAW_TEXTS,
     TRAIN_LABELS,
+    is_language_name,
     read_label_file,
 )
 from fairseq_joint.data.inputs import check_min_count, read_examples
-from fairseq_joint.modules.lexical_encoder import DEFAULT_MAX_FEATURES, MAX_FEATURES_LIMIT, TOKENIZERS, LexicalModel
+from fairseq_joint.modules.lexical_encoder import DEFAULT_MAX_FEATURES, MAX_FEATURES, TOKENIZERS, LexicalModel
 from fairseq_joint.modules.tokenizer import tokenize
-from fairseq_joint.options import Range
 
 PROG = "fairseq-joint-preprocess-gile"
 logger = logging.getLogger("preprocess_gile")
@@ -67,7 +67,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--lang", help="the language of every text (e.g. pl): JSONL records whose 'lang' field names "
                    "another are refused; written to DESTDIR/language.txt for --task gile_classification --languages")
     p.add_argument("--min-count", type=positive_int, default=1, help="keep words seen at least this often (others -> <unk>)")
-    p.add_argument("--lexical-features", type=number(Range(0, MAX_FEATURES_LIMIT, integer=True)), nargs="?", const=DEFAULT_MAX_FEATURES, default=0, metavar="N",
+    p.add_argument("--lexical-features", type=number(MAX_FEATURES), nargs="?", const=DEFAULT_MAX_FEATURES,
+                   default=0, metavar="N",
                    help=f"fit a TF-IDF model (word uni+bigrams, sublinear tf, terms of >= 2 training texts, the N most "
                    f"frequent; N {DEFAULT_MAX_FEATURES} when not given) on the training texts into DESTDIR/{LEXICAL_FILE}: "
                    "the lexical channel of --encoder hybrid")
@@ -91,7 +92,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise fail(f"{' and '.join(fitting)} without --lexical-features: add --lexical-features N (e.g. 65536)")
 
     descriptions = read_label_file(args.labels) if args.labels else None
-    if args.lang is not None and (not args.lang or any(c.isspace() or c in ",=/\\" for c in args.lang)):
+    if args.lang is not None and not is_language_name(args.lang):
         raise fail(f"--lang {args.lang!r}: give a language name without spaces or , = / \\ (e.g. pl, pt_BR)")
     # a JSONL record's lang field names --lang
     splits = {s: read_examples(getattr(args, s), args.format, args.text_field, args.labels_field, args.lang)

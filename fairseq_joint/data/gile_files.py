@@ -151,11 +151,16 @@ def check_dictionary(directory: str, dictionary: Dictionary, rebinarize: str) ->
                          f"dict.txt {rebinarize} wrote there, or binarize the documents again with it")
 
 
+def is_language_name(name: str) -> bool:
+    """Whether ``name`` can name a language (``--lang``, ``--languages``): a directory name, not empty, without
+    whitespace or , = / \\ (``pt_BR`` is one)."""
+    return bool(name) and not any(c.isspace() or c in ",=/\\" for c in name)
+
+
 def parse_languages(value: str) -> List[str]:
     """``--languages en,pl`` -> ["en", "pl"]; empty names, repeats and path characters fail."""
     languages = [x.strip() for x in value.split(",")]
-    bad = [x for x in languages if not x or any(c.isspace() or c in "=/\\" for c in x)]
-    if bad or len(set(languages)) != len(languages):
+    if not all(map(is_language_name, languages)) or len(set(languages)) != len(languages):
         raise OptionError(f"--languages {value!r}: give distinct language names, comma-separated (e.g. en,pl)")
     return languages
 

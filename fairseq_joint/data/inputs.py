@@ -35,13 +35,13 @@ def read_examples(path: str, fmt: str = "auto", text_field: str = "text", labels
             if len(parts) != 2:
                 raise InputError(f"{path}:{lineno}: expected 'text<TAB>labels', found {len(parts)} fields")
             text, labels = parts[0], parts[1].split()
-        # a label is a string or an integer id; JSON's null, true or 1.5 is none (not the label 'None', 'True', '1.5')
-        labels = [x.strip() if isinstance(x, str) else str(x) if type(x) is int else "" for x in labels]
+        # a label is a string or an integer id (the label '3'); JSON's null, true or 1.5 is none
+        labels = [str(x) if type(x) is int else x.strip() if isinstance(x, str) else x for x in labels]
         if not text.strip():
             raise InputError(f"{path}:{lineno}: empty text")
-        if not labels or any(not x or any(c.isspace() for c in x) for x in labels):
+        if not labels or any(not isinstance(x, str) or not x or any(c.isspace() for c in x) for x in labels):
             raise InputError(f"{path}:{lineno}: needs at least one label, each a string (or an integer id) without "
-                             "whitespace")
+                             f"whitespace, got {labels!r}")
         rows.append((lineno, text, labels))
     return rows
 
@@ -78,10 +78,13 @@ def read_parallel_documents(lang: str, path: str, text_field: str = "text") -> D
     for lineno, line in content_lines(path, f"--aligned {lang}:", "documents", "give a JSONL file of documents"):
         obj = json_record(path, lineno, line, ("id", text_field), "documents are joined across languages by id", lang,
                           "--aligned")
-        key = str(obj["id"])
-        if key in docs:
+        key, text = obj["id"], obj[text_field]
+        if not isinstance(text, str) or isinstance(key, bool) or not isinstance(key, (str, int)):
+            raise InputError(f"{path}:{lineno}: needs an id (a string or an integer) and a {text_field!r} string, "
+                             f"got {key!r} and {text!r}")
+        if str(key) in docs:
             raise InputError(f"{path}:{lineno}: id {key} is given twice: one document per id and language")
-        docs[key] = str(obj[text_field])
+        docs[str(key)] = text
     return docs
 
 

@@ -47,7 +47,7 @@ from fairseq_joint.models.output_layer_model import DataFingerprintMixin, Update
 from fairseq_joint.modules.cooccurrence_init import COOCCURRENCE_INIT_CHOICES, cooccurrence_init_, label_patterns
 from fairseq_joint.modules.lexical_encoder import HybridTextEncoder, LexicalModel, check_signature
 from fairseq_joint.modules.output_layers import ACTIVATION_CHOICES, OutputLayer, OutputLayerSpec
-from fairseq_joint.modules.pretrained_embedding import load_word_vectors_
+from fairseq_joint.modules.pretrained_embedding import header_dim, load_word_vectors_
 from fairseq_joint.modules.sentence_encoder import PretrainedSentenceEncoder, cosine
 from fairseq_joint.modules.text_encoders import ENCODER_CHOICES as TEXT_ENCODER_CHOICES
 from fairseq_joint.modules.text_encoders import LAYER_CHOICES, HierarchicalAttentionEncoder, WordAttentionEncoder
@@ -57,6 +57,7 @@ from fairseq_joint.options import (
     NON_NEGATIVE_INT,
     POSITIVE_INT,
     arch,
+    as_number,
     flag,
     named_values,
     number_problem,
@@ -104,7 +105,7 @@ def share_encoder_parts_(encoder: nn.Module, source: nn.Module, share_encoder: b
 
 def embedding_paths(value: str, languages: List[str]) -> Dict[str, str]:
     """``--embed-path`` of a multilingual model: ``LANG=FILE,...`` or a path with ``{lang}`` -> {lang: file}; the
-    files' vectors must all have one dimension (read from their first lines)."""
+    files' vectors must all have one dimension (read from their first lines with content)."""
     if not value:
         return {}
     if "{lang}" in value:
@@ -114,8 +115,10 @@ def embedding_paths(value: str, languages: List[str]) -> Dict[str, str]:
                              "vectors.{lang}.txt)", languages)
     dims = {}
     for lang, path in paths.items():  # content_lines refuses a missing file, or one without a line
-        words = next(content_lines(path, f"--embed-path ({lang})", "vectors", "give a word2vec text file per language"))[1].split()
-        dims[lang] = int(words[1]) if len(words) == 2 and all(x.isdecimal() for x in words) else len(words) - 1
+        line = next(content_lines(path, f"--embed-path ({lang})", "vectors", "give a word2vec text file per "
+                                  "language"))[1]
+        header = header_dim(line)
+        dims[lang] = len(line.split()) - 1 if header is None else header
     first, first_dim = next(iter(dims.items()), (None, None))
     for lang, dim in dims.items():
         if dim != first_dim:
@@ -284,8 +287,8 @@ class GileClassifierConfig(FairseqDataclass):
         needs = (("--arch {arch} is a gile_classifier, which only --task gile_classification trains (not --task "
                   "{cfg.task._name}): add --task gile_classification", not gile_task),
                  ("--joint-dim must be a positive integer or auto, got {m.joint_dim!r}",
-                  str(m.joint_dim) != "auto" and not (str(m.joint_dim).isdecimal()  # "²" is a digit, not decimal
-                                                      and number_problem(int(m.joint_dim), POSITIVE_INT) is None)),
+                  str(m.joint_dim) != "auto" and number_problem(as_number(str(m.joint_dim), True), POSITIVE_INT)
+                  is not None),
                  ("--cooccurrence-init initializes the linear head's hidden->output weight W; --head {m.head} has "
                   "none: use --head linear or --cooccurrence-init none", m.cooccurrence_init != "none" and not linear),
                  ("--similarity-init starts the head at the label-text similarity, but --head linear has no label "

@@ -47,6 +47,7 @@ from torch import Tensor
 from fairseq_joint.errors import CheckpointError, InputError, MissingFileError, OptionError
 from fairseq_joint.modules.sentence_encoder import PretrainedSentenceEncoder
 from fairseq_joint.modules.tokenizer import tokenize
+from fairseq_joint.options import Range, check_number
 
 #: the TfidfVectorizer settings of the lexical channel (the study's TF-IDF + logistic regression baseline's)
 TFIDF_OPTIONS = {"ngram_range": [1, 2], "sublinear_tf": True, "min_df": 2, "lowercase": True}
@@ -55,8 +56,9 @@ TFIDF_OPTIONS = {"ngram_range": [1, 2], "sublinear_tf": True, "min_df": 2, "lowe
 TOKENIZERS = ("words", "gile")
 FORMAT = "fairseq-joint lexical features 1"
 DEFAULT_MAX_FEATURES = 2 ** 15
-#: the feature ids travel as float64 in a packed row: exact below 2^53; a cap far below that
-MAX_FEATURES_LIMIT = 2 ** 24
+#: the TF-IDF features a model may have (--lexical-features): feature ids travel as float64 in a packed row, exact
+#: below 2^53; a cap far below that
+MAX_FEATURES = Range(1, 2 ** 24, integer=True)
 REFIT = "re-run fairseq-joint-preprocess-gile with --lexical-features"
 
 
@@ -92,8 +94,7 @@ class LexicalModel:
         ``tokenizer`` (one of :data:`TOKENIZERS`)."""
         from sklearn.feature_extraction.text import TfidfVectorizer
 
-        if not 1 <= max_features <= MAX_FEATURES_LIMIT:
-            raise OptionError(f"--lexical-features {max_features}: give from 1 to {MAX_FEATURES_LIMIT} TF-IDF features")
+        check_number("--lexical-features", max_features, MAX_FEATURES)
         options = dict(TFIDF_OPTIONS, min_df=min(TFIDF_OPTIONS["min_df"], len(texts)))
         if tokenizer != "words":  # the default is not recorded: the models fitted before the option keep their print
             options["tokenizer"] = tokenizer

@@ -2,37 +2,45 @@
 jointly with the rest of the model").
 
 The file is word2vec's text format, as fairseq's ``--encoder-embed-path`` reads it: an optional header line
-``<count> <dim>``, then one ``word v_1 ... v_d`` line per word. Rows of dictionary words that the file lacks
+``<count> <dim>`` (the first line with content: :func:`header_dim`), then one ``word v_1 ... v_d`` line per
+word. Rows of dictionary words that the file lacks
 keep their random initialization; the caller logs the coverage.
 """
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 import torch.nn as nn
 
 from fairseq_joint.errors import InputError
-from fairseq_joint.text_files import text_lines
+from fairseq_joint.text_files import content_lines
+
+
+def header_dim(first_line: str) -> Optional[int]:
+    """The ``<dim>`` of a word2vec text file whose first line with content is the header ``<count> <dim>``, or None
+    where that line is a vector."""
+    parts = first_line.split()
+    return int(parts[1]) if len(parts) == 2 and all(p.isdecimal() for p in parts) else None
 
 
 def load_word_vectors_(embedding: nn.Embedding, dictionary, path: str, option: str = "--embed-path") -> Tuple[int, int]:
     """Copy the vectors of ``path`` into the rows of ``embedding`` of the words of ``dictionary``.
 
     Returns (dictionary words found in the file, vectors in the file). Refuses in one line that names the file (and
-    line) a missing file (a ``MissingFileError``: :func:`~fairseq_joint.text_files.text_lines`), and as an
+    line) a missing file (a ``MissingFileError``) or one without a line
+    (:func:`~fairseq_joint.text_files.content_lines`), and as an
     ``InputError`` a malformed line, a dimension other than the embedding's, or a file that covers no dictionary word.
     """
     dim = embedding.embedding_dim
     found, total = set(), 0
     with torch.no_grad():
-        for lineno, line in text_lines(path, option, "give a word2vec text file"):
+        for i, (lineno, line) in enumerate(content_lines(path, option, "vectors", "give a word2vec text file")):
             parts = line.rstrip().split(" ")
-            if lineno == 1 and len(parts) == 2 and all(p.isdecimal() for p in parts):
-                if int(parts[1]) != dim:
-                    raise InputError(f"{option} {path}: the vectors have {parts[1]} dimensions but --embed-dim is "
-                                     f"{dim}; set --embed-dim {parts[1]}")
-                continue
-            if not line.strip():
+            header = header_dim(line) if i == 0 else None
+            if header is not None and header != dim:
+                raise InputError(f"{option} {path}: the vectors have {header} dimensions but --embed-dim is {dim}; set "
+                                 f"--embed-dim {header}")
+            if header is not None:
                 continue
             if len(parts) != dim + 1:
                 raise InputError(f"{path}:{lineno}: expected a word and {dim} numbers (--embed-dim {dim}), got "

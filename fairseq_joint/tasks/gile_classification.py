@@ -229,7 +229,8 @@ class GileClassificationTask(FairseqTask, GileDataProvider):
         ⌈documents / ``batch_size``⌉ batches of its largest language (each update takes a batch of every language; no
         batch is dropped, :meth:`get_batch_iterator`), shared by the data-parallel ``workers``, ``update_freq`` batches
         an update; None without a ``batch_size`` (batches of --max-tokens depend on the texts) or a split to count."""
-        files = [os.path.join(data, lang, f"{split}.labels") for lang in (parse_languages(languages) if languages else [""])]
+        directories = parse_languages(languages) if languages else [""]
+        files = [os.path.join(data, lang, f"{split}.labels") for lang in directories]
         if not batch_size or not all(os.path.isfile(f) for f in files):
             return None
         documents = 0

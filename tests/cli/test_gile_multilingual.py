@@ -441,7 +441,7 @@ def test_a_multilingual_hybrid_reads_one_lexical_model(tmp_path, sentence_encode
                          "--lexical-model copies a fitted lexical model: drop --lexical-features"),
                         (["--lexical-tokenizer", "gile"], "add --lexical-features"),
                         (["--lexical-features", str(2 ** 25)],  # refused before the data is read
-                         "argument --lexical-features: must be an integer in [0, 16777216], got 33554432")):
+                         "argument --lexical-features: must be an integer in [1, 16777216], got 33554432")):
         bad = cli("fairseq-joint-preprocess-gile", "--train", ML_SAMPLE / "pl" / "train.jsonl", "--labels",
                   ML_SAMPLE / "labels.tsv", "--destdir", tmp_path / "x", *extra, check=False)
         assert bad.returncode == 2 and said in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr

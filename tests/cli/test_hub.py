@@ -205,7 +205,8 @@ def test_refusals_are_the_commands(wan_checkpoint, translation_checkpoint, tmp_p
         load_translator(wan_checkpoint, tmp_path)
     with pytest.raises(errors.MissingFileError, match="none.pt: no such file"):
         load_translator(tmp_path / "none.pt", tmp_path)
-    with pytest.raises(errors.MissingFileError, match="^data directory .*no-bin: no such directory: give fairseq-preprocess.s --destdir$"):
+    with pytest.raises(errors.MissingFileError,
+                       match="^data directory .*no-bin: no such directory: give fairseq-preprocess.s --destdir$"):
         load_translator(translation_checkpoint, tmp_path / "no-bin")
     with pytest.raises(errors.CheckpointError, match="joint_transformer checkpoint; LabelPredictor.from_checkpoint "
                        "needs a gile_classifier model"):
@@ -359,7 +360,8 @@ def test_translation_with_moses_and_subword_nmt_equals_interactive(tiny_text, tm
     assert len(ours) == 3 and any(ours)
     assert ours == interactive(data, checkpoint, "--tokenizer", "moses", "--moses-no-escape", "--bpe", "subword_nmt",
                                "--bpe-codes", tmp_path / "bpe.codes")
-    with pytest.raises(errors.MissingFileError, match="^bpe_codes: .*: no such file: give an existing file"):
+    with pytest.raises(errors.MissingFileError,
+                       match="^load_translator's bpe_codes .*none.codes: no such file: give an existing file"):
         load_translator(checkpoint, data, **{**flags, "bpe_codes": tmp_path / "none.codes"})
     assert torch.is_tensor(translator.encode(SOURCES[0]))
     # fairseq's from_pretrained through the plugin's model class, the data directory relative to the checkpoint's

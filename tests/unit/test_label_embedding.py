@@ -247,7 +247,8 @@ def test_sampling_scores_and_updates_only_the_candidate_columns(model_and_batch)
 
 def test_a_checkpoint_it_cannot_read_is_refused(model_and_batch):
     """(Its options out of range or together: tests/unit/test_option_checks.py.)"""
-    with pytest.raises(Refusal, match="^--label-embedding-from /nonexistent/checkpoint.pt: no such file: give the checkpoint_\\*.pt of a run "):
+    with pytest.raises(Refusal, match="^--label-embedding-from /nonexistent/checkpoint.pt: no such file: give "
+                                       "the checkpoint_\\*.pt of a run "):
         criterion(model_and_batch[0], label_embedding_from="/nonexistent/checkpoint.pt")
 
 

@@ -76,18 +76,23 @@ def test_one_check_of_finite_numbers_in_range(value, allowed, ok):
             check_number("--x", value, allowed)
 
 
-def test_one_check_of_name_value_lists():
-    """named_values: the order given, names stripped, a bare item named by ``unnamed`` or refused, every name once and
-    one of the known names, no empty name or value."""
+def test_one_check_of_name_value_lists(tmp_path):
+    """named_values: the order given, names and values stripped, a bare item (or an existing path with '=' in it)
+    named by ``unnamed`` or refused, every name once and one of the known names, no empty name or value."""
     assert options.named_values("--x", [" en = a", "pl=b=c"], "LANG=FILE", ["pl", "en"]) == {"en": "a", "pl": "b=c"}
     assert options.named_values("--x", ["dir/ckpt.pt", "b=c"], unnamed=str) == {"dir/ckpt.pt": "dir/ckpt.pt", "b": "c"}
+    (tmp_path / "encoder=hybrid").mkdir()
+    path = str(tmp_path / "encoder=hybrid")
+    assert options.named_values("--x", [path], unnamed=str) == {path: path}  # an existing path is no NAME=PATH
+    assert options.named_values("--x", [path]) == {str(tmp_path / "encoder"): "hybrid"}  # no bare items: '=' splits
     for items, names, unnamed, message in [
             (["a"], None, None, "^--x 'a': give LANG=FILE$"),
             (["=a"], None, str, "^--x '=a': give LANG=FILE$"),
-            (["a="], None, None, "^--x 'a=': give LANG=FILE$"),
+            (["a="], None, None, "^--x 'a=': nothing follows '=': give LANG=FILE$"),
+            (["en="], ["en"], None, "^--x 'en=': nothing follows '=': give LANG=FILE$"),
             (["de=a"], ["en", "pl"], None, "^--x 'de=a': give LANG=FILE; LANG one of en, pl$"),
             (["en=a", "en=b"], ["en"], None, "^--x 'en=b': LANG en is given twice: give each LANG once$"),
-            (["f", "f"], None, str, "^--x 'f': LANG f is given twice")]:
+            (["a/f", "b/f"], None, lambda p: p.split("/")[1], "^--x 'b/f': named f as an earlier one is: give LANG=FILE$")]:
         with pytest.raises(errors.OptionError, match=message):
             options.named_values("--x", items, "LANG=FILE", names, unnamed)
 
@@ -218,6 +223,9 @@ def test_a_checkpoint_of_the_other_kind_is_named(tmp_path, monkeypatch):
     with pytest.raises(errors.CheckpointError, match=f"^{fairseq} is a transformer checkpoint, not a fairseq-joint "
                        "translation model's: give one trained with --arch joint_transformer or joint_lstm$"):
         loaders.load_translation_model(fairseq)
+    with pytest.raises(errors.CheckpointError, match=f"^{translation} holds no encoder.embed_tokens.weight \\(its "
+                       "model's weights are incomplete\\): give a checkpoint written by fairseq-train$"):
+        loaders.load_translation_model(translation)  # a joint_transformer checkpoint without weights
     # fairseq's loader, given the command's task (fairseq-generate, -interactive) or --task (fairseq-validate)
     monkeypatch.setattr(sys, "argv", ["fairseq-generate"])
     task = TranslationTask(TranslationConfig(), loaders._dictionary(8), loaders._dictionary(8))

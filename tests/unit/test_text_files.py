@@ -56,6 +56,15 @@ def test_word_vectors_with_a_byte_order_mark_and_latin1(tmp_path):
         load_word_vectors_(emb, d, str(path))
     with pytest.raises(MissingFileError, match=r"--embed-path .*none.txt: no such file"):
         load_word_vectors_(emb, d, str(tmp_path / "none.txt"))
+    # the header is the first line with content, as the multilingual --embed-path reads it too
+    path.write_bytes(b"\n1 2\n\napple 3 4\n")
+    assert load_word_vectors_(emb, d, str(path)) == (1, 1) and emb.weight[d.index("apple")].tolist() == [3, 4]
+    path.write_bytes(b"\n1 3\napple 3 4 5\n")
+    with pytest.raises(InputError, match=rf"^--embed-path {path}: the vectors have 3 dimensions but --embed-dim is 2"):
+        load_word_vectors_(emb, d, str(path))
+    path.write_bytes(b"\n\n")
+    with pytest.raises(InputError, match=rf"^--embed-path {path} holds no vectors$"):
+        load_word_vectors_(emb, d, str(path))
 
 
 def test_a_label_line_with_a_second_tab_is_refused(tmp_path):
@@ -116,8 +125,22 @@ def test_an_example_label_is_a_string_or_an_integer_id(tmp_path):
     for labels in ("[null]", "[true]", "[1.5]", '["a b"]', "[]", '[""]'):
         path.write_text(f'{{"text": "a", "labels": ["x"]}}\n{{"text": "a", "labels": {labels}}}\n', encoding="utf-8")
         with pytest.raises(InputError, match=rf"^{path}:2: needs at least one label, each a string \(or an integer id\) "
-                                             "without whitespace$"):
+                                             "without whitespace, got "):
             read_examples(str(path))
+
+
+def test_an_aligned_document_has_an_id_and_a_text(tmp_path):
+    """--aligned documents: an id is a string or an integer, a text a string (not the document 'None')."""
+    from fairseq_joint.data.inputs import read_parallel_documents
+
+    path = tmp_path / "pl.jsonl"
+    path.write_text('{"id": 7, "text": "a"}\n{"id": "x", "text": "b"}\n', encoding="utf-8")
+    assert read_parallel_documents("pl", str(path)) == {"7": "a", "x": "b"}
+    for record in ('{"id": 1, "text": null}', '{"id": null, "text": "a"}', '{"id": true, "text": "a"}',
+                   '{"id": 1.5, "text": "a"}', '{"id": 1, "text": ["a"]}'):
+        path.write_text(record + "\n", encoding="utf-8")
+        with pytest.raises(InputError, match=rf"^{path}:1: needs an id \(a string or an integer\) and a 'text' string"):
+            read_parallel_documents("pl", str(path))
 
 
 def test_one_check_that_a_named_file_or_directory_is_there(tmp_path):
