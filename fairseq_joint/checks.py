@@ -312,7 +312,7 @@ def check_recorded_files(path: str, cfg, overrides: Optional[dict], command: str
         directory = option == "pretrained_encoder"
         if not isinstance(value, str) or not value or (os.path.isdir(value) if directory else os.path.isfile(value)):
             continue
-        if given:
+        if given:  # it is missing: refused as every file a user names is
             check_exists(value, flag(option), f"give {what}", directory)
         fairseq = command.startswith("fairseq-") and not command.startswith("fairseq-joint-")
         if command in FLAG_COMMANDS or (fairseq and group == "task"):

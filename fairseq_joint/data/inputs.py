@@ -35,8 +35,9 @@ def read_examples(path: str, fmt: str = "auto", text_field: str = "text", labels
             if len(parts) != 2:
                 raise InputError(f"{path}:{lineno}: expected 'text<TAB>labels', found {len(parts)} fields")
             text, labels = parts[0], parts[1].split()
-        # a label is a string or an integer id (the label '3'); JSON's null, true or 1.5 is none
-        labels = [str(x) if type(x) is int else x.strip() if isinstance(x, str) else x for x in labels]
+        # a label is a string or an integer id (the label '3'); JSON's null, true or 1.5 is none (refused below)
+        labels = [str(x) if type(x) is int else x for x in labels]
+        labels = [x.strip() if isinstance(x, str) else x for x in labels]
         if not text.strip():
             raise InputError(f"{path}:{lineno}: empty text")
         if not labels or any(not isinstance(x, str) or not x or any(c.isspace() for c in x) for x in labels):

@@ -3,8 +3,7 @@ jointly with the rest of the model").
 
 The file is word2vec's text format, as fairseq's ``--encoder-embed-path`` reads it: an optional header line
 ``<count> <dim>`` (the first line with content: :func:`header_dim`), then one ``word v_1 ... v_d`` line per
-word. Rows of dictionary words that the file lacks
-keep their random initialization; the caller logs the coverage.
+word. Rows of dictionary words that the file lacks keep their random initialization; the caller logs the coverage.
 """
 
 from typing import Optional, Tuple
