@@ -9,7 +9,7 @@ sentence-transformers).
 
 import codecs
 import os
-from typing import Iterator, List, Tuple
+from typing import Iterable, Iterator, List, Optional, Tuple
 
 from fairseq_joint.errors import InputError, MissingFileError
 
@@ -32,6 +32,15 @@ def check_exists(path: str, what: str, fix: str, directory: bool = False) -> str
     (``what``: the option or role that names it), the message of :func:`text_lines` too."""
     if not (os.path.isdir(path) if directory else os.path.isfile(path)):
         raise MissingFileError(f"{what} {path}".strip() + f": no such {'directory' if directory else 'file'}: {fix}")
+    return path
+
+
+def check_new_output(path: str, option: str, inputs: Iterable[Tuple[str, Optional[str]]]) -> str:
+    """``path``, where ``option`` writes, if it is none of the command's ``inputs`` (``(option, path)`` pairs; a
+    symbolic link to one too), which writing would destroy; else an ``InputError`` naming both."""
+    for given, source in inputs:
+        if source and os.path.exists(source) and os.path.exists(path) and os.path.samefile(path, source):
+            raise InputError(f"{option} {path} is {given} {source}, which writing it would destroy: give a new file")
     return path
 
 

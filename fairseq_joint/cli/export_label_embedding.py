@@ -20,7 +20,7 @@ import torch
 from fairseq_joint.cli.common import console_script, fail, parser, positive_int
 from fairseq_joint.loaders import load_checkpoint
 from fairseq_joint.plots import figure
-from fairseq_joint.text_files import check_exists
+from fairseq_joint.text_files import check_exists, check_new_output
 
 PROG = "fairseq-joint-export-label-embedding"
 
@@ -59,6 +59,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     if a.heatmap and len(a.heatmap_labels) < 2:
         raise fail(f"--heatmap needs at least two --heatmap-labels, got {len(a.heatmap_labels)}")
+    if a.output:
+        check_new_output(a.output, "--output", [("the checkpoint", a.checkpoint), ("--dict", a.dict)])
     state = load_checkpoint(a.checkpoint, labels=False)  # refused if missing; a translation model's, safe to unpickle
     if a.dict:
         dict_path = check_exists(a.dict, "--dict", "give the target dictionary (dict.TGT.txt) of the data")

@@ -16,13 +16,13 @@ Example::
     fairseq-joint-label-text --labels data/debtags-sample/labels.tsv --output /tmp/labels.named.tsv
 """
 
-import os
 import re
 import sys
 from typing import Optional, Sequence
 
-from fairseq_joint.cli.common import console_script, fail, parser
+from fairseq_joint.cli.common import console_script, parser
 from fairseq_joint.data.gile_files import read_label_file
+from fairseq_joint.text_files import check_new_output
 
 PROG = "fairseq-joint-label-text"
 
@@ -40,8 +40,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--output", required=True, help="where to write the label<TAB>name words + description file")
     args = p.parse_args(argv)
     labels = read_label_file(args.labels)
-    if os.path.abspath(args.output) == os.path.abspath(args.labels):
-        raise fail(f"--output {args.output} is the input label file: write to a new file")
+    check_new_output(args.output, "--output", [("--labels", args.labels)])
     texts = {}
     for label, desc in labels.items():
         words = name_words(label)

@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Sequence
 from sacrebleu.metrics import BLEU, CHRF
 
 from fairseq_joint.cli.common import console_script, fail, parser, positive_int
-from fairseq_joint.text_files import read_text
+from fairseq_joint.text_files import check_new_output, read_text
 
 PROG = "fairseq-joint-score"
 
@@ -105,6 +105,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--bootstrap-samples", type=positive_int, default=1000, help="paired bootstrap resamples")
     p.add_argument("--json", help="also write the scores to this JSON file")
     a = p.parse_args(argv)
+    if a.json:
+        check_new_output(a.json, "--json", [("--hyp", a.hyp), ("--ref", a.ref), ("--hyp-tok", a.hyp_tok),
+                                            ("--ref-tok", a.ref_tok), ("--baseline-hyp", a.baseline_hyp)])
     s = score(a.hyp, a.ref, a.hyp_tok, a.ref_tok, a.baseline_hyp, a.baseline_name, a.system_name, a.lowercase,
               a.bootstrap_samples)
     print(report(s))

@@ -41,7 +41,7 @@ from fairseq_joint.data.gile_files import read_label_file
 from fairseq_joint.data.inputs import check_min_count, heldout_parallel_ids, read_aligned, read_examples
 from fairseq_joint.metrics import retrieval_precision_at_1
 from fairseq_joint.modules.tokenizer import tokenize
-from fairseq_joint.text_files import read_text
+from fairseq_joint.text_files import check_new_output, read_text
 
 PROG = "fairseq-joint-word-vectors"
 logger = logging.getLogger("train_word_vectors")
@@ -187,6 +187,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise fail(f"--output {args.output} is a directory: give the word2vec text file to write")
     if args.aligned:
         return aligned_vectors(args)
+    check_new_output(args.output, "--output", [("--labels", args.labels), *(("--data", d) for d in args.data),
+                                               *(("--text", t) for t in args.text)])
     corpus = sentences(args)
     random.Random(args.seed).shuffle(corpus)
     model = train_word2vec(corpus, args, "texts")

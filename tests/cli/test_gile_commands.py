@@ -394,8 +394,10 @@ def test_label_text_prefixes_name_words(tmp_path):
     bad.write_text("a::b\tfine\nc::d\t \n")
     fail = cli("fairseq-joint-label-text", "--labels", bad, "--output", tmp_path / "x.tsv", check=False)
     assert fail.returncode != 0 and f"{bad}:2: label 'c::d' has an empty description" in fail.stderr
-    same = cli("fairseq-joint-label-text", "--labels", out, "--output", out, check=False)
-    assert same.returncode != 0 and "is the input label file" in same.stderr
+    (tmp_path / "link.tsv").symlink_to(out)  # the input under another name: rewriting it would destroy it
+    same = cli("fairseq-joint-label-text", "--labels", tmp_path / "link.tsv", "--output", out, check=False)
+    assert same.returncode == 2 and same.stderr == (f"error: --output {out} is --labels {tmp_path / 'link.tsv'}, which "
+                                                    "writing it would destroy: give a new file\n"), same.stderr
 
 
 def seen_label_scores_by_hand(checkpoint, data):

@@ -155,3 +155,26 @@ def test_one_check_that_a_named_file_or_directory_is_there(tmp_path):
             check_exists(str(path), "--x", "give it", directory)
     with pytest.raises(MissingFileError, match=rf"^{tmp_path / 'none'}: no such file: give it$"):  # no role to name
         check_exists(str(tmp_path / "none"), "", "give it")
+
+
+def test_no_command_writes_over_one_of_its_inputs(tmp_path):
+    """check_new_output: an output that is an input (or a link to one) is refused before anything is read or
+    written; the commands that write a file check every input they read (score, word-vectors, export)."""
+    from fairseq_joint.cli import export_label_embedding, score, word_vectors
+    from fairseq_joint.text_files import check_new_output
+
+    hyp, ref = tmp_path / "hyp.txt", tmp_path / "ref.txt"
+    hyp.write_text("a b\n")
+    ref.write_text("a b\n")
+    (tmp_path / "link.txt").symlink_to(hyp)
+    assert check_new_output(str(tmp_path / "new.txt"), "--json", [("--hyp", str(hyp)), ("--ref", None)])
+    with pytest.raises(InputError, match=rf"^--json {tmp_path}/link.txt is --hyp {hyp}, which writing it would "
+                                         "destroy: give a new file$"):
+        check_new_output(str(tmp_path / "link.txt"), "--json", [("--ref", str(ref)), ("--hyp", str(hyp))])
+    for main, argv, said in (
+            (score.main, ["--hyp", hyp, "--ref", ref, "--json", ref], "--json .*ref.txt is --ref"),
+            (word_vectors.main, ["--text", ref, hyp, "--output", hyp], "--output .*hyp.txt is --text"),
+            (export_label_embedding.main, [hyp, "--output", hyp], "--output .*hyp.txt is the checkpoint")):
+        with pytest.raises(InputError, match=said):
+            main([str(x) for x in argv])
+    assert hyp.read_text() == ref.read_text() == "a b\n"
