@@ -9,6 +9,7 @@ sentence-transformers).
 
 import codecs
 import os
+import sys
 from typing import Iterable, Iterator, List, Optional, Tuple
 
 from fairseq_joint.errors import InputError, MissingFileError
@@ -78,3 +79,9 @@ def _not_blank(lines: Iterator[Tuple[int, str]], name: str, holds: str) -> Itera
 def read_text(path: str, what: str = "") -> List[str]:
     """Every line of a UTF-8 text file (see :func:`text_lines`)."""
     return [line for _, line in text_lines(path, what)]
+
+
+def read_stdin() -> List[str]:
+    """Every line of the standard input, read as a file is (:func:`text_lines`: UTF-8, a byte-order mark dropped, lines
+    ended by \\n alone, not by a form feed or U+2028 as ``str.splitlines`` ends them)."""
+    return [line for _, line in _decoded(sys.stdin.buffer, "stdin")]

@@ -28,7 +28,7 @@ from typing import Optional, Sequence
 from fairseq_joint.cli.common import console_script, parser
 from fairseq_joint.data.gile_files import read_label_file
 from fairseq_joint.hub import OPTIONS, LabelPredictor
-from fairseq_joint.text_files import read_text
+from fairseq_joint.text_files import read_stdin, read_text
 
 PROG = "fairseq-joint-predict-labels"
 
@@ -58,7 +58,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = p.parse_args(argv)
     OPTIONS.check(topk=args.topk, batch_size=args.batch_size)  # LabelPredictor.predict's check, naming the options
     descriptions = read_label_file(args.labels)
-    lines = read_text(args.input, "--input") if args.input else sys.stdin.read().splitlines()
+    lines = read_text(args.input, "--input") if args.input else read_stdin()
     predictor = LabelPredictor.from_checkpoint(args.checkpoint, args.data, args.pretrained_encoder, command=PROG,
                                                label_file=args.label_file, eval_label_file=args.eval_label_file,
                                                device="cpu" if args.cpu else None)

@@ -1,6 +1,8 @@
 """The one text reader (fairseq_joint/text_files.py) and the package's readers built on it: a UTF-8 byte-order mark is
 not part of the first line; bytes that are not UTF-8 are refused with the file, the line and the fix."""
 
+import sys
+
 import pytest
 import torch
 
@@ -178,3 +180,17 @@ def test_no_command_writes_over_one_of_its_inputs(tmp_path):
         with pytest.raises(InputError, match=said):
             main([str(x) for x in argv])
     assert hyp.read_text() == ref.read_text() == "a b\n"
+
+
+def test_stdin_is_read_as_a_file_is(monkeypatch):
+    """predict-labels' texts from stdin: a byte-order mark is not part of the first text, a form feed or U+2028 ends
+    no text (one output line per input line), and bytes that are not UTF-8 are refused as in a file."""
+    import io
+
+    from fairseq_joint.text_files import read_stdin
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(BOM + "a\x0cb\r\nc\u2028d\n\ne".encode())))
+    assert read_stdin() == ["a\x0cb", "c\u2028d", "", "e"]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"fine\n" + LATIN1 + b"\n")))
+    with pytest.raises(InputError, match=r"^stdin:2: not UTF-8 \(byte 0xdf at column 5\)"):
+        read_stdin()
