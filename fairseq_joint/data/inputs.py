@@ -55,14 +55,28 @@ def check_min_count(min_count: int, counts: Dict[str, int], what: str) -> None:
         raise OptionError(f"--min-count {min_count} is above every word's count in the {what}: give at most {most}")
 
 
+def _object(pairs: List[Tuple[str, object]]) -> Dict[str, object]:
+    """A JSON object whose keys are distinct (json's ``object_pairs_hook``)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        twice = next(key for i, (key, _) in enumerate(pairs) if key in dict(pairs[:i]))
+        raise ValueError(f"the key {twice!r} is given twice")
+    return obj
+
+
 def json_record(path: str, lineno: int, line: str, fields: Sequence[str], fix: str, lang: Optional[str] = None,
                 option: str = "--lang") -> Dict[str, object]:
     """One JSONL line as an object holding ``fields``; anything else fails with file:line and ``fix``, and so does,
-    with ``lang`` (the language ``option`` gave), a ``lang`` field that names another language."""
+    with ``lang`` (the language ``option`` gave), a ``lang`` field that names another language. Not JSON that a
+    text file holds: a key given twice in an object (the last would win), a number Python will not read (over 4300
+    digits), nesting deeper than Python recurses, a lone surrogate (``"\\ud800"``, which no UTF-8 file can hold)."""
     try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
+        obj = json.loads(line, object_pairs_hook=_object)
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")  # a lone surrogate is no text
+    except (ValueError, RecursionError, UnicodeEncodeError) as e:
+        said = {RecursionError: "nested too deeply", UnicodeEncodeError: "a lone surrogate, which is no text"}.get(
+            type(e), getattr(e, "msg", str(e).split(":")[0]))  # a JSONDecodeError's msg; ours, or Python's int limit
+        raise InputError(f"{path}:{lineno}: not valid JSON ({said})") from None
     if not isinstance(obj, dict) or any(f not in obj for f in fields):
         raise InputError(f"{path}:{lineno}: needs the fields {' and '.join(map(repr, fields))} ({fix})")
     if lang is not None and obj.get("lang") is not None and str(obj["lang"]) != lang:

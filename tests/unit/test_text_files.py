@@ -194,3 +194,19 @@ def test_stdin_is_read_as_a_file_is(monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"fine\n" + LATIN1 + b"\n")))
     with pytest.raises(InputError, match=r"^stdin:2: not UTF-8 \(byte 0xdf at column 5\)"):
         read_stdin()
+
+
+@pytest.mark.parametrize("line, said", [
+    ('{"text": "a", "labels": ["x"], "text": "b"}', "the key 'text' is given twice"),  # the last would win
+    ('{"text": "a", "labels": [' + "1" * 5000 + "]}", r"Exceeds the limit \(4300 digits\)"),
+    ("[" * 100000 + "]" * 100000, "nested too deeply"),
+    ('{"text": "a \\ud800", "labels": ["x"]}', "a lone surrogate, which is no text"),
+    ('{"text": "a"', "Expecting ',' delimiter"),
+])
+def test_a_jsonl_line_python_cannot_read_as_text_is_refused_by_line(tmp_path, line, said):
+    from fairseq_joint.data.inputs import read_examples
+
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"text": "fine", "labels": ["x"]}\n' + line + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match=rf"^{path}:2: not valid JSON \({said}"):
+        read_examples(str(path))
