@@ -145,8 +145,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     f"{len(labels)} labels ({len(labels - train_seen)} unseen in training)")
     with open(os.path.join(args.destdir, TRAIN_LABELS), "w", encoding="utf-8") as f:
         f.write("".join(x + "\n" for x in train_labels))
-    if args.labels:
-        shutil.copyfile(args.labels, os.path.join(args.destdir, LABEL_FILE))
+    copy = os.path.join(args.destdir, LABEL_FILE)
+    if args.labels and not (os.path.exists(copy) and os.path.samefile(args.labels, copy)):  # a re-run reads its copy
+        shutil.copyfile(args.labels, copy)
     if args.lang is not None:
         with open(os.path.join(args.destdir, LANGUAGE_FILE), "w", encoding="utf-8") as f:
             f.write(args.lang + "\n")

@@ -390,6 +390,9 @@ def test_label_text_prefixes_name_words(tmp_path):
     assert len(texts) == len(set(texts.values())) == 469
     preprocess("--train", SAMPLE / "train.jsonl", "--labels", out, "--destdir", tmp_path / "bin")
     assert (tmp_path / "bin" / "labels.tsv").read_text(encoding="utf-8") == out.read_text(encoding="utf-8")
+    # run again on the label file the first run copied into --destdir: it is read, not copied onto itself
+    preprocess("--train", SAMPLE / "train.jsonl", "--labels", tmp_path / "bin" / "labels.tsv", "--destdir", tmp_path / "bin")
+    assert (tmp_path / "bin" / "labels.tsv").read_text(encoding="utf-8") == out.read_text(encoding="utf-8")
     bad = tmp_path / "bad.tsv"
     bad.write_text("a::b\tfine\nc::d\t \n")
     fail = cli("fairseq-joint-label-text", "--labels", bad, "--output", tmp_path / "x.tsv", check=False)
