@@ -3,6 +3,9 @@ debug lines."""
 
 import contextlib
 import logging
+import os
+
+from fairseq_joint.errors import OptionError
 
 
 def pyplot():
@@ -14,6 +17,19 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def check_figure_path(path: str, option: str) -> str:
+    """``path`` (given by ``option``) if matplotlib writes the format its extension names (.png, .pdf, .svg, ...; none:
+    PNG): checked before a command's work, not when its figure is saved at the end."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    extension = os.path.splitext(path)[1][1:].lower()
+    if extension and extension not in formats:
+        raise OptionError(f"{option} {path}: matplotlib writes no .{extension} file: give a name ending in "
+                          f"{', '.join('.' + f for f in sorted(formats))}")
+    return path
 
 
 @contextlib.contextmanager

@@ -18,8 +18,9 @@ from typing import Optional, Sequence
 import torch
 
 from fairseq_joint.cli.common import console_script, fail, parser, positive_int
+from fairseq_joint.data.inputs import load_dictionary
 from fairseq_joint.loaders import load_checkpoint
-from fairseq_joint.plots import figure
+from fairseq_joint.plots import check_figure_path, figure
 from fairseq_joint.text_files import check_exists, check_new_output
 
 PROG = "fairseq-joint-export-label-embedding"
@@ -52,13 +53,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--heatmap-labels", nargs="+", default=[], help="the labels of the heatmap (rows and columns)")
     a = p.parse_args(argv)
 
-    from fairseq.data import Dictionary
-
     import fairseq_joint  # noqa: F401  (allowlists the checkpoint classes for weights_only loading)
     from fairseq_joint.criterions.label_embedding_cross_entropy import load_label_embedding
 
     if a.heatmap and len(a.heatmap_labels) < 2:
         raise fail(f"--heatmap needs at least two --heatmap-labels, got {len(a.heatmap_labels)}")
+    if a.heatmap_labels and not a.heatmap:
+        raise fail("--heatmap-labels are the rows of --heatmap: add --heatmap FILE.png, or drop them")
+    if a.heatmap:
+        check_figure_path(a.heatmap, "--heatmap")
     if a.output:
         check_new_output(a.output, "--output", [("the checkpoint", a.checkpoint), ("--dict", a.dict)])
     state = load_checkpoint(a.checkpoint, labels=False)  # refused if missing; a translation model's, safe to unpickle
@@ -66,7 +69,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         dict_path = check_exists(a.dict, "--dict", "give the target dictionary (dict.TGT.txt) of the data")
     else:
         dict_path = target_dictionary_path(state, a.checkpoint)
-    dictionary = Dictionary.load(dict_path)
+    dictionary = load_dictionary(dict_path, "--dict" if a.dict else "the target dictionary")
     emb = load_label_embedding(a.checkpoint, len(dictionary), dictionary.symbols, "checkpoint", state,
                                f"pass the --dict of the data the checkpoint was trained on (not {dict_path})")
     labels = list(dictionary.symbols)

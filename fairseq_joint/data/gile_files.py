@@ -25,6 +25,7 @@ import torch
 from fairseq.data import Dictionary
 from fairseq.data.indexed_dataset import make_dataset
 
+from fairseq_joint.data.inputs import load_dictionary
 from fairseq_joint.errors import InputError, OptionError
 from fairseq_joint.modules.tokenizer import tokenize
 from fairseq_joint.options import NON_NEGATIVE, as_number, check_number, named_values
@@ -233,7 +234,8 @@ def read_binarized(directory: str, command: str, train_labels: bool = True) -> T
     names = ("dict.txt", TRAIN_LABELS) if train_labels else ("dict.txt",)
     for name in names:
         check_exists(os.path.join(directory, name), "", f"binarize the data with {command}{ELSEWHERE}")
-    dictionary = Dictionary.load(os.path.join(directory, "dict.txt"))
+    dictionary = load_dictionary(os.path.join(directory, "dict.txt"), "the dictionary", f"binarize the data again "
+                                 f"with {command}")
     check_dictionary(directory, dictionary, command)
     return dictionary, read_train_labels(os.path.join(directory, TRAIN_LABELS)) if train_labels else []
 

@@ -6,7 +6,7 @@ import json
 import random
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from fairseq_joint.errors import InputError, OptionError
+from fairseq_joint.errors import InputError, OptionError, one_line
 from fairseq_joint.options import named_values
 from fairseq_joint.text_files import content_lines
 
@@ -45,6 +45,20 @@ def read_examples(path: str, fmt: str = "auto", text_field: str = "text", labels
                              f"whitespace, got {labels!r}")
         rows.append((lineno, text, labels))
     return rows
+
+
+def load_dictionary(path: str, what: str, fix: str = "give the dict file fairseq-preprocess wrote"):
+    """fairseq's ``Dictionary.load`` of the dictionary ``path`` (``what`` names it); a file it cannot read (a line
+    without a count, a word given twice, bytes that are not UTF-8) refused naming the file, what fairseq says and
+    ``fix``."""
+    from fairseq.data import Dictionary
+
+    try:
+        return Dictionary.load(path)
+    except Exception as e:  # fairseq's ValueError, RuntimeError, and a bare Exception for the encoding
+        if type(e) not in (Exception, ValueError, RuntimeError):
+            raise
+        raise InputError(f"{what} {path} is not a fairseq dictionary ({one_line(e)}): {fix}") from None
 
 
 def check_min_count(min_count: int, counts: Dict[str, int], what: str) -> None:

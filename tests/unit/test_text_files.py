@@ -210,3 +210,29 @@ def test_a_jsonl_line_python_cannot_read_as_text_is_refused_by_line(tmp_path, li
     path.write_text('{"text": "fine", "labels": ["x"]}\n' + line + "\n", encoding="utf-8")
     with pytest.raises(InputError, match=rf"^{path}:2: not valid JSON \({said}"):
         read_examples(str(path))
+
+
+def test_a_dictionary_fairseq_cannot_read_is_refused_naming_it(tmp_path):
+    from fairseq_joint.data.inputs import load_dictionary
+
+    path = tmp_path / "dict.de.txt"
+    for content, said in ((b"der 3\ndie\n", "Incorrect dictionary format"), (b"der 3\nder 3\n", "Duplicate word"),
+                          (b"der 3\n" + LATIN1[:6] + b" 2\n", "Incorrect encoding detected")):
+        path.write_bytes(content)
+        with pytest.raises(InputError, match=rf"^--dict {path} is not a fairseq dictionary \(.*{said}.*\): give the "
+                                             "dict file fairseq-preprocess wrote$"):
+            load_dictionary(str(path), "--dict")
+    path.write_bytes(b"der 3\ndie 2\n")
+    assert load_dictionary(str(path), "--dict").index("die") == 5  # after the 4 special symbols
+
+
+def test_export_refuses_heatmap_options_before_reading_the_checkpoint(tmp_path):
+    from fairseq_joint.cli.export_label_embedding import main
+    from fairseq_joint.errors import OptionError, Refusal
+
+    for argv, kind, said in (
+            (["--heatmap-labels", "a", "b"], Refusal, "^--heatmap-labels are the rows of --heatmap: add --heatmap"),
+            (["--heatmap", "h.xyz", "--heatmap-labels", "a", "b"], OptionError,
+             r"^--heatmap h.xyz: matplotlib writes no .xyz file: give a name ending in .*\.png")):
+        with pytest.raises(kind, match=said):
+            main([str(tmp_path / "none.pt"), *argv])
