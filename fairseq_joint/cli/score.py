@@ -12,15 +12,21 @@
 """
 
 import json
+import os
 import sys
 from typing import Dict, List, Optional, Sequence
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from fairseq_joint.cli.common import console_script, fail, parser, positive_int
+from fairseq_joint.cli.common import console_script, fail, number, parser
+from fairseq_joint.options import Range, as_number, check_number
 from fairseq_joint.text_files import check_new_output, read_text
 
 PROG = "fairseq-joint-score"
+#: the paired bootstrap's resamples: sacreBLEU draws them as one array of resamples x sentences
+BOOTSTRAP_SAMPLES = Range(1, 100_000, integer=True)
+#: sacreBLEU's environment variable of the bootstrap's seed, and what numpy's seeding takes
+SEED_ENV, SEED = "SACREBLEU_SEED", Range(0, 2 ** 32 - 1, integer=True)
 
 
 def check_same_length(hyp: List[str], ref: List[str], hyp_path: str, ref_path: str) -> None:
@@ -57,6 +63,8 @@ def score(hyp_path: str, ref_path: str, hyp_tok: Optional[str] = None, ref_tok: 
           baseline_hyp: Optional[str] = None, baseline_name: str = "baseline", system_name: str = "system",
           lowercase: bool = False, n_samples: int = 1000) -> Dict[str, object]:
     hyp, ref = read_text(hyp_path, "hypotheses"), read_text(ref_path, "reference")
+    if not ref:
+        raise fail(f"--ref {ref_path} holds no line: give the test set's references, one per line")
     check_same_length(hyp, ref, hyp_path, ref_path)
     bleu, chrf = BLEU(lowercase=lowercase), CHRF(lowercase=lowercase)
     b, c = bleu.corpus_score(hyp, [ref]), chrf.corpus_score(hyp, [ref])
@@ -102,9 +110,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--baseline-name", default="baseline", help="name of the baseline system in the report")
     p.add_argument("--system-name", default="system", help="name of this system in the report")
     p.add_argument("--lowercase", action="store_true", help="case-insensitive scores (lowercased corpora)")
-    p.add_argument("--bootstrap-samples", type=positive_int, default=1000, help="paired bootstrap resamples")
+    p.add_argument("--bootstrap-samples", type=number(BOOTSTRAP_SAMPLES), default=1000,
+                   help=f"paired bootstrap resamples (at most {BOOTSTRAP_SAMPLES.high}: sacreBLEU holds them all)")
     p.add_argument("--json", help="also write the scores to this JSON file")
     a = p.parse_args(argv)
+    if bool(a.hyp_tok) != bool(a.ref_tok):
+        raise fail("tokenized BLEU needs both --hyp-tok and --ref-tok: give the other, or drop it")
+    if SEED_ENV in os.environ:  # sacreBLEU's seed of the bootstrap, read by sacreBLEU
+        check_number(SEED_ENV, as_number(os.environ[SEED_ENV], integer=True), SEED)
     if a.json:
         check_new_output(a.json, "--json", [("--hyp", a.hyp), ("--ref", a.ref), ("--hyp-tok", a.hyp_tok),
                                             ("--ref-tok", a.ref_tok), ("--baseline-hyp", a.baseline_hyp)])

@@ -83,3 +83,25 @@ def test_significance_marks_and_identical_systems():
     refs = ["the cat sat on the mat", "a dog barks loudly today"]
     same = score_translations.paired_bootstrap(refs, refs, refs, False, n_samples=50)
     assert same["delta"] == 0 and same["p_value"] == 1.0 and same["mark"] == ""
+
+
+def test_score_refuses_what_sacrebleu_would_fail_on_or_drop(tmp_path, monkeypatch, capsys):
+    """An empty reference file (sacreBLEU's IndexError), one tokenized side without the other (tokenized BLEU was
+    dropped without a word), resamples beyond what sacreBLEU holds in memory, a SACREBLEU_SEED numpy cannot take."""
+    from fairseq_joint.errors import OptionError, Refusal
+
+    hyp, empty = tmp_path / "hyp.txt", tmp_path / "empty.txt"
+    hyp.write_text("a b\n")
+    empty.write_text("")
+    run = score_translations.main
+    with pytest.raises(Refusal, match=rf"^--ref {empty} holds no line: give the test set's references"):
+        run(["--hyp", str(empty), "--ref", str(empty)])
+    with pytest.raises(Refusal, match="^tokenized BLEU needs both --hyp-tok and --ref-tok"):
+        run(["--hyp", str(hyp), "--ref", str(hyp), "--hyp-tok", str(hyp)])
+    with pytest.raises(SystemExit):
+        run(["--hyp", str(hyp), "--ref", str(hyp), "--baseline-hyp", str(hyp), "--bootstrap-samples", "100001"])
+    assert "argument --bootstrap-samples: must be an integer in [1, 100000], got 100001" in capsys.readouterr().err
+    for seed in ("abc", "-1"):
+        monkeypatch.setenv("SACREBLEU_SEED", seed)
+        with pytest.raises(OptionError, match=rf"^SACREBLEU_SEED must be an integer in \[0, 4294967295\], got '?{seed}"):
+            run(["--hyp", str(hyp), "--ref", str(hyp)])
