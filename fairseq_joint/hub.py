@@ -31,6 +31,7 @@ file with an empty description, a label name the model's label file lacks, a tex
 """
 
 import abc
+import collections.abc
 import logging
 import os
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
@@ -149,7 +150,8 @@ def as_texts(texts: Texts) -> Tuple[List[str], bool]:
     """``(the texts as a list, whether one string was given)``: a string is one text; a text that is not a string or
     is empty is refused (nothing is dropped: the command skips empty input lines and says so, a Python caller gets its
     own texts back scored in full)."""
-    single = texts is None or isinstance(texts, (str, bytes))  # None and bytes: one text that is not a string
+    # None, bytes and any other object that holds no texts (5): one text that is not a string
+    single = isinstance(texts, (str, bytes)) or not isinstance(texts, collections.abc.Iterable)
     texts = [texts] if single else list(texts)
     for i, text in enumerate(texts):
         where = "texts" if single else f"texts[{i}]"
@@ -437,8 +439,9 @@ class LabelPredictor(abc.ABC):
         are the caller's to check (:meth:`Arguments.check`)."""
         offset = label_set.seen.float() * float(gamma)
         with torch.no_grad():
-            for start in range(0, len(texts), batch_size):
-                batch = list(texts[start:start + batch_size])
+            step = int(batch_size)  # 64.0 passes the integer check
+            for start in range(0, len(texts), step):
+                batch = list(texts[start:start + step])
                 logits = self.logits(self.text_vectors(batch, lang), label_set, lang).float()
                 probs = None if self.probability_kind is None else probabilities(logits, self.probability_kind)
                 yield batch, logits - offset, probs
@@ -511,8 +514,9 @@ class LabelPredictor(abc.ABC):
         texts, single = as_texts(texts)
         lang = self.check_language(lang)
         with torch.no_grad():
-            vectors = torch.cat([self.text_vectors(texts[i:i + batch_size], lang).float().cpu()
-                                 for i in range(0, len(texts), batch_size)])
+            step = int(batch_size)  # 64.0 passes the integer check
+            vectors = torch.cat([self.text_vectors(texts[i:i + step], lang).float().cpu()
+                                 for i in range(0, len(texts), step)])
         return vectors[0] if single else vectors
 
 

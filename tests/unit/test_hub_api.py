@@ -57,7 +57,7 @@ def test_a_device_that_is_not_there_or_not_known_is_refused_in_one_line(device, 
 def test_texts_are_one_string_or_a_list_of_strings():
     assert as_texts("one text") == (["one text"], True) and as_texts(("a", "b")) == (["a", "b"], False)
     for texts, message in ((b"bytes", "texts is bytes"), (None, "texts is None"), ([], "texts holds no text"),
-                           (["a", 3], r"texts\[1\] is a int"), ("  ", "texts is empty")):
+                           (["a", 3], r"texts\[1\] is a int"), ("  ", "texts is empty"), (5, "^texts is a int")):
         with pytest.raises(errors.InputError, match=message):
             as_texts(texts)
 
@@ -204,6 +204,10 @@ def test_the_api_names_its_keywords_where_the_command_names_its_options(zero_sho
         zero_shot.scores(TEXTS, labels=NAMES, batch_size=0)
     with pytest.raises(errors.OptionError, match="^batch_size must be positive"):
         zero_shot.embeddings(TEXTS, batch_size=0)
+    # a whole float passes the integer check, and is used as the integer it is
+    assert zero_shot.predict(TEXTS, labels=NAMES, topk=2.0, batch_size=1.0) == zero_shot.predict(TEXTS, labels=NAMES,
+                                                                                                 topk=2, batch_size=1)
+    assert torch.equal(zero_shot.embeddings(TEXTS, batch_size=2.0), zero_shot.embeddings(TEXTS, batch_size=2))
     assert zero_shot.gamma(0.5) == (0.5, "seen_score_offset") and zero_shot.gamma(0.5, OPTIONS) == (0.5, "--seen-"
                                                                                                      "score-offset")
     with pytest.raises(errors.OptionError, match="^--seen-score-offset must be a finite number, got inf"):
