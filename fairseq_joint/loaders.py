@@ -32,14 +32,30 @@ def translation_task(src_vocab: int, tgt_vocab: int):
 
 
 def model_from_flags(flags: Sequence[str], src_vocab: int, tgt_vocab: int):
-    """A fairseq-joint translation model built from fairseq-train model flags (``--arch ...``), without data."""
+    """A fairseq-joint translation model built from fairseq-train model flags (``--arch ...``), without data; the
+    options checked as fairseq-train checks them (:func:`fairseq_joint.checks.validate`)."""
     from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
     parser = options.get_training_parser()
     # a mistake in the model flags: one line in the commands' style, not fairseq's page of usage
     parser.error = lambda message: parser.exit(2, f"error: {message} (model flags are fairseq-train's)\n")
     args = options.parse_args_and_arch(parser, ["/nonexistent-data-dir", *flags])
+    check_joint_translation(args.arch, f"--arch {args.arch}")
+    checks.validate(convert_namespace_to_omegaconf(args))
     return translation_task(src_vocab, tgt_vocab).build_model(args)
+
+
+def check_joint_translation(name: str, what: str, refusal=errors.OptionError) -> None:
+    """Refuse (a ``refusal``) an ``--arch`` ``name`` (of ``what``: a checkpoint, the flags) that is no fairseq-joint
+    translation model (fairseq's own ``transformer`` has no output layer to count)."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    from fairseq_joint.models.output_layer_model import OutputLayerModelMixin
+
+    if not issubclass(ARCH_MODEL_REGISTRY.get(name, object), OutputLayerModelMixin):
+        raise refusal(f"{what} is no fairseq-joint translation model: give one of --arch joint_transformer "
+                                 "or joint_lstm (or a preset of theirs)")
 
 
 def load_checkpoint(path: str, labels: Optional[bool] = None, overrides: Optional[dict] = None,
@@ -64,16 +80,10 @@ def load_checkpoint(path: str, labels: Optional[bool] = None, overrides: Optiona
 def load_translation_model(path: str):
     """The model of a fairseq-joint translation checkpoint (:func:`load_checkpoint`), built with dictionaries of the
     checkpoint's sizes (the data directory is not needed)."""
-    from fairseq.models import ARCH_MODEL_REGISTRY
-
-    from fairseq_joint.models.output_layer_model import OutputLayerModelMixin
-
     state = load_checkpoint(path, labels=False)
     cfg = checks.checkpoint_cfg(state)
     weights = state["model"]
-    if not issubclass(ARCH_MODEL_REGISTRY.get(arch(cfg.model), object), OutputLayerModelMixin):  # fairseq's own too
-        raise errors.CheckpointError(f"{path} is a {arch(cfg.model)} checkpoint, not a fairseq-joint translation "
-                                     "model's: give one trained with --arch joint_transformer or joint_lstm")
+    check_joint_translation(arch(cfg.model), f"{path} (a {arch(cfg.model)} checkpoint)", errors.CheckpointError)
     missing = [key for key in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight") if key not in weights]
     if missing:
         raise errors.CheckpointError(f"{path} holds no {missing[0]} (its model's weights are incomplete): give a "

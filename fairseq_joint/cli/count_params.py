@@ -88,8 +88,8 @@ def parse_args(argv: Optional[Sequence[str]] = None):
         usage="%(prog)s [CHECKPOINT | --arch ARCH [model flags]] [--json]",
         epilog="CHECKPOINT: a fairseq checkpoint (.pt), given first. Any other flag (--output-layer, "
                "--joint-dim, ...) configures the model.")
-    p.add_argument("--src-vocab", type=number(VOCAB), default=32000, help="source dictionary size (configuration mode)")
-    p.add_argument("--tgt-vocab", type=number(VOCAB), default=32000, help="target dictionary size (configuration mode)")
+    p.add_argument("--src-vocab", type=number(VOCAB), help="source dictionary size (configuration mode; default 32000)")
+    p.add_argument("--tgt-vocab", type=number(VOCAB), help="target dictionary size (configuration mode; default 32000)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--arch", help="model architecture to count (configuration mode), e.g. joint_lstm_wmt17")
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -98,8 +98,9 @@ def parse_args(argv: Optional[Sequence[str]] = None):
     args, rest = p.parse_known_args(argv)
     if args.arch:
         rest = ["--arch", args.arch, *rest]
-    if checkpoint and rest:
-        raise fail(f"unexpected model flags with a checkpoint: {' '.join(rest)}; drop them (it fixes the model)")
+    given = [f"--{n}-vocab" for n in ("src", "tgt") if getattr(args, f"{n}_vocab") is not None]
+    if checkpoint and (rest or given):
+        raise fail(f"unexpected model flags with a checkpoint: {' '.join(rest + given)}; drop them (it fixes the model)")
     if not checkpoint and not args.arch:
         p.error("give a checkpoint, or a configuration with --arch (e.g. --arch joint_lstm_wmt17)")
     args.checkpoint, args.model_flags = checkpoint, rest
@@ -109,7 +110,7 @@ def parse_args(argv: Optional[Sequence[str]] = None):
 def _count(args) -> Dict[str, object]:
     # a configuration is built on the meta device: counting needs the shapes only
     with torch.device("meta") if not args.checkpoint else contextlib.nullcontext():
-        return count_parameters(args.checkpoint, args.model_flags, args.src_vocab, args.tgt_vocab)
+        return count_parameters(args.checkpoint, args.model_flags, args.src_vocab or 32000, args.tgt_vocab or 32000)
 
 
 def counts(argv: Optional[Sequence[str]] = None) -> Dict[str, object]:

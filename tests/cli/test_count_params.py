@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from conftest import cli
 
 from fairseq_joint.cli import count_params
@@ -29,3 +30,20 @@ def test_bad_invocations_say_what_to_do(tmp_path):
     assert r.returncode != 0 and f"checkpoint {tmp_path / 'missing.pt'}: no such file" in r.stderr
     r = cli("fairseq-joint-count-params", check=False)
     assert r.returncode != 0 and "--arch" in r.stderr
+
+
+def test_a_configuration_is_checked_as_fairseq_train_checks_it(joint_checkpoint, capsys):
+    """The configuration mode builds no model fairseq-train would refuse (it counted --joint-dim 0 and failed on -3
+    in a RuntimeError), and a checkpoint's dictionaries are not sized again (--src-vocab was ignored)."""
+    from fairseq_joint.errors import OptionError, Refusal
+
+    for flags, said in ((["--joint-dim", "0"], "^--joint-dim must be positive"),
+                        (["--encoder-embed-dim", "0"], "^--encoder-embed-dim must be positive"),
+                        (["--decoder-embed-dim", "64", "--share-decoder-input-output-embed"],
+                         "^--share-decoder-input-output-embed conflicts with --output-layer joint")):
+        with pytest.raises(OptionError, match=said):
+            count("--arch", "joint_transformer_tiny", "--output-layer", "joint", *flags)
+    with pytest.raises(OptionError, match="^--arch transformer is no fairseq-joint translation model"):
+        count("--arch", "transformer")
+    with pytest.raises(Refusal, match="^unexpected model flags with a checkpoint: --src-vocab; drop them"):
+        count(joint_checkpoint, "--src-vocab", 100)

@@ -220,8 +220,8 @@ def test_a_checkpoint_of_the_other_kind_is_named(tmp_path, monkeypatch):
                        "fairseq-joint-count-params needs a translation model \\(fairseq-joint-predict-labels"):
         loaders.load_translation_model(gile)
     fairseq = str(fake_checkpoint(tmp_path / "fairseq.pt", "transformer", "translation"))  # no output layer to count
-    with pytest.raises(errors.CheckpointError, match=f"^{fairseq} is a transformer checkpoint, not a fairseq-joint "
-                       "translation model's: give one trained with --arch joint_transformer or joint_lstm$"):
+    with pytest.raises(errors.CheckpointError, match=f"^{fairseq} \\(a transformer checkpoint\\) is no fairseq-joint "
+                       "translation model: give one of --arch joint_transformer or joint_lstm"):
         loaders.load_translation_model(fairseq)
     with pytest.raises(errors.CheckpointError, match=f"^{translation} holds no encoder.embed_tokens.weight \\(its "
                        "model's weights are incomplete\\): give a checkpoint written by fairseq-train$"):
