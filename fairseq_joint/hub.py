@@ -38,6 +38,7 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, 
 
 import torch
 
+from fairseq_joint import errors
 from fairseq_joint.criterions.multilabel_classification import MultilabelClassificationConfig, probabilities
 from fairseq_joint.data.gile_files import (
     LABEL_FILE,
@@ -799,8 +800,14 @@ def load_translator(checkpoint: Union[str, "os.PathLike[str]"], data: Union[str,
     check_exists(data, "data directory", "give fairseq-preprocess's --destdir", directory=True)
     for name, path in files.items():
         check_exists(path, f"load_translator's {name}", "give an existing file (relative to the working directory)")
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides=overrides,
-                                                                      state=state)
+    try:
+        models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides=overrides,
+                                                                          state=state)
+    except Exception as err:  # fairseq's errors of a user's mistake, as the commands translate them
+        refusal = errors.translate(err)  # e.g. a data directory of no language pair
+        if refusal is None:
+            raise
+        raise refusal from err
     if not isinstance(models[0], FairseqEncoderDecoderModel):
         kind = type(models[0]).__name__
         raise CheckpointError(f"{checkpoint} holds a {kind}, not an encoder-decoder: give a translation checkpoint")
