@@ -102,7 +102,7 @@ def load_gile_model(path: str, data: Optional[str] = None, pretrained_encoder: O
     recorded in the checkpoint); ``pretrained_encoder``: where its sentence encoder is now (default: where it was);
     ``label_file``, ``eval_label_file``: where its --label-file / --eval-label-file are now (default: where they
     were)."""
-    model, task, _ = load_gile_checkpoint(path, data, pretrained_encoder, label_file=label_file,
+    model, task, _ = load_gile_checkpoint(path, data, pretrained_encoder, "load_gile_model", label_file=label_file,
                                           eval_label_file=eval_label_file)
     return model, task
 
@@ -120,7 +120,13 @@ def load_gile_checkpoint(path: str, data: Optional[str] = None, pretrained_encod
     given = {"data": data, "pretrained_encoder": pretrained_encoder, "label_file": label_file,
              "eval_label_file": eval_label_file}
     overrides = {key: value for key, value in given.items() if value}
+    from fairseq_joint.models.gile_classifier import SENTENCE_ENCODERS
+
     state = load_checkpoint(path, labels=True, overrides=overrides or None, command=command)
+    encoder = checks.checkpoint_cfg(state).model.encoder
+    if pretrained_encoder and encoder not in SENTENCE_ENCODERS:  # it would be ignored
+        raise errors.OptionError(f"--pretrained-encoder {pretrained_encoder}: {path} was trained with --encoder "
+                                 f"{encoder}, which reads no sentence encoder: drop it")
     checks.check_recorded_files(path, checks.checkpoint_cfg(state), overrides, command or errors.program())
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides or None,
                                                                       state=state)

@@ -30,6 +30,7 @@ adds. ``OUT/alignment.json`` keeps them::
 
 import json
 import logging
+import math
 import os
 import random
 import sys
@@ -113,6 +114,9 @@ def train(student, ids: Dict[tuple, List[int]], targets: Dict[str, torch.Tensor]
                 loss.backward()
                 optimizer.step()
                 total += float(loss) * len(batch)
+            if not math.isfinite(total):  # diverged: the student would be saved as it is, and useless
+                raise fail(f"the loss is {total / len(order)} after epoch {epoch} (--lr {args.lr} diverges): give a "
+                           "lower --lr")
             logger.info(f"epoch {epoch:03d} | loss {total / len(order):.4f} | {len(order)} pairs | "
                         f"{time.time() - start:.0f} s")
     finally:

@@ -36,14 +36,17 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from fairseq_joint.cli.common import console_script, fail, non_negative_int, parser, positive_int, setup_logging
+from fairseq_joint.cli.common import console_script, fail, non_negative_int, number, parser, positive_int, setup_logging
 from fairseq_joint.data.gile_files import read_label_file
 from fairseq_joint.data.inputs import check_min_count, heldout_parallel_ids, read_aligned, read_examples
 from fairseq_joint.metrics import retrieval_precision_at_1
 from fairseq_joint.modules.tokenizer import tokenize
+from fairseq_joint.options import Range
 from fairseq_joint.text_files import check_new_output, read_text
 
 PROG = "fairseq-joint-word-vectors"
+#: gensim's worker threads: each holds its own buffers (1e11 of them exhausted 24 GiB before training)
+WORKERS = Range(1, 1024, integer=True)
 logger = logging.getLogger("train_word_vectors")
 
 
@@ -172,7 +175,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--epochs", type=positive_int, default=10)
     p.add_argument("--cbow", action="store_true", help="CBOW instead of skip-gram")
     p.add_argument("--seed", type=non_negative_int, default=1)
-    p.add_argument("--workers", type=positive_int, default=1, help="threads (1 makes the vectors reproducible)")
+    p.add_argument("--workers", type=number(WORKERS), default=1,
+                   help=f"threads (1 makes the vectors reproducible; at most {WORKERS.high})")
     p.add_argument("--output", required=True,
                    help="word2vec text file to write (with --aligned: a directory for vectors.LANG.txt)")
     p.add_argument("--aligned", nargs="*", default=[], metavar="LANG=FILE",

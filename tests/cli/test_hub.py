@@ -208,6 +208,9 @@ def test_refusals_are_the_commands(wan_checkpoint, translation_checkpoint, tmp_p
     with pytest.raises(errors.MissingFileError,
                        match="^data directory .*no-bin: no such directory: give fairseq-preprocess.s --destdir$"):
         load_translator(translation_checkpoint, tmp_path / "no-bin")
+    with pytest.raises(errors.OptionError, match=rf"^--pretrained-encoder {tmp_path}: {wan_checkpoint} was trained with "
+                                                 "--encoder wan, which reads no sentence encoder: drop it$"):
+        LabelPredictor.from_checkpoint(wan_checkpoint, pretrained_encoder=str(tmp_path))  # it was ignored
     (tmp_path / "empty-bin").mkdir()  # a directory of no language pair: fairseq's bare Exception, as a refusal
     with pytest.raises(errors.InputError, match="empty-bin holds no binarized translation corpus whose languages"):
         load_translator(translation_checkpoint, tmp_path / "empty-bin")

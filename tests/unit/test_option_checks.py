@@ -213,7 +213,7 @@ def test_a_checkpoint_of_the_other_kind_is_named(tmp_path, monkeypatch):
     translation = str(fake_checkpoint(tmp_path / "nmt.pt", "joint_transformer_tiny", "translation"))
     monkeypatch.setattr(sys, "argv", ["fairseq-joint-predict-labels"])
     with pytest.raises(errors.CheckpointError, match=f"^{translation} is a joint_transformer checkpoint; "
-                       "fairseq-joint-predict-labels needs a gile_classifier model \\(fairseq-generate"):
+                       "load_gile_model needs a gile_classifier model \\(fairseq-generate"):  # the API names itself
         loaders.load_gile_model(translation)
     monkeypatch.setattr(sys, "argv", ["fairseq-joint-count-params"])
     with pytest.raises(errors.CheckpointError, match=f"^{gile} is a gile_classifier checkpoint; "
