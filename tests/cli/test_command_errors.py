@@ -80,6 +80,8 @@ def test_a_recipe_tools_numbers_are_checked_as_it_parses_them(tool, args, names,
 @pytest.mark.parametrize("command, args, names", [
     ("fairseq-joint-label-text", ["--labels", "x.tsv"], "--output"),  # our parser
     ("fairseq-joint-count-params", ["--arch", "joint_lstm_tiny", "--no-such-flag"], "--no-such-flag"),  # fairseq's
+    ("fairseq-joint-word-vectors", ["--text", "x.txt", "--output", "v.txt", "--workers", "99999999999"],
+     "argument --workers: must be an integer in [1, 1024]"),  # gensim's threads exhausted the memory
 ])
 def test_command_line_mistakes_are_one_line_too(command, args, names):
     assert_one_error_line(cli(command, *args, check=False), names)
