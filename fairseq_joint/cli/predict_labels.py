@@ -25,7 +25,7 @@ import json
 import sys
 from typing import Optional, Sequence
 
-from fairseq_joint.cli.common import console_script, parser
+from fairseq_joint.cli.common import console_script, fail, parser
 from fairseq_joint.data.gile_files import read_label_file
 from fairseq_joint.hub import OPTIONS, LabelPredictor
 from fairseq_joint.text_files import read_stdin, read_text
@@ -42,7 +42,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--input", help="texts, one per line (default: stdin)")
     p.add_argument("--topk", type=int, default=5, help="labels printed per text")
     p.add_argument("--batch-size", type=int, default=64, help="texts scored at once")
-    p.add_argument("--json", action="store_true", help="print JSON lines {text, labels: [[label, score], ...]}")
+    p.add_argument("--json", action="store_true", help="print JSON lines {text, labels: [[label, score], ...]} (the "
+                   "text as given; the default TSV lines show a tab in it as a space)")
     p.add_argument("--seen-score-offset", type=float, default=None,
                    help="γ subtracted from the scores of the labels seen in training (calibrated stacking); "
                    "default: the checkpoint's (its training's --seen-score-offset, else the γ calibrated on "
@@ -59,6 +60,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     OPTIONS.check(topk=args.topk, batch_size=args.batch_size)  # LabelPredictor.predict's check, naming the options
     descriptions = read_label_file(args.labels)
     lines = read_text(args.input, "--input") if args.input else read_stdin()
+    if not any(line.strip() for line in lines):  # nothing would be printed, without a word
+        raise fail(f"{'--input ' + args.input if args.input else 'stdin'} holds no text: give one text a line")
     predictor = LabelPredictor.from_checkpoint(args.checkpoint, args.data, args.pretrained_encoder, command=PROG,
                                                label_file=args.label_file, eval_label_file=args.eval_label_file,
                                                device="cpu" if args.cpu else None)
@@ -80,7 +83,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.json:
             print(json.dumps({"text": text, "labels": pairs}))
         else:
-            print(text + "\t" + "\t".join(f"{n} ({v:.3f})" for n, v in pairs))
+            # a tab inside the text would read as a column: a space here (--json keeps the text as it is)
+            print(text.replace("\t", " ") + "\t" + "\t".join(f"{n} ({v:.3f})" for n, v in pairs))
     return 0
 
 

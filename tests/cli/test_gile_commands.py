@@ -92,6 +92,16 @@ def test_zero_shot_ranks_unseen_label_first(tmp_path):
     assert len(ranked) == len(texts)
     first = [r[0][0] for r in ranked]
     assert first.count("L12") >= 0.8 * len(texts), first
+    # TSV output: a tab inside a text is no column (one text, then --topk labels); an input of no text is refused
+    (tmp_path / "tabs.txt").write_text(texts[0].replace(" ", "\t", 1) + "\n")
+    out = cli("fairseq-joint-predict-labels", "--checkpoint", tmp_path / "ckpt" / "checkpoint_last.pt",
+              "--labels", raw / "labels.tsv", "--input", tmp_path / "tabs.txt", "--topk", "3")
+    assert [len(line.split("\t")) for line in out.stdout.splitlines()] == [4], out.stdout
+    (tmp_path / "blank.txt").write_text("\n \n")
+    out = cli("fairseq-joint-predict-labels", "--checkpoint", tmp_path / "ckpt" / "checkpoint_last.pt",
+              "--labels", raw / "labels.tsv", "--input", tmp_path / "blank.txt", check=False)
+    assert out.returncode == 2 and out.stderr == f"error: --input {tmp_path / 'blank.txt'} holds no text: give one " \
+                                                 "text a line\n", out.stderr
 
 
 def write_two_label_data(raw, seed=0, words_per_label=4):
