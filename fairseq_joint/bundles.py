@@ -43,7 +43,13 @@ def file_sha256(path: str) -> str:
 
 
 def check_new_directory(directory: str, option: str) -> str:
-    """``directory`` (given by ``option``) if it is new or an empty directory, where a model directory is written."""
+    """``directory`` (given by ``option``) if it is new or an empty directory, where a model directory is written, and
+    not under a file."""
+    above = os.path.dirname(os.path.abspath(directory))
+    while not os.path.lexists(above):
+        above = os.path.dirname(above)
+    if not directory or not os.path.isdir(above):
+        raise OptionError(f"{option} {directory!r} names no directory one can make: give a new directory's path")
     if os.path.lexists(directory) and not (os.path.isdir(directory) and not os.listdir(directory)):
         raise OptionError(f"{option} {directory} exists and is not an empty directory: give a new directory")
     return directory
