@@ -92,6 +92,10 @@ def write_bundle(directory: str, files: Dict[str, str], trees: Dict[str, str], m
     return directory
 
 
+#: the parts of a bundle of each kind (``encoder``: or an ``encoder_reference`` to one outside it)
+PARTS = {"encoder": ("encoder",), "gile_classifier": ("checkpoint", "data")}
+
+
 def read_bundle(directory: str) -> dict:
     """The manifest of the bundle ``directory`` once every file it lists is there with its SHA-256; else a one-line
     refusal naming the file: ``MissingFileError`` for a missing one, ``CheckpointError`` for an altered one."""
@@ -111,6 +115,17 @@ def read_bundle(directory: str) -> dict:
         raise CheckpointError(f"{path} is unreadable ({type(e).__name__}): {RECOPY}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(manifest.get("files"), dict):
         raise CheckpointError(f"{path} is not a manifest of {FORMAT!r}: {RECOPY}")
+    # the parts each kind is loaded from (a manifest edited by hand failed in a TypeError or KeyError, or loaded the
+    # checkpoint's own data directory from outside the bundle)
+    kind, reference = manifest.get("kind"), manifest.get("encoder_reference")
+    if kind not in PARTS:
+        raise CheckpointError(f"{path}: unknown kind {kind!r}: {RECOPY}")
+    if reference is not None and not (isinstance(reference, dict) and all(isinstance(reference.get(key), str)
+                                                                           for key in ("path", "fingerprint"))):
+        raise CheckpointError(f"{path}: encoder_reference {reference!r} is no path and fingerprint: {RECOPY}")
+    missing = [key for key in PARTS[kind] if manifest.get(key) is None and not (key == "encoder" and reference)]
+    if missing:
+        raise CheckpointError(f"{path} names no {missing[0]}, which a {kind!r} bundle loads from: {RECOPY}")
     for name, checksum in manifest["files"].items():
         part = os.path.join(directory, *name.split("/"))
         check_exists(part, "", f"the saved predictor {directory} lacks it: {RECOPY}")

@@ -263,10 +263,7 @@ class LabelPredictor(abc.ABC):
         elif encoder is None and reference is not None:
             encoder = reference["path"]
         label_file = bundles.bundle_part(directory, manifest, "label_file")
-        kind = manifest.get("kind")
-        if kind not in ("encoder", "gile_classifier"):
-            raise CheckpointError(f"{os.path.join(directory, bundles.MANIFEST)}: unknown kind {kind!r}: {bundles.RECOPY}")
-        if kind == "encoder":
+        if manifest["kind"] == "encoder":  # a kind read_bundle knows
             predictor = cls.from_encoder(encoder, label_file=label_file, device=device)
         else:
             predictor = cls.from_checkpoint(bundles.bundle_part(directory, manifest, "checkpoint"),

@@ -179,6 +179,13 @@ def test_an_encoder_saved_as_one_directory_loads_elsewhere_and_a_part_altered_is
         (lambda d: (d / MANIFEST).write_text("{"), errors.CheckpointError, "fairseq-joint-model.json is unreadable"),
         (lambda d: (d / MANIFEST).write_text(json.dumps({**manifest, "kind": "other"})), errors.CheckpointError,
          "fairseq-joint-model.json: unknown kind 'other'"),
+        # edited by hand: a TypeError or KeyError before
+        (lambda d: (d / MANIFEST).write_text(json.dumps({**manifest, "encoder": None})), errors.CheckpointError,
+         "fairseq-joint-model.json names no encoder, which a 'encoder' bundle loads from"),
+        (lambda d: (d / MANIFEST).write_text(json.dumps({**manifest, "encoder_reference": "x"})), errors.CheckpointError,
+         "fairseq-joint-model.json: encoder_reference 'x' is no path and fingerprint"),
+        (lambda d: (d / MANIFEST).write_text(json.dumps({**manifest, "kind": "gile_classifier"})),
+         errors.CheckpointError, "fairseq-joint-model.json names no checkpoint, which a 'gile_classifier' bundle loads"),
     ]
     for change, kind, message in cases:
         with pytest.raises(kind, match=message) as raised:
