@@ -83,10 +83,11 @@ FAIRSEQ_RANGES: Dict[str, Range] = {
                                        "batch_size_valid", "required_batch_size_multiple", "log_interval",
                                        # the sizes of fairseq's Transformer and LSTM (0 failed in a traceback)
                                        "encoder_embed_dim", "decoder_embed_dim", "encoder_ffn_embed_dim",
-                                       "decoder_ffn_embed_dim", "encoder_layers", "decoder_layers",
-                                       "encoder_attention_heads", "decoder_attention_heads", "encoder_hidden_size",
-                                       "decoder_hidden_size", "decoder_out_embed_dim")},
-    **{name: NON_NEGATIVE_INT for name in ("max_update", "max_epoch", "warmup_updates", "save_interval_updates",
+                                       "decoder_ffn_embed_dim", "encoder_attention_heads", "decoder_attention_heads",
+                                       "encoder_hidden_size", "decoder_hidden_size", "decoder_out_embed_dim")},
+    # (a Transformer of 0 encoder or decoder layers is an ablation fairseq builds)
+    **{name: NON_NEGATIVE_INT for name in ("encoder_layers", "decoder_layers", "max_update", "max_epoch",
+                                           "warmup_updates", "save_interval_updates",
                                            "validate_interval_updates", "num_workers", "max_len_b",
                                            "min_len", "no_repeat_ngram_size")},
     #: what fairseq's numpy seeding accepts (np.random.seed)

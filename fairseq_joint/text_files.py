@@ -8,6 +8,7 @@ sentence-transformers).
 """
 
 import codecs
+import io
 import os
 import sys
 from typing import Iterable, Iterator, List, Optional, Tuple
@@ -25,7 +26,7 @@ def text_lines(path: str, what: str = "", fix: str = "give the path of an existi
         f = open(path, "rb")
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         raise MissingFileError(f"{name}: no such file: {fix}") from None
-    return _decoded(f, name)
+    return _closing(f, name)
 
 
 def check_exists(path: str, what: str, fix: str, directory: bool = False) -> str:
@@ -45,17 +46,21 @@ def check_new_output(path: str, option: str, inputs: Iterable[Tuple[str, Optiona
     return path
 
 
-def _decoded(f, name: str) -> Iterator[Tuple[int, str]]:
+def _closing(f, name: str) -> Iterator[Tuple[int, str]]:
     with f:
-        for lineno, raw in enumerate(f, 1):
-            if lineno == 1 and raw.startswith(codecs.BOM_UTF8):
-                raw = raw[len(codecs.BOM_UTF8):]
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise InputError(f"{name}:{lineno}: not UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1}): "
-                                 "save the file as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8)") from None
-            yield lineno, line.rstrip("\n").rstrip("\r")
+        yield from _decoded(f, name)
+
+
+def _decoded(f, name: str) -> Iterator[Tuple[int, str]]:
+    for lineno, raw in enumerate(f, 1):
+        if lineno == 1 and raw.startswith(codecs.BOM_UTF8):
+            raw = raw[len(codecs.BOM_UTF8):]
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise InputError(f"{name}:{lineno}: not UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1}): "
+                             "save the file as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8)") from None
+        yield lineno, line.rstrip("\n").rstrip("\r")
 
 
 def content_lines(path: str, what: str = "", holds: str = "lines", fix: str = "give the path of an existing file"
@@ -84,4 +89,7 @@ def read_text(path: str, what: str = "") -> List[str]:
 def read_stdin() -> List[str]:
     """Every line of the standard input, read as a file is (:func:`text_lines`: UTF-8, a byte-order mark dropped, lines
     ended by \\n alone, not by a form feed or U+2028 as ``str.splitlines`` ends them)."""
-    return [line for _, line in _decoded(sys.stdin.buffer, "stdin")]
+    source = getattr(sys.stdin, "buffer", None)  # a text stream put in its place (io.StringIO) has none
+    if source is None:
+        source = io.BytesIO(sys.stdin.read().encode("utf-8", "surrogateescape"))
+    return [line for _, line in _decoded(source, "stdin")]  # stdin stays open

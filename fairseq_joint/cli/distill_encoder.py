@@ -114,8 +114,9 @@ def train(student, ids: Dict[tuple, List[int]], targets: Dict[str, torch.Tensor]
                 loss.backward()
                 optimizer.step()
                 total += float(loss) * len(batch)
-            if not math.isfinite(total):  # diverged: the student would be saved as it is, and useless
-                raise fail(f"the loss is {total / len(order)} after epoch {epoch} (--lr {args.lr} diverges): give a "
+            # diverged (the loss, or the weights the epoch's last step left): the student would be saved useless
+            if not math.isfinite(total) or not torch.isfinite(embedding.weight).all():
+                raise fail(f"training diverged in epoch {epoch} (loss {total / len(order)}, --lr {args.lr}): give a "
                            "lower --lr")
             logger.info(f"epoch {epoch:03d} | loss {total / len(order):.4f} | {len(order)} pairs | "
                         f"{time.time() - start:.0f} s")

@@ -90,7 +90,7 @@ def json_record(path: str, lineno: int, line: str, fields: Sequence[str], fix: s
     except (ValueError, RecursionError, UnicodeEncodeError) as e:
         said = {RecursionError: "nested too deeply", UnicodeEncodeError: "a lone surrogate, which is no text"}.get(
             type(e), getattr(e, "msg", str(e).split(":")[0]))  # a JSONDecodeError's msg; ours, or Python's int limit
-        raise InputError(f"{path}:{lineno}: not valid JSON ({said})") from None
+        raise InputError(f"{path}:{lineno}: not valid JSON ({said}): give one JSON object a line") from None
     if not isinstance(obj, dict) or any(f not in obj for f in fields):
         raise InputError(f"{path}:{lineno}: needs the fields {' and '.join(map(repr, fields))} ({fix})")
     if lang is not None and obj.get("lang") is not None and str(obj["lang"]) != lang:

@@ -192,9 +192,10 @@ def test_bad_input_fails_with_one_line_naming_the_fix(teacher, tmp_path, capsys)
             stderr = capsys.readouterr().err
         assert code == 2 and said in stderr, (extra, stderr)
         assert len(stderr.strip().splitlines()) == 1, stderr
-    # a learning rate that diverges: refused after the epoch, not saved as a student of inf
-    code = run(distill_encoder.main, ["--teacher", str(teacher), "--output", str(tmp_path / "inf"), "--aligned",
-                                      *ALIGNED, "--heldout-docs", "40", "--epochs", "2", "--lr", "1e30"])
-    last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert code == 2 and last.startswith("error: the loss is ") and "(--lr 1e+30 diverges): give a lower --lr" in last
-    assert not (tmp_path / "inf").exists()
+    # a learning rate that diverges, in the loss or in the epoch's last step only: refused, not saved as a student
+    for extra in (["--epochs", "2", "--lr", "1e30"], ["--epochs", "1", "--batch-size", "100000", "--lr", "1e39"]):
+        code = run(distill_encoder.main, ["--teacher", str(teacher), "--output", str(tmp_path / "inf"), "--aligned",
+                                          *ALIGNED, "--heldout-docs", "40", *extra])
+        last = capsys.readouterr().err.strip().splitlines()[-1]
+        assert code == 2 and last.startswith("error: training diverged in epoch ") and "give a lower --lr" in last
+        assert not (tmp_path / "inf").exists()

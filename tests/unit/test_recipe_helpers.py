@@ -103,5 +103,9 @@ def test_score_refuses_what_sacrebleu_would_fail_on_or_drop(tmp_path, monkeypatc
     assert "argument --bootstrap-samples: must be an integer in [1, 100000], got 100001" in capsys.readouterr().err
     for seed in ("abc", "-1"):
         monkeypatch.setenv("SACREBLEU_SEED", seed)
-        with pytest.raises(OptionError, match=rf"^SACREBLEU_SEED must be an integer in \[0, 4294967295\], got '?{seed}"):
-            run(["--hyp", str(hyp), "--ref", str(hyp)])
+        with pytest.raises(OptionError, match=rf"^SACREBLEU_SEED must be an integer >= 0, got '?{seed}"):
+            run(["--hyp", str(hyp), "--ref", str(hyp), "--baseline-hyp", str(hyp), "--bootstrap-samples", "5"])
+        assert run(["--hyp", str(hyp), "--ref", str(hyp)]) == 0  # no bootstrap: sacreBLEU never reads it
+    for seed in ("None", str(2 ** 40)):  # sacreBLEU's unseeded bootstrap; any seed default_rng takes
+        monkeypatch.setenv("SACREBLEU_SEED", seed)
+        assert run(["--hyp", str(hyp), "--ref", str(hyp), "--baseline-hyp", str(hyp), "--bootstrap-samples", "5"]) == 0

@@ -191,6 +191,9 @@ def test_stdin_is_read_as_a_file_is(monkeypatch):
 
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(BOM + "a\x0cb\r\nc\u2028d\n\ne".encode())))
     assert read_stdin() == ["a\x0cb", "c\u2028d", "", "e"]
+    assert not sys.stdin.closed  # read, not closed
+    monkeypatch.setattr(sys, "stdin", io.StringIO("x\ny\n"))  # a text stream in its place: no buffer
+    assert read_stdin() == ["x", "y"]
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"fine\n" + LATIN1 + b"\n")))
     with pytest.raises(InputError, match=r"^stdin:2: not UTF-8 \(byte 0xdf at column 5\)"):
         read_stdin()
@@ -208,7 +211,7 @@ def test_a_jsonl_line_python_cannot_read_as_text_is_refused_by_line(tmp_path, li
 
     path = tmp_path / "train.jsonl"
     path.write_text('{"text": "fine", "labels": ["x"]}\n' + line + "\n", encoding="utf-8")
-    with pytest.raises(InputError, match=rf"^{path}:2: not valid JSON \({said}"):
+    with pytest.raises(InputError, match=rf"^{path}:2: not valid JSON \({said}.*\): give one JSON object a line$"):
         read_examples(str(path))
 
 
