@@ -60,8 +60,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     OPTIONS.check(topk=args.topk, batch_size=args.batch_size)  # LabelPredictor.predict's check, naming the options
     descriptions = read_label_file(args.labels)
     lines = read_text(args.input, "--input") if args.input else read_stdin()
-    if not any(line.strip() for line in lines):  # nothing would be printed, without a word
-        raise fail(f"{'--input ' + args.input if args.input else 'stdin'} holds no text: give one text a line")
     predictor = LabelPredictor.from_checkpoint(args.checkpoint, args.data, args.pretrained_encoder, command=PROG,
                                                label_file=args.label_file, eval_label_file=args.eval_label_file,
                                                device="cpu" if args.cpu else None)
@@ -73,6 +71,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"{', '.join(predictor.languages)} (--lang L scores with L's own)", file=sys.stderr)
     label_set = predictor.label_set(descriptions, args.labels)
     texts = [t for t in lines if t.strip()]
+    if not texts:  # nothing would be printed, without a word (refused after the checkpoint's own problems)
+        raise fail(f"{'--input ' + args.input if args.input else 'stdin'} holds no text: give one text a line")
     if len(texts) != len(lines):
         print(f"note: skipped {len(lines) - len(texts)} empty input line(s)", file=sys.stderr)
     gamma, origin = predictor.gamma(args.seen_score_offset, OPTIONS)
