@@ -54,8 +54,8 @@ def check_joint_translation(name: str, what: str, refusal=errors.OptionError) ->
     from fairseq_joint.models.output_layer_model import OutputLayerModelMixin
 
     if not issubclass(ARCH_MODEL_REGISTRY.get(name, object), OutputLayerModelMixin):
-        raise refusal(f"{what} is no fairseq-joint translation model: give one of --arch joint_transformer "
-                                 "or joint_lstm (or a preset of theirs)")
+        raise refusal(f"{what} is no fairseq-joint translation model: give one of --arch joint_transformer or "
+                      "joint_lstm (or a preset of theirs)")
 
 
 def load_checkpoint(path: str, labels: Optional[bool] = None, overrides: Optional[dict] = None,
@@ -123,11 +123,11 @@ def load_gile_checkpoint(path: str, data: Optional[str] = None, pretrained_encod
     from fairseq_joint.models.gile_classifier import SENTENCE_ENCODERS
 
     state = load_checkpoint(path, labels=True, overrides=overrides or None, command=command)
-    encoder = checks.checkpoint_cfg(state).model.encoder
-    if pretrained_encoder and encoder not in SENTENCE_ENCODERS:  # it would be ignored
+    cfg = checks.checkpoint_cfg(state)
+    if pretrained_encoder and cfg.model.encoder not in SENTENCE_ENCODERS:  # it would be ignored
         raise errors.OptionError(f"--pretrained-encoder {pretrained_encoder}: {path} was trained with --encoder "
-                                 f"{encoder}, which reads no sentence encoder: drop it")
-    checks.check_recorded_files(path, checks.checkpoint_cfg(state), overrides, command or errors.program())
+                                 f"{cfg.model.encoder}, which reads no sentence encoder: drop it")
+    checks.check_recorded_files(path, cfg, overrides, command or errors.program())
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides or None,
                                                                       state=state)
     return models[0].eval(), task, cfg

@@ -62,6 +62,8 @@ def paired_bootstrap(baseline: List[str], system: List[str], refs: List[str], lo
 def score(hyp_path: str, ref_path: str, hyp_tok: Optional[str] = None, ref_tok: Optional[str] = None,
           baseline_hyp: Optional[str] = None, baseline_name: str = "baseline", system_name: str = "system",
           lowercase: bool = False, n_samples: int = 1000) -> Dict[str, object]:
+    if bool(hyp_tok) != bool(ref_tok):  # tokenized BLEU was dropped without a word
+        raise fail("tokenized BLEU needs both --hyp-tok and --ref-tok: give the other, or drop it")
     hyp, ref = read_text(hyp_path, "hypotheses"), read_text(ref_path, "reference")
     if not ref:
         raise fail(f"--ref {ref_path} holds no line: give the test set's references, one per line")
@@ -114,8 +116,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help=f"paired bootstrap resamples (at most {BOOTSTRAP_SAMPLES.high}: sacreBLEU holds them all)")
     p.add_argument("--json", help="also write the scores to this JSON file")
     a = p.parse_args(argv)
-    if bool(a.hyp_tok) != bool(a.ref_tok):
-        raise fail("tokenized BLEU needs both --hyp-tok and --ref-tok: give the other, or drop it")
     seed = os.environ.get(SEED_ENV, "none")  # read by sacreBLEU's bootstrap, which failed in a traceback
     if a.baseline_hyp and seed.lower() != "none":
         check_number(SEED_ENV, as_number(seed, integer=True), SEED)

@@ -4,6 +4,7 @@ that would keep no word. Every text file is read through :mod:`fairseq_joint.tex
 
 import json
 import random
+import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_joint.errors import InputError, OptionError, one_line
@@ -69,6 +70,10 @@ def check_min_count(min_count: int, counts: Dict[str, int], what: str) -> None:
         raise OptionError(f"--min-count {min_count} is above every word's count in the {what}: give at most {most}")
 
 
+#: the escape of a UTF-16 surrogate in a JSON line (a pair is one character; a lone one none)
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
 def _object(pairs: List[Tuple[str, object]]) -> Dict[str, object]:
     """A JSON object whose keys are distinct (json's ``object_pairs_hook``)."""
     obj = dict(pairs)
@@ -86,7 +91,8 @@ def json_record(path: str, lineno: int, line: str, fields: Sequence[str], fix: s
     digits), nesting deeper than Python recurses, a lone surrogate (``"\\ud800"``, which no UTF-8 file can hold)."""
     try:
         obj = json.loads(line, object_pairs_hook=_object)
-        json.dumps(obj, ensure_ascii=False).encode("utf-8")  # a lone surrogate is no text
+        if SURROGATE_ESCAPE.search(line):  # written as an escape; a surrogate pair encodes, a lone one is no text
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")
     except (ValueError, RecursionError, UnicodeEncodeError) as e:
         said = {RecursionError: "nested too deeply", UnicodeEncodeError: "a lone surrogate, which is no text"}.get(
             type(e), getattr(e, "msg", str(e).split(":")[0]))  # a JSONDecodeError's msg; ours, or Python's int limit
