@@ -90,6 +90,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise fail(f"--lexical-model copies a fitted lexical model: drop {' and '.join(fitting)}")
     if fitting and not args.lexical_features:
         raise fail(f"{' and '.join(fitting)} without --lexical-features: add --lexical-features N (e.g. 65536)")
+    texts = [os.path.realpath(path) for path in args.lexical_texts or ()]
+    twice = [path for i, path in enumerate(args.lexical_texts or ()) if texts[i] in texts[:i]]
+    if twice:  # its texts would count twice in the terms' document frequencies
+        raise fail(f"--lexical-texts {twice[0]} is given twice: give each file once")
 
     descriptions = read_label_file(args.labels) if args.labels else None
     if args.lang is not None and not is_language_name(args.lang):

@@ -440,6 +440,9 @@ def test_a_multilingual_hybrid_reads_one_lexical_model(tmp_path, sentence_encode
     for extra, said in ((["--lexical-model", data / "en" / "lexical.json", "--lexical-features", "64"],
                          "--lexical-model copies a fitted lexical model: drop --lexical-features"),
                         (["--lexical-tokenizer", "gile"], "add --lexical-features"),
+                        (["--lexical-features", "64", "--lexical-texts", ML_SAMPLE / "pl" / "train.jsonl",  # counted
+                          ML_SAMPLE / "en" / ".." / "pl" / "train.jsonl"],  # twice
+                         f"--lexical-texts {ML_SAMPLE}/en/../pl/train.jsonl is given twice: give each file once"),
                         (["--lexical-features", str(2 ** 25)],  # refused before the data is read
                          "argument --lexical-features: must be an integer in [1, 16777216], got 33554432")):
         bad = cli("fairseq-joint-preprocess-gile", "--train", ML_SAMPLE / "pl" / "train.jsonl", "--labels",
