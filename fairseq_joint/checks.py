@@ -15,10 +15,12 @@ loaders), through the changes of ``fairseq_joint.fairseq_patches``:
 """
 
 import argparse
+import dataclasses
+import inspect
 import os
 import pickle
 import sys
-from typing import Dict, Iterator, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, Iterable, Iterator, Optional, Sequence, Tuple
 
 from fairseq_joint import checkpoints, errors
 from fairseq_joint.models.gile_classifier import GileClassifier
@@ -34,6 +36,7 @@ from fairseq_joint.options import (
     Range,
     arch,
     check,
+    check_choice,
     check_number,
     declared,
     flag,
@@ -243,10 +246,7 @@ def check_parallel_text(args: argparse.Namespace) -> None:
 def check_checkpoint_exists(path: str) -> None:
     """Refuse a checkpoint ``path`` that is no file (missing, or a directory): the one check of fairseq's
     ``load_model_ensemble_and_task`` (``--path``) and of the plugin's loader, ``fairseq_joint.loaders``."""
-    from fairseq.file_io import PathManager
-
-    if not PathManager.isfile(path):
-        raise errors.MissingFileError(f"checkpoint {path}: no such file: give a checkpoint written by fairseq-train")
+    check_exists(path, "checkpoint", "give a checkpoint written by fairseq-train")
 
 
 def checkpoint_cfg(state: Dict[str, object]):
@@ -288,12 +288,71 @@ def checkpoint_checks(path: str, state: Dict[str, object], task, arg_overrides: 
     from fairseq.tasks import TASK_REGISTRY
 
     cfg = checkpoint_cfg(state)
+    check_overrides(cfg, arg_overrides or {})
     named = TASK_REGISTRY.get((arg_overrides or {}).get("task")) if task is None else type(task)
     if named is not None:
         check_checkpoint_kind(path, cfg, issubclass(named, GileClassificationTask), command)
     if task is None:  # the checkpoint's own task is set up: it reads the files it records
         check_recorded_files(path, cfg, arg_overrides, command)
     validate(cfg, training=False)
+
+
+def option_names(cfg, overrides: dict) -> FrozenSet[str]:
+    """The names of fairseq's options for a checkpoint of configuration ``cfg`` loaded with ``overrides``: its
+    configuration groups' fields (fairseq's), those of every criterion, optimizer, tokenizer, BPE, ... fairseq
+    registers, and the options of the task and the ``--arch`` in effect (the plugin's among them)."""
+    from fairseq.dataclass.configs import FairseqConfig
+    from fairseq.models import ARCH_MODEL_REGISTRY
+    from fairseq.registry import REGISTRIES
+    from fairseq.tasks import TASK_REGISTRY
+
+    parser = argparse.ArgumentParser(add_help=False, conflict_handler="resolve")  # a task's option a model has too
+    for owner in (TASK_REGISTRY.get(overrides.get("task") or cfg.task._name), ARCH_MODEL_REGISTRY.get(arch(cfg.model))):
+        if owner is not None:
+            owner.add_args(parser)
+    groups = [g.type for g in dataclasses.fields(FairseqConfig) if dataclasses.is_dataclass(g.type)]
+    groups += [config for registry in REGISTRIES.values() for config in registry["dataclass_registry"].values()]
+    return frozenset([*(g.name for g in dataclasses.fields(FairseqConfig)), *(a.dest for a in parser._actions),
+                      *(f.name for config in groups for f in dataclasses.fields(config))])
+
+
+def check_overrides(cfg, overrides: dict) -> None:
+    """fairseq's ``arg_overrides`` of a checkpoint of configuration ``cfg`` (``--model-overrides``, the keywords of
+    ``from_pretrained`` and ``load_translator``): each one of fairseq's options (:func:`option_names`; fairseq sets
+    any other name on a legacy model's options without a word: a misspelled ``beem=3`` was ignored), its numbers as
+    fairseq's commands check theirs."""
+    from fairseq.registry import REGISTRIES
+
+    check_names(overrides, option_names(cfg, overrides) if overrides else (), "option of fairseq's (an override of "
+                "the checkpoint's)")
+    for group in REGISTRIES.keys() & overrides.keys():  # a name of no --bpe, --tokenizer, ...: fairseq's KeyError
+        if overrides[group] is not None:
+            check_choice(group, overrides[group], list(REGISTRIES[group]["dataclass_registry"]))
+    check_fairseq_options(argparse.Namespace(**overrides))
+
+
+def hub_generate(original, hub, tokenized_sentences, *args, **kwargs):
+    """fairseq's ``GeneratorHubInterface.generate`` (its ``translate`` and ``sample``, of ``load_translator`` and
+    ``from_pretrained``) after the generation options given as keywords are checked as fairseq's commands check
+    theirs: each one of ``hub.cfg.generation``'s (fairseq set any other without a word), each number in its range
+    (``beam=0`` failed in a reshape traceback; the ``hub_options`` patch)."""
+    bound = inspect.signature(original).bind(hub, tokenized_sentences, *args, **kwargs)
+    bound.apply_defaults()
+    generation = {"beam": bound.arguments["beam"], **bound.arguments["kwargs"]}
+    check_names(generation, hub.cfg.generation, "generation option of fairseq's")
+    check_fairseq_options(argparse.Namespace(**generation))
+    return original(hub, tokenized_sentences, *args, **kwargs)
+
+
+def check_names(given: Iterable[str], known: Iterable[str], what: str) -> None:
+    """Refuse a name of ``given`` (keywords) that is none of ``known`` (``what``: which names those are), naming the
+    closest one (:func:`fairseq_joint.errors.closest`)."""
+    known = set(known)
+    for name in given:
+        if name not in known:
+            close = errors.closest(name, known)
+            raise errors.OptionError(f"{name!r} is no {what}: " + (f"did you mean {close!r}?" if close else "give one "
+                                     "of those fairseq's commands list in --help, by its Python name (max_len_b)"))
 
 
 #: the files a checkpoint's configuration records besides its data directory (whose refusal, naming --data, is the

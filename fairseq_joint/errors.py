@@ -216,6 +216,13 @@ MAX_CHOICES = 12
 CLOSE = 0.8
 
 
+def closest(name: str, names) -> Optional[str]:
+    """The one of ``names`` a misspelled ``name`` is closest to (compared as options are typed, ``--name``: difflib's
+    ratio at least :data:`CLOSE`), or None."""
+    found = difflib.get_close_matches(f"--{name}", [f"--{n}" for n in names], n=1, cutoff=CLOSE)
+    return found[0][2:] if found else None
+
+
 def usage_problem(parser, message: str) -> str:
     """The one line of an argparse ``parser``'s error ``message``, with the fix: a misspelled option's close names,
     a long list of choices cut to those close to what was given, and where the options are listed (``--help``; that
@@ -233,9 +240,9 @@ def usage_problem(parser, message: str) -> str:
     if unknown:
         names = [o for o in parser._option_string_actions if o.startswith("--")]
         for arg in unknown.group(1).split():
-            close = difflib.get_close_matches(arg.split("=")[0], names, n=1, cutoff=CLOSE) if arg.startswith("--") else []
+            close = closest(arg.split("=")[0][2:], [name[2:] for name in names]) if arg.startswith("--") else None
             if close:
-                message += f"; {arg.split('=')[0]}: did you mean {close[0]}?"
+                message += f"; {arg.split('=')[0]}: did you mean --{close}?"
     message = message.replace("invalid <lambda> value", "invalid value")  # fairseq's types are lambdas
     chosen = [o for o in ("--task", "--arch", "--criterion") if o in parser._option_string_actions
               and not parser.prog.startswith("fairseq-joint-")]  # fairseq's parsers only

@@ -21,12 +21,13 @@ FAIRSEQ_NOTICES = (
 )
 
 
-def quiet_notices() -> None:
+def quiet_notices() -> bool:
     """The ``quiet_notices`` change: ignore hydra's warnings and :data:`FAIRSEQ_NOTICES` (a filter added twice is kept
-    once)."""
+    once). True: it is made."""
     warnings.filterwarnings("ignore", module=r"hydra(\.|$)")
     for notice in FAIRSEQ_NOTICES:
         warnings.filterwarnings("ignore", message=notice)
+    return True
 
 
 def fairseq_logging() -> bool:

@@ -78,11 +78,18 @@ verified_load      ``checkpoint_utils.load_checkpoint_to_cpu``   checksummed che
                                                                  under fairseq-train one of the other kind
                                                                  (``checks.check_checkpoint_kind``)
 checkpoint_kind    ``checkpoint_utils.load_model_ensemble_and``  a ``--path`` that does not exist, a checkpoint of the
-                   ``_task``                                     other kind (``gile_classifier`` / translation) and a
-                                                                 non-finite or out-of-range number in its options are
-                                                                 refused in one line before any model is built
-                                                                 (``checks.check_checkpoint_exists``,
-                                                                 ``check_checkpoint_kind``, ``validate``)
+                   ``_task``                                     other kind (``gile_classifier`` / translation), an
+                                                                 override that is no option of fairseq's
+                                                                 (``--model-overrides``, ``from_pretrained``'s
+                                                                 keywords) and a non-finite or out-of-range number in
+                                                                 its options are refused in one line before any model
+                                                                 is built (``checks.check_checkpoint_exists``,
+                                                                 ``check_checkpoint_kind``, ``check_overrides``,
+                                                                 ``validate``)
+hub_options        ``hub_utils.GeneratorHubInterface.generate``  ``translate``/``sample``/``generate`` of fairseq's hub
+                                                                 interface: a keyword that is no generation option,
+                                                                 or a number out of range (``beam=0``), is refused in
+                                                                 one line (``checks.hub_generate``)
 exact_scores       ``sequence_scorer.SequenceScorer.generate``   ``fairseq-generate --score-reference`` of the plugin's
                                                                  models: each target's log-probability from the
                                                                  exact softmax in chunks, without the B x T x |V|
@@ -98,18 +105,20 @@ resume_changes     ``trainer.Trainer.load_checkpoint``           fairseq-train r
 
 "Under ``fairseq-*`` programs" means every route into fairseq's commands: their console scripts, ``python -m
 fairseq_cli.*`` and ``torchrun --no-python fairseq-*`` (:func:`fairseq_joint.errors.program`). :data:`PATCHES` is this
-table's names and targets; why each change is made, and the upstream issue it works around, is docs/fairseq-patches.md.
+table's names, targets and the logic :func:`apply` installs on each; why each change is made, and the upstream issue it
+works around, is docs/fairseq-patches.md.
 """
 
-import argparse
 import contextlib
 import functools
+import importlib
 import inspect
+import operator
 import os
 import sys
 from typing import Callable, Dict, FrozenSet, List, NamedTuple, Optional, Tuple
 
-from fairseq_joint import checkpoint_allowlist, checkpoints, command_line, errors, fairseq_logs, precision, resume
+from fairseq_joint import errors, fairseq_logs
 
 #: set to 0 to leave fairseq's behaviour as it is (the plugin still registers and trains), or to the names of the
 #: changes to keep, e.g. ``safe_checkpoints`` alone: fairseq as it is, its checkpoints loaded with torch's
@@ -120,29 +129,39 @@ ENV = "FAIRSEQ_JOINT_PATCHES"
 class Patch(NamedTuple):
     name: str
     target: str  # what it changes, as ``module:attribute`` (fairseq's unless it says otherwise)
+    #: the plugin's function (``module.function`` of fairseq_joint) that makes the change: put in front of ``target``
+    #: by :func:`wrap` (``wraps``), called with the original first; else called once, True when it made the change
+    #: (None: a change made elsewhere, :func:`quiet_import`)
+    logic: Optional[str] = None
+    wraps: bool = True
+    #: only under ``fairseq-*`` programs (:func:`fairseq_joint.errors.program`)
+    programs_only: bool = False
 
 
 #: the table above (what each change does, and why, with the upstream issue it works around: docs/fairseq-patches.md)
 PATCHES: Tuple[Patch, ...] = (
-    Patch("safe_checkpoints", "torch.serialization:add_safe_globals"),
-    Patch("one_line_errors", "sys:excepthook"),
-    Patch("one_line_usage", "argparse:ArgumentParser.error"),
-    Patch("quiet_notices", "warnings:filters"),
-    Patch("fairseq_logging", "logging:root"),
+    Patch("safe_checkpoints", "torch.serialization:add_safe_globals",
+          "checkpoint_allowlist.allowlist_fairseq_checkpoint_classes", wraps=False),
+    Patch("one_line_errors", "sys:excepthook", "errors.uncaught", programs_only=True),
+    Patch("one_line_usage", "argparse:ArgumentParser.error", "errors.argparse_error", programs_only=True),
+    Patch("quiet_notices", "warnings:filters", "fairseq_logs.quiet_notices", wraps=False, programs_only=True),
+    Patch("fairseq_logging", "logging:root", "fairseq_logs.fairseq_logging", wraps=False, programs_only=True),
     Patch("quiet_import", "logging:root"),
-    Patch("option_numbers", "fairseq.options:parse_args_and_arch"),
-    Patch("full_help", "fairseq.options:parse_args_and_arch"),
-    Patch("decay_updates", "fairseq.options:parse_args_and_arch"),
-    Patch("checks", "fairseq.distributed.utils:call_main"),
-    Patch("bf16_on_cuda", "fairseq.distributed.utils:call_main"),
-    Patch("parallel_text", "fairseq_cli.preprocess:main"),
-    Patch("atomic_copy", "fairseq.file_io:PathManager.copy"),
-    Patch("checksums", "fairseq.checkpoint_utils:torch_persistent_save"),
-    Patch("verified_load", "fairseq.checkpoint_utils:load_checkpoint_to_cpu"),
-    Patch("checkpoint_kind", "fairseq.checkpoint_utils:load_model_ensemble_and_task"),
-    Patch("exact_scores", "fairseq.sequence_scorer:SequenceScorer.generate"),
-    Patch("resume", "fairseq.tasks:FairseqTask.get_batch_iterator"),
-    Patch("resume_changes", "fairseq.trainer:Trainer.load_checkpoint"),
+    Patch("option_numbers", "fairseq.options:parse_args_and_arch", "checks.parse_args_and_arch"),
+    Patch("full_help", "fairseq.options:parse_args_and_arch", "command_line.full_help"),
+    Patch("decay_updates", "fairseq.options:parse_args_and_arch", "command_line.decay_updates"),
+    Patch("checks", "fairseq.distributed.utils:call_main", "checks.call_main"),
+    Patch("bf16_on_cuda", "fairseq.distributed.utils:call_main", "precision.bf16_call_main"),
+    Patch("parallel_text", "fairseq_cli.preprocess:main", "checks.preprocess"),
+    Patch("atomic_copy", "fairseq.file_io:PathManager.copy", "checkpoints.copy"),
+    Patch("checksums", "fairseq.checkpoint_utils:torch_persistent_save", "checkpoints.save"),
+    Patch("verified_load", "fairseq.checkpoint_utils:load_checkpoint_to_cpu", "checks.load_checkpoint_to_cpu"),
+    Patch("checkpoint_kind", "fairseq.checkpoint_utils:load_model_ensemble_and_task",
+          "checks.load_model_ensemble_and_task"),
+    Patch("hub_options", "fairseq.hub_utils:GeneratorHubInterface.generate", "checks.hub_generate"),
+    Patch("exact_scores", "fairseq.sequence_scorer:SequenceScorer.generate", "criterions.sampled_cross_entropy.exact_scores"),
+    Patch("resume", "fairseq.tasks:FairseqTask.get_batch_iterator", "resume.get_batch_iterator"),
+    Patch("resume_changes", "fairseq.trainer:Trainer.load_checkpoint", "resume.load_checkpoint"),
 )
 
 #: a wrapper's mark: ``fairseq_joint_<patch name>`` = True (read with a default: a function of fairseq's, or Python's,
@@ -225,47 +244,28 @@ def apply() -> List[str]:
     (:func:`chosen`); the names of those it installed now."""
     if not enabled():
         return []
-    from fairseq import checkpoint_utils, options
-    from fairseq.distributed import utils as distributed_utils
-    from fairseq.file_io import PathManager
-    from fairseq.sequence_scorer import SequenceScorer
-    from fairseq.tasks import FairseqTask
-    from fairseq.trainer import Trainer
-    from fairseq_cli import preprocess
-
-    from fairseq_joint import checks  # the checks of fairseq's configurations import fairseq's registries
-    from fairseq_joint.criterions import sampled_cross_entropy
+    # the modules of the table's logic (the checks of fairseq's configurations import fairseq's registries: here)
+    from fairseq_joint import checkpoint_allowlist, checkpoints, checks, command_line, precision, resume  # noqa: F401
+    from fairseq_joint.criterions import sampled_cross_entropy  # noqa: F401
 
     done = []
     on = chosen()
     # one of fairseq's commands (fairseq-train, ..., by any route) or the plugin's (fairseq-joint-*)
     program = errors.program().startswith("fairseq-")
-    if "safe_checkpoints" in on and checkpoint_allowlist.allowlist_fairseq_checkpoint_classes():
-        done.append("safe_checkpoints")
-    if "quiet_notices" in on and program:
-        fairseq_logs.quiet_notices()
-        done.append("quiet_notices")
-    if "fairseq_logging" in on and program and fairseq_logs.fairseq_logging():
-        done.append("fairseq_logging")
-    for owners, attribute, logic, patch in (
-        ([sys] if program else [], "excepthook", errors.uncaught, "one_line_errors"),
-        ([argparse.ArgumentParser] if program else [], "error", errors.argparse_error, "one_line_usage"),
-        ([options], "parse_args_and_arch", checks.parse_args_and_arch, "option_numbers"),
-        ([options], "parse_args_and_arch", command_line.full_help, "full_help"),
-        ([options], "parse_args_and_arch", command_line.decay_updates, "decay_updates"),
-        ([distributed_utils], "call_main", checks.call_main, "checks"),
-        ([distributed_utils], "call_main", precision.bf16_call_main, "bf16_on_cuda"),
-        (running_as_main(preprocess), "main", checks.preprocess, "parallel_text"),
-        ([PathManager], "copy", checkpoints.copy, "atomic_copy"),
-        ([checkpoint_utils], "torch_persistent_save", checkpoints.save, "checksums"),
-        ([checkpoint_utils], "load_checkpoint_to_cpu", checks.load_checkpoint_to_cpu, "verified_load"),
-        ([checkpoint_utils], "load_model_ensemble_and_task", checks.load_model_ensemble_and_task, "checkpoint_kind"),
-        ([SequenceScorer], "generate", sampled_cross_entropy.exact_scores, "exact_scores"),
-        ([FairseqTask], "get_batch_iterator", resume.get_batch_iterator, "resume"),
-        ([Trainer], "load_checkpoint", resume.load_checkpoint, "resume_changes"),
-    ):
-        if patch in on and owners and [wrap(owner, attribute, around(logic), patch) for owner in owners][0]:
-            done.append(patch)
+    for patch in PATCHES:
+        if patch.logic is None or patch.name not in on or patch.programs_only and not program:
+            continue
+        logic = operator.attrgetter(patch.logic)(sys.modules["fairseq_joint"])
+        if patch.wraps:
+            module, attribute = patch.target.split(":")
+            owner, _, attribute = attribute.rpartition(".")
+            places = [getattr(importlib.import_module(module), owner)] if owner else running_as_main(
+                importlib.import_module(module))
+            made = [wrap(place, attribute, around(logic), patch.name) for place in places][0]
+        else:
+            made = logic()
+        if made:
+            done.append(patch.name)
     return done
 
 

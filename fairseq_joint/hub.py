@@ -32,8 +32,11 @@ file with an empty description, a label name the model's label file lacks, a tex
 
 import abc
 import collections.abc
+import contextlib
+import io
 import logging
 import os
+import sys
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
@@ -808,4 +811,16 @@ def load_translator(checkpoint: Union[str, "os.PathLike[str]"], data: Union[str,
     if not isinstance(models[0], FairseqEncoderDecoderModel):
         kind = type(models[0]).__name__
         raise CheckpointError(f"{checkpoint} holds a {kind}, not an encoder-decoder: give a translation checkpoint")
-    return GeneratorHubInterface(cfg, task, models)
+    said = io.StringIO()  # what the tokenizer and the BPE print while they read their files
+    try:
+        with contextlib.redirect_stderr(said):
+            translator = GeneratorHubInterface(cfg, task, models)
+    except (SystemExit, RuntimeError) as err:  # subword-nmt prints why a codes file is malformed and exits
+        exited = isinstance(err, SystemExit)
+        named = next((n for n, path in files.items() if path in str(err) or exited and n == "bpe_codes"), None)
+        if named is None:
+            raise
+        raise InputError(f"load_translator's {named} {files[named]}: {cfg.bpe._name} cannot read it "
+                         f"({errors.one_line(said.getvalue() or err)}): give the file it was trained with") from None
+    sys.stderr.write(said.getvalue())
+    return translator

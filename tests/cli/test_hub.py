@@ -136,6 +136,34 @@ def translation_checkpoint(tiny_bin, tmp_path_factory):
     return save / "checkpoint_last.pt"
 
 
+def test_translation_keywords_are_fairseqs_options(translation_checkpoint, tiny_bin, tmp_path):
+    """fairseq set any keyword of load_translator (on a legacy model's options) and of translate (on a copy of the
+    generation options) without a check: a misspelled one was ignored, beam=0 failed in a reshape traceback, a
+    malformed BPE codes file ended the process (subword-nmt's sys.exit)."""
+    with pytest.raises(errors.OptionError, match=r"^'beem' is no option of fairseq's \(an override of the "
+                                                 r"checkpoint's\): did you mean 'beam'\?$"):
+        load_translator(translation_checkpoint, tiny_bin, beem=3)
+    with pytest.raises(errors.OptionError, match="^bpe: unknown 'nope'; choose one of .*subword_nmt"):
+        load_translator(translation_checkpoint, tiny_bin, bpe="nope")  # fairseq's KeyError
+    with pytest.raises(errors.OptionError, match=r"^--lenpen must be a finite number, got nan"):
+        load_translator(translation_checkpoint, tiny_bin, lenpen=float("nan"))
+    codes = tmp_path / "bad.codes"
+    codes.write_text("#version: 0.2\na b\nc d e\n", encoding="utf-8")
+    with pytest.raises(errors.InputError, match=rf"^load_translator's bpe_codes {codes}: subword_nmt cannot read it "
+                                                r"\(Error: invalid line 3 in BPE codes file: c d e"):
+        load_translator(translation_checkpoint, tiny_bin, bpe="subword_nmt", bpe_codes=codes)
+    translator = load_translator(translation_checkpoint, tiny_bin, max_len_b=4)
+    for keywords, message in ((dict(beam=0), r"^--beam must be positive \(an integer >= 1\), got 0"),
+                              (dict(beem=2), r"^'beem' is no generation option of fairseq's: did you mean 'beam'\?$"),
+                              (dict(max_len_b=-1), r"^--max-len-b must be an integer >= 0, got -1"),
+                              (dict(beam=2, nbest=3), r"^--nbest 3 is above --beam 2")):
+        with pytest.raises(errors.OptionError, match=message):
+            translator.translate("ein Satz", **keywords)
+    # the generation options given, and generate's own keywords, still reach fairseq
+    assert translator.translate("a sentence", beam=2, verbose=False) == translator.sample("a sentence", 2)
+    assert len(translator.generate([translator.encode("a sentence")], beam=2, nbest=2)[0]) == 2
+
+
 def refusal_line(proc) -> str:
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-3000:]

@@ -202,6 +202,13 @@ def test_a_gile_checkpoint_given_to_a_translation_command_is_named(tiny_bin, tmp
                              "fairseq-joint-predict-labels, or fairseq-validate --task gile_classification)")
 
 
+def test_a_misspelled_model_override_is_named(tiny_bin, joint_checkpoint):
+    """fairseq set an override of any name on a legacy model's options: a misspelled one was ignored without a word."""
+    line = refusal(cli("fairseq-generate", tiny_bin, "--user-dir", USER_DIR, "--path", joint_checkpoint,
+                       "--model-overrides", "{'beem': 3}", check=False))
+    assert line == "error: 'beem' is no option of fairseq's (an override of the checkpoint's): did you mean 'beam'?"
+
+
 def test_fairseq_s_own_error_of_an_empty_corpus_is_one_line(tmp_path, monkeypatch):
     from fairseq_cli import preprocess
 

@@ -236,7 +236,8 @@ def test_bf16_on_a_cuda_gpu_drops_the_tpu_fairseq_implies_through_the_patch_tabl
     from fairseq_joint import fairseq_patches, precision
 
     assert distributed_utils.call_main.fairseq_joint_bf16_on_cuda
-    assert fairseq_patches.Patch("bf16_on_cuda", "fairseq.distributed.utils:call_main") in fairseq_patches.PATCHES
+    assert fairseq_patches.Patch("bf16_on_cuda", "fairseq.distributed.utils:call_main",
+                                 "precision.bf16_call_main") in fairseq_patches.PATCHES
     monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: True)
     monkeypatch.setattr(precision, "xla_installed", lambda: xla)
