@@ -15,8 +15,10 @@ loaders), through the changes of ``fairseq_joint.fairseq_patches``:
 """
 
 import argparse
+import contextlib
 import dataclasses
 import inspect
+import io
 import os
 import pickle
 import sys
@@ -342,6 +344,33 @@ def hub_generate(original, hub, tokenized_sentences, *args, **kwargs):
     check_names(generation, hub.cfg.generation, "generation option of fairseq's")
     check_fairseq_options(argparse.Namespace(**generation))
     return original(hub, tokenized_sentences, *args, **kwargs)
+
+
+#: the options of fairseq's subword models that name a file
+SUBWORD_FILES = ("bpe_codes", "sentencepiece_model", "bpe_vocab", "bpe_merges")
+
+
+def build_bpe(original, cfg, *args, **kwargs):
+    """fairseq's ``encoders.build_bpe`` (fairseq-interactive, fairseq-generate ``--bpe``, the hub interface of
+    ``load_translator`` and ``from_pretrained``), a subword file its library cannot read refused in one line naming
+    it: subword-nmt printed two lines and ended the process (``sys.exit``), sentencepiece raised a ``RuntimeError``
+    (the ``readable_subwords`` patch). What the library prints while it reads a good file is printed as before."""
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            built = original(cfg, *args, **kwargs)
+    except (SystemExit, RuntimeError) as err:
+        exited = isinstance(err, SystemExit)  # subword-nmt's, after it printed why
+        named = next((name for name in SUBWORD_FILES if isinstance(getattr(cfg, name, None), str)
+                      and (exited and name == "bpe_codes" or getattr(cfg, name) in str(err))), None)
+        if named is None:
+            raise
+        kind = getattr(cfg, "_name", None) or getattr(cfg, "bpe", "--bpe")  # a DictConfig's, or fairseq's Namespace
+        raise errors.InputError(f"{flag(named)} {getattr(cfg, named)}: {kind} cannot read it "
+                                f"({errors.one_line(said.getvalue() or err)}): give the file the model was trained "
+                                "with") from None
+    sys.stderr.write(said.getvalue())
+    return built
 
 
 def check_names(given: Iterable[str], known: Iterable[str], what: str) -> None:

@@ -90,6 +90,11 @@ hub_options        ``hub_utils.GeneratorHubInterface.generate``  ``translate``/`
                                                                  interface: a keyword that is no generation option,
                                                                  or a number out of range (``beam=0``), is refused in
                                                                  one line (``checks.hub_generate``)
+readable_subwords  ``data.encoders.build_bpe``                   a subword file (``--bpe-codes``,
+                                                                 ``--sentencepiece-model``, ...) its library cannot
+                                                                 read is refused in one line naming it, by
+                                                                 fairseq-interactive, -generate and the hub interface
+                                                                 alike (``checks.build_bpe``)
 exact_scores       ``sequence_scorer.SequenceScorer.generate``   ``fairseq-generate --score-reference`` of the plugin's
                                                                  models: each target's log-probability from the
                                                                  exact softmax in chunks, without the B x T x |V|
@@ -159,6 +164,7 @@ PATCHES: Tuple[Patch, ...] = (
     Patch("checkpoint_kind", "fairseq.checkpoint_utils:load_model_ensemble_and_task",
           "checks.load_model_ensemble_and_task"),
     Patch("hub_options", "fairseq.hub_utils:GeneratorHubInterface.generate", "checks.hub_generate"),
+    Patch("readable_subwords", "fairseq.data.encoders:build_bpe", "checks.build_bpe"),
     Patch("exact_scores", "fairseq.sequence_scorer:SequenceScorer.generate", "criterions.sampled_cross_entropy.exact_scores"),
     Patch("resume", "fairseq.tasks:FairseqTask.get_batch_iterator", "resume.get_batch_iterator"),
     Patch("resume_changes", "fairseq.trainer:Trainer.load_checkpoint", "resume.load_checkpoint"),

@@ -32,16 +32,14 @@ file with an empty description, a label name the model's label file lacks, a tex
 
 import abc
 import collections.abc
-import contextlib
-import io
 import logging
 import os
-import sys
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
 
 from fairseq_joint import errors
+from fairseq_joint.checks import SUBWORD_FILES
 from fairseq_joint.criterions.multilabel_classification import MultilabelClassificationConfig, probabilities
 from fairseq_joint.data.gile_files import (
     LABEL_FILE,
@@ -775,10 +773,6 @@ class EncoderLabelPredictor(LabelPredictor):
 
 
 # ---------------------------------------------------------------------------------------------- translation
-#: options of fairseq's tokenizers/subword models that name a file
-FILE_OPTIONS = ("bpe_codes", "sentencepiece_model", "bpe_vocab", "bpe_merges")
-
-
 def load_translator(checkpoint: Union[str, "os.PathLike[str]"], data: Union[str, "os.PathLike[str]"],
                     **overrides):
     """fairseq's ``GeneratorHubInterface`` of a fairseq-joint translation checkpoint (``joint_transformer``,
@@ -794,7 +788,7 @@ def load_translator(checkpoint: Union[str, "os.PathLike[str]"], data: Union[str,
     from fairseq.models import FairseqEncoderDecoderModel
 
     checkpoint, data = os.fspath(checkpoint), os.fspath(data)
-    files = {name: os.fspath(overrides[name]) for name in FILE_OPTIONS if overrides.get(name) is not None}
+    files = {name: os.fspath(overrides[name]) for name in SUBWORD_FILES if overrides.get(name) is not None}
     overrides.update({name: os.path.abspath(path) for name, path in files.items()}, data=os.path.abspath(data))
     state = load_checkpoint(checkpoint, labels=False, overrides=overrides, command="load_translator")
     check_exists(data, "data directory", "give fairseq-preprocess's --destdir", directory=True)
@@ -811,16 +805,4 @@ def load_translator(checkpoint: Union[str, "os.PathLike[str]"], data: Union[str,
     if not isinstance(models[0], FairseqEncoderDecoderModel):
         kind = type(models[0]).__name__
         raise CheckpointError(f"{checkpoint} holds a {kind}, not an encoder-decoder: give a translation checkpoint")
-    said = io.StringIO()  # what the tokenizer and the BPE print while they read their files
-    try:
-        with contextlib.redirect_stderr(said):
-            translator = GeneratorHubInterface(cfg, task, models)
-    except (SystemExit, RuntimeError) as err:  # subword-nmt prints why a codes file is malformed and exits
-        exited = isinstance(err, SystemExit)
-        named = next((n for n, path in files.items() if path in str(err) or exited and n == "bpe_codes"), None)
-        if named is None:
-            raise
-        raise InputError(f"load_translator's {named} {files[named]}: {cfg.bpe._name} cannot read it "
-                         f"({errors.one_line(said.getvalue() or err)}): give the file it was trained with") from None
-    sys.stderr.write(said.getvalue())
-    return translator
+    return GeneratorHubInterface(cfg, task, models)

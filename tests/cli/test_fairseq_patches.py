@@ -21,7 +21,7 @@ CHANGES = r"""
 import argparse, importlib, inspect, json, logging, sys, warnings
 sys.argv = ["fairseq-train"]
 import fairseq, fairseq.options, fairseq.checkpoint_utils, fairseq.distributed.utils, fairseq.file_io, fairseq.tasks, fairseq.trainer
-import fairseq.sequence_scorer, fairseq.hub_utils
+import fairseq.sequence_scorer, fairseq.hub_utils, fairseq.data.encoders
 import fairseq_cli.train, fairseq_cli.preprocess
 
 def snapshot():
@@ -65,6 +65,7 @@ WRAPPED_AT = {
     "checkpoint_kind": "fairseq.checkpoint_utils:load_model_ensemble_and_task",
     "resume": "fairseq.tasks.fairseq_task:FairseqTask.get_batch_iterator",
     "hub_options": "fairseq.hub_utils:GeneratorHubInterface.generate",
+    "readable_subwords": "fairseq.data.encoders:build_bpe",
     "exact_scores": "fairseq.sequence_scorer:SequenceScorer.generate",
     "resume_changes": "fairseq.trainer:Trainer.load_checkpoint",
     "one_line_errors": "sys:excepthook",

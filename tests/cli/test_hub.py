@@ -149,7 +149,7 @@ def test_translation_keywords_are_fairseqs_options(translation_checkpoint, tiny_
         load_translator(translation_checkpoint, tiny_bin, lenpen=float("nan"))
     codes = tmp_path / "bad.codes"
     codes.write_text("#version: 0.2\na b\nc d e\n", encoding="utf-8")
-    with pytest.raises(errors.InputError, match=rf"^load_translator's bpe_codes {codes}: subword_nmt cannot read it "
+    with pytest.raises(errors.InputError, match=rf"^--bpe-codes {codes}: subword_nmt cannot read it "
                                                 r"\(Error: invalid line 3 in BPE codes file: c d e"):
         load_translator(translation_checkpoint, tiny_bin, bpe="subword_nmt", bpe_codes=codes)
     translator = load_translator(translation_checkpoint, tiny_bin, max_len_b=4)

@@ -209,6 +209,18 @@ def test_a_misspelled_model_override_is_named(tiny_bin, joint_checkpoint):
     assert line == "error: 'beem' is no option of fairseq's (an override of the checkpoint's): did you mean 'beam'?"
 
 
+def test_a_subword_file_its_library_cannot_read_is_named(tiny_bin, joint_checkpoint, tmp_path):
+    """subword-nmt printed two lines of its own and ended the process (sys.exit(1)) on a malformed codes file."""
+    codes = tmp_path / "bad.codes"
+    codes.write_text("#version: 0.2\na b\nc d e\n", encoding="utf-8")
+    (tmp_path / "in.txt").write_text("a sentence\n", encoding="utf-8")
+    line = refusal(cli("fairseq-interactive", tiny_bin, "--user-dir", USER_DIR, "--path", joint_checkpoint, "--bpe",
+                       "subword_nmt", "--bpe-codes", codes, "--input", tmp_path / "in.txt", check=False))
+    assert line == (f"error: --bpe-codes {codes}: subword_nmt cannot read it (Error: invalid line 3 in BPE codes file: "
+                    "c d e The line should exist of exactly two subword units, separated by whitespace): give the file "
+                    "the model was trained with")
+
+
 def test_fairseq_s_own_error_of_an_empty_corpus_is_one_line(tmp_path, monkeypatch):
     from fairseq_cli import preprocess
 
