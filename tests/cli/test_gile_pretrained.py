@@ -176,7 +176,7 @@ def test_bad_encoder_input(data, tmp_path, sentence_encoder):
         assert out.returncode != 0 and message in out.stderr, (message, out.stderr[-1500:])
     out = cli("fairseq-train", data, *GILE_TRAIN, "--finetune-encoder", "--max-epoch", "1", "--save-dir",
               tmp_path / "ck", *FAST, check=False)
-    assert out.returncode != 0 and "--finetune-encoder trains a pretrained sentence encoder" in out.stderr
+    assert out.returncode != 0 and "--finetune-encoder trains the sentence encoder of --encoder pretrained" in out.stderr
 
 
 def test_gile_pretrained_architecture_is_gile_with_the_best_measured_flags(data, tmp_path, sentence_encoder):

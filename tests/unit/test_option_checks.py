@@ -477,8 +477,10 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
     ([*GILE, "--head", "linear", "--seen-label-bias"], "which --head linear has already"),
     ([*GILE, "--cosine-prior", "1"], "^--cosine-prior 1.0 adds a frozen sentence encoder's cosine"),
     ([*GILE, "--finetune-label-refresh", "2"], "^--finetune-label-refresh 2 sets how often"),
-    ([*GILE, "--finetune-encoder"], "^--finetune-encoder trains a pretrained sentence encoder; --encoder wan has none"),
-    ([*GILE, "--encoder", "hybrid", "--finetune-encoder"], "--encoder hybrid keeps its sentence encoder frozen"),
+    ([*GILE, "--finetune-encoder"], "^--finetune-encoder trains the sentence encoder of --encoder pretrained; "
+                                    "--encoder wan has none to train"),
+    ([*GILE, "--encoder", "hybrid", "--finetune-encoder"], "--encoder hybrid has none to train .hybrid keeps its own "
+                                                           "frozen.: use --encoder pretrained, or drop"),
     ([*GILE, "--encoder", "pretrained", "--share-encoder"], "--encoder pretrained is one sentence encoder for every"),
     ([*GILE, "--share-attention"], "give --languages \\(e.g. en,pl\\), or drop them$"),
     ([*GILE, "--encoder-dim", "15", "--word-encoder", "bigru"], "^--encoder-dim 15 must be even for bigru"),
