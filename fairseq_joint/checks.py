@@ -17,6 +17,7 @@ loaders), through the changes of ``fairseq_joint.fairseq_patches``:
 import argparse
 import contextlib
 import dataclasses
+import functools
 import inspect
 import io
 import os
@@ -97,13 +98,14 @@ FAIRSEQ_RANGES: Dict[str, Range] = {
                                            "min_len", "no_repeat_ngram_size")},
     #: what fairseq's numpy seeding accepts (np.random.seed)
     "seed": Range(0, 2 ** 32 - 1, integer=True),
+    "temperature": POSITIVE,  # fairseq's sampling divides by it (an assertion refused 0)
 }
 #: fairseq's options whose value is a Python literal of numbers (fairseq evaluates it), with their range
 FAIRSEQ_LITERALS: Dict[str, Range] = {"adam_betas": Range(0, 1, high_open=True)}
 
 
 def fairseq_option_problems(args: argparse.Namespace) -> Iterator[Tuple[str, object, Range]]:
-    """``(--option, value, range)`` of every numeric value fairseq parsed into ``args`` (each of a list: ``--lr``,
+    """``(option, value, range)`` of every numeric value fairseq parsed into ``args`` (each of a list: ``--lr``,
     ``--update-freq``) that :func:`number_problem` refuses: not finite, or outside :data:`FAIRSEQ_RANGES`. The
     plugin's own options are left to :func:`validate`, which knows their ranges."""
     plugin = {name for config in plugin_configs() for name, _ in ranges(config)}
@@ -121,7 +123,7 @@ def fairseq_option_problems(args: argparse.Namespace) -> Iterator[Tuple[str, obj
             # every item of a literal must be a number (True, None, 'x' too are refused); elsewhere only numbers count
             number = isinstance(item, (int, float)) and not isinstance(item, bool)
             if (number or literal) and number_problem(item, rule) is not None:
-                yield flag(name), item, rule
+                yield name, item, rule
 
 
 def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = ()) -> None:
@@ -131,8 +133,8 @@ def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = ()) -
     hypotheses, fairseq printed fewer than asked) and a ``--restore-file`` that does not exist (fairseq-train
     trained from scratch without a word)."""
     typed = {arg.split("=", 1)[0] for arg in given}
-    for option, value, allowed in sorted(fairseq_option_problems(args), key=lambda p: p[0] not in typed):
-        check_number(option, value, allowed)
+    for name, value, allowed in sorted(fairseq_option_problems(args), key=lambda p: flag(p[0]) not in typed):
+        check_number(flag(name), value, allowed)
     beam, nbest = getattr(args, "beam", None), getattr(args, "nbest", None)
     if isinstance(beam, int) and isinstance(nbest, int) and nbest > beam and not getattr(args, "sampling", False):
         raise errors.OptionError(f"--nbest {nbest} is above --beam {beam}: raise --beam to {nbest} or lower --nbest")
@@ -285,103 +287,127 @@ _training_kind: Dict[str, bool] = {}
 def checkpoint_checks(path: str, state: Dict[str, object], task, arg_overrides: Optional[dict], command: str) -> None:
     """What fairseq's ``load_model_ensemble_and_task`` is about to build from the checkpoint dict ``state`` of
     ``path``, checked first: the kind of model the command's task needs (``task``, or the ``task`` of
-    ``arg_overrides``, fairseq-validate's; neither: the checkpoint's own task is used) and the numbers of its
-    options, overrides applied (:func:`validate`)."""
+    ``arg_overrides``, fairseq-validate's; neither: the checkpoint's own task is used), the overrides' names
+    (:func:`check_overrides`) and the numbers of its options, overrides applied (:func:`validate`)."""
     from fairseq.tasks import TASK_REGISTRY
 
     cfg = checkpoint_cfg(state)
-    check_overrides(cfg, arg_overrides or {})
-    named = TASK_REGISTRY.get((arg_overrides or {}).get("task")) if task is None else type(task)
+    named = (arg_overrides or {}).get("task")  # a task's name, or a dict of its options (fairseq's hydra_validate)
+    named = TASK_REGISTRY.get(named if isinstance(named, str) else None) if task is None else type(task)
     if named is not None:
         check_checkpoint_kind(path, cfg, issubclass(named, GileClassificationTask), command)
+    check_overrides(cfg, arg_overrides or {})
     if task is None:  # the checkpoint's own task is set up: it reads the files it records
         check_recorded_files(path, cfg, arg_overrides, command)
     validate(cfg, training=False)
 
 
-def option_names(cfg, overrides: dict) -> FrozenSet[str]:
-    """The names of fairseq's options for a checkpoint of configuration ``cfg`` loaded with ``overrides``: its
-    configuration groups' fields (fairseq's), those of every criterion, optimizer, tokenizer, BPE, ... fairseq
-    registers, and the options of the task and the ``--arch`` in effect (the plugin's among them)."""
+#: what fairseq's hub hands its loader as overrides besides options: ``from_pretrained(..., generation_args={...})``
+HUB_KEYS = ("generation_args",)
+
+
+@functools.lru_cache(maxsize=1)
+def option_names() -> FrozenSet[str]:
+    """The names of fairseq's options (the plugin's among them): its configuration groups and their fields, and the
+    options of every task, model, criterion, optimizer, tokenizer, BPE, ... its registries hold; ``arch``."""
     from fairseq.dataclass.configs import FairseqConfig
-    from fairseq.models import ARCH_MODEL_REGISTRY
+    from fairseq.models import MODEL_REGISTRY
     from fairseq.registry import REGISTRIES
     from fairseq.tasks import TASK_REGISTRY
 
-    parser = argparse.ArgumentParser(add_help=False, conflict_handler="resolve")  # a task's option a model has too
-    for owner in (TASK_REGISTRY.get(overrides.get("task") or cfg.task._name), ARCH_MODEL_REGISTRY.get(arch(cfg.model))):
-        if owner is not None:
+    parser = argparse.ArgumentParser(add_help=False, conflict_handler="resolve")  # options several of them declare
+    for owner in [*TASK_REGISTRY.values(), *MODEL_REGISTRY.values(),
+                  *(cls for registry in REGISTRIES.values() for cls in registry["registry"].values())]:
+        if hasattr(owner, "add_args"):
             owner.add_args(parser)
-    groups = [g.type for g in dataclasses.fields(FairseqConfig) if dataclasses.is_dataclass(g.type)]
-    groups += [config for registry in REGISTRIES.values() for config in registry["dataclass_registry"].values()]
-    return frozenset([*(g.name for g in dataclasses.fields(FairseqConfig)), *(a.dest for a in parser._actions),
-                      *(f.name for config in groups for f in dataclasses.fields(config))])
+    groups = dataclasses.fields(FairseqConfig)  # common, ..., task, model, bpe: a dict of options each
+    configs = [g.type for g in groups if dataclasses.is_dataclass(g.type)]
+    configs += [c for registry in REGISTRIES.values() for c in registry["dataclass_registry"].values()]  # BPEs'
+    return frozenset(["arch", *(g.name for g in groups), *(f.name for c in configs for f in dataclasses.fields(c)),
+                      *(a.dest for a in parser._actions)])
 
 
 def check_overrides(cfg, overrides: dict) -> None:
-    """fairseq's ``arg_overrides`` of a checkpoint of configuration ``cfg`` (``--model-overrides``, the keywords of
-    ``from_pretrained`` and ``load_translator``): each one of fairseq's options (:func:`option_names`; fairseq sets
-    any other name on a legacy model's options without a word: a misspelled ``beem=3`` was ignored), its numbers as
-    fairseq's commands check theirs."""
+    """fairseq's ``arg_overrides`` of a checkpoint of the plugin's models (configuration ``cfg``; ``--model-overrides``,
+    the keywords of ``from_pretrained`` and ``load_translator``), a group's given as a dict of its options too: each
+    the name of one of fairseq's options (:func:`option_names`; fairseq sets any other on a legacy model's options
+    without a word: a misspelled ``beem=3`` was ignored), a registry's choice (``bpe``, ``tokenizer``, ...) one it
+    holds (fairseq failed in a ``KeyError``), its numbers as fairseq's commands check theirs. The overrides of
+    fairseq's own models are left to fairseq (BART's hub passes keys of its own)."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
     from fairseq.registry import REGISTRIES
 
-    check_names(overrides, option_names(cfg, overrides) if overrides else (), "option of fairseq's (an override of "
-                "the checkpoint's)")
-    for group in REGISTRIES.keys() & overrides.keys():  # a name of no --bpe, --tokenizer, ...: fairseq's KeyError
-        if overrides[group] is not None:
-            check_choice(group, overrides[group], list(REGISTRIES[group]["dataclass_registry"]))
+    if not getattr(ARCH_MODEL_REGISTRY.get(arch(cfg.model)), "__module__", "").startswith("fairseq_joint."):
+        return
+    given = [*overrides, *(name for value in overrides.values() if isinstance(value, dict) for name in value)]
+    check_names(given, option_names() | set(HUB_KEYS), "option of fairseq's (an override of the checkpoint's)",
+                "give one fairseq's commands take, as its Python name (max_len_b for --max-len-b)")
+    for group in REGISTRIES.keys() & overrides.keys():
+        if isinstance(overrides[group], str):
+            check_choice(group, overrides[group], list(REGISTRIES[group]["registry"]))
     check_fairseq_options(argparse.Namespace(**overrides))
 
 
 def hub_generate(original, hub, tokenized_sentences, *args, **kwargs):
     """fairseq's ``GeneratorHubInterface.generate`` (its ``translate`` and ``sample``, of ``load_translator`` and
-    ``from_pretrained``) after the generation options given as keywords are checked as fairseq's commands check
-    theirs: each one of ``hub.cfg.generation``'s (fairseq set any other without a word), each number in its range
-    (``beam=0`` failed in a reshape traceback; the ``hub_options`` patch)."""
+    ``from_pretrained``) after the generation options given as keywords are checked: each one of fairseq's generation
+    options or of its task's (fairseq set any other on a copy of the generation options without a word), each number
+    in the range fairseq's commands accept (``beam=0`` failed in a reshape traceback; the ``hub_options`` patch)."""
+    from fairseq.dataclass.configs import GenerationConfig
+
     bound = inspect.signature(original).bind(hub, tokenized_sentences, *args, **kwargs)
     bound.apply_defaults()
     generation = {"beam": bound.arguments["beam"], **bound.arguments["kwargs"]}
-    check_names(generation, hub.cfg.generation, "generation option of fairseq's")
-    check_fairseq_options(argparse.Namespace(**generation))
+    task = argparse.ArgumentParser(add_help=False)
+    type(hub.task).add_args(task)  # a task's generator reads options of its own (keep_inference_langtok)
+    check_names(generation, [f.name for f in dataclasses.fields(GenerationConfig)] + [a.dest for a in task._actions],
+                "generation option of fairseq's", "give one fairseq-generate --help lists under Generation, as its "
+                "Python name (max_len_b for --max-len-b)")
+    for name, value, allowed in fairseq_option_problems(argparse.Namespace(**generation)):
+        raise errors.OptionError(f"{name}={value!r}: {number_problem(value, allowed)}: give a value in that range")
     return original(hub, tokenized_sentences, *args, **kwargs)
 
 
 #: the options of fairseq's subword models that name a file
 SUBWORD_FILES = ("bpe_codes", "sentencepiece_model", "bpe_vocab", "bpe_merges")
+#: what subword-nmt prints before it ends the process (``sys.exit``) on a malformed codes file
+SUBWORD_NMT_EXIT = "in BPE codes file"
 
 
 def build_bpe(original, cfg, *args, **kwargs):
     """fairseq's ``encoders.build_bpe`` (fairseq-interactive, fairseq-generate ``--bpe``, the hub interface of
     ``load_translator`` and ``from_pretrained``), a subword file its library cannot read refused in one line naming
     it: subword-nmt printed two lines and ended the process (``sys.exit``), sentencepiece raised a ``RuntimeError``
-    (the ``readable_subwords`` patch). What the library prints while it reads a good file is printed as before."""
-    said = io.StringIO()
+    naming the file (the ``readable_subwords`` patch). What subword-nmt prints about anything else is printed as it
+    was."""
+    kind = cfg if isinstance(cfg, str) else getattr(cfg, "_name", None) or getattr(cfg, "bpe", None)
+    files = {name: os.fspath(getattr(cfg, name)) for name in SUBWORD_FILES if getattr(cfg, name, None)}
+    said, echo = io.StringIO(), True
     try:
-        with contextlib.redirect_stderr(said):
-            built = original(cfg, *args, **kwargs)
+        with contextlib.redirect_stderr(said) if kind == "subword_nmt" else contextlib.nullcontext():
+            return original(cfg, *args, **kwargs)
     except (SystemExit, RuntimeError) as err:
-        exited = isinstance(err, SystemExit)  # subword-nmt's, after it printed why
-        named = next((name for name in SUBWORD_FILES if isinstance(getattr(cfg, name, None), str)
-                      and (exited and name == "bpe_codes" or getattr(cfg, name) in str(err))), None)
+        printed = said.getvalue()
+        named = next((name for name, path in files.items() if path in str(err)
+                      or isinstance(err, SystemExit) and name == "bpe_codes" and SUBWORD_NMT_EXIT in printed), None)
         if named is None:
             raise
-        kind = getattr(cfg, "_name", None) or getattr(cfg, "bpe", "--bpe")  # a DictConfig's, or fairseq's Namespace
-        raise errors.InputError(f"{flag(named)} {getattr(cfg, named)}: {kind} cannot read it "
-                                f"({errors.one_line(said.getvalue() or err)}): give the file the model was trained "
-                                "with") from None
-    sys.stderr.write(said.getvalue())
-    return built
+        echo = False  # the refusal says what subword-nmt printed
+        raise errors.InputError(f"{flag(named)} {files[named]}: {kind} cannot read it "
+                                f"({errors.one_line(printed or err)}): give the file the model was trained with") from None
+    finally:
+        if echo and said.getvalue() and sys.stderr is not None:
+            sys.stderr.write(said.getvalue())
 
 
-def check_names(given: Iterable[str], known: Iterable[str], what: str) -> None:
+def check_names(given: Iterable[str], known: Iterable[str], what: str, fix: str) -> None:
     """Refuse a name of ``given`` (keywords) that is none of ``known`` (``what``: which names those are), naming the
-    closest one (:func:`fairseq_joint.errors.closest`)."""
+    closest one (:func:`fairseq_joint.errors.closest`), else ending in ``fix``."""
     known = set(known)
     for name in given:
         if name not in known:
             close = errors.closest(name, known)
-            raise errors.OptionError(f"{name!r} is no {what}: " + (f"did you mean {close!r}?" if close else "give one "
-                                     "of those fairseq's commands list in --help, by its Python name (max_len_b)"))
+            raise errors.OptionError(f"{name!r} is no {what}: " + (f"did you mean {close!r}?" if close else fix))
 
 
 #: the files a checkpoint's configuration records besides its data directory (whose refusal, naming --data, is the

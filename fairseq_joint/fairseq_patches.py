@@ -165,7 +165,8 @@ PATCHES: Tuple[Patch, ...] = (
           "checks.load_model_ensemble_and_task"),
     Patch("hub_options", "fairseq.hub_utils:GeneratorHubInterface.generate", "checks.hub_generate"),
     Patch("readable_subwords", "fairseq.data.encoders:build_bpe", "checks.build_bpe"),
-    Patch("exact_scores", "fairseq.sequence_scorer:SequenceScorer.generate", "criterions.sampled_cross_entropy.exact_scores"),
+    Patch("exact_scores", "fairseq.sequence_scorer:SequenceScorer.generate",
+          "criterions.sampled_cross_entropy.exact_scores"),
     Patch("resume", "fairseq.tasks:FairseqTask.get_batch_iterator", "resume.get_batch_iterator"),
     Patch("resume_changes", "fairseq.trainer:Trainer.load_checkpoint", "resume.load_checkpoint"),
 )

@@ -302,8 +302,8 @@ class GileClassifierConfig(FairseqDataclass):
                  ("--finetune-label-refresh {m.finetune_label_refresh} sets how often a fine-tuned encoder re-encodes "
                   "the label descriptions: add --finetune-encoder, or drop it",
                   m.finetune_label_refresh and not m.finetune_encoder),
-                 ("--finetune-encoder trains the sentence encoder of --encoder pretrained; --encoder {m.encoder} has "
-                  "none to train (hybrid keeps its own frozen): use --encoder pretrained, or drop --finetune-encoder",
+                 ("--finetune-encoder trains the sentence encoder of --encoder pretrained, not --encoder {m.encoder} "
+                  "(han and wan have none, hybrid's stays frozen): use --encoder pretrained, or drop --finetune-encoder",
                   m.finetune_encoder and m.encoder != "pretrained"),
                  ("--share-encoder/--share-attention share parts of per-language HAN/WAN encoders; --encoder "
                   "{m.encoder} is one sentence encoder for every language: drop them",

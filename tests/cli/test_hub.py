@@ -5,6 +5,7 @@ a label set is encoded once and reused; the refusals are the commands' (same typ
 translations from Python equal fairseq-interactive's for a joint_transformer with sentencepiece and a joint_lstm with
 Moses + subword-nmt."""
 
+import argparse
 import json
 import math
 import shutil
@@ -140,28 +141,39 @@ def test_translation_keywords_are_fairseqs_options(translation_checkpoint, tiny_
     """fairseq set any keyword of load_translator (on a legacy model's options) and of translate (on a copy of the
     generation options) without a check: a misspelled one was ignored, beam=0 failed in a reshape traceback, a
     malformed BPE codes file ended the process (subword-nmt's sys.exit)."""
-    with pytest.raises(errors.OptionError, match=r"^'beem' is no option of fairseq's \(an override of the "
-                                                 r"checkpoint's\): did you mean 'beam'\?$"):
-        load_translator(translation_checkpoint, tiny_bin, beem=3)
-    with pytest.raises(errors.OptionError, match="^bpe: unknown 'nope'; choose one of .*subword_nmt"):
+    from fairseq.data import encoders
+
+    for overrides in (dict(beem=3), dict(generation={"beem": 3})):  # a group's options as a dict too
+        with pytest.raises(errors.OptionError, match=r"^'beem' is no option of fairseq's \(an override of the "
+                                                     r"checkpoint's\): did you mean 'beam'\?$"):
+            load_translator(translation_checkpoint, tiny_bin, **overrides)
+    with pytest.raises(errors.OptionError, match="^bpe: unknown 'nope'; choose one of .*characters"):
         load_translator(translation_checkpoint, tiny_bin, bpe="nope")  # fairseq's KeyError
     with pytest.raises(errors.OptionError, match=r"^--lenpen must be a finite number, got nan"):
         load_translator(translation_checkpoint, tiny_bin, lenpen=float("nan"))
-    codes = tmp_path / "bad.codes"
+    codes, model = tmp_path / "bad.codes", tmp_path / "bad.model"
     codes.write_text("#version: 0.2\na b\nc d e\n", encoding="utf-8")
-    with pytest.raises(errors.InputError, match=rf"^--bpe-codes {codes}: subword_nmt cannot read it "
-                                                r"\(Error: invalid line 3 in BPE codes file: c d e"):
+    model.write_bytes(b"not a sentencepiece model")
+    codes_error = rf"^--bpe-codes {codes}: subword_nmt cannot read it \(Error: invalid line 3 in BPE codes file: c d e"
+    with pytest.raises(errors.InputError, match=codes_error):
         load_translator(translation_checkpoint, tiny_bin, bpe="subword_nmt", bpe_codes=codes)
-    translator = load_translator(translation_checkpoint, tiny_bin, max_len_b=4)
-    for keywords, message in ((dict(beam=0), r"^--beam must be positive \(an integer >= 1\), got 0"),
+    with pytest.raises(errors.InputError, match=codes_error):  # every route into fairseq's BPE, a Path too
+        encoders.build_bpe(argparse.Namespace(bpe="subword_nmt", bpe_codes=codes, bpe_separator="@@"))
+    with pytest.raises(errors.InputError, match=rf"^--sentencepiece-model {model}: sentencepiece cannot read it "):
+        load_translator(translation_checkpoint, tiny_bin, bpe="sentencepiece", sentencepiece_model=model)
+    translator = load_translator(translation_checkpoint, tiny_bin, generation={"max_len_b": 4}, bpe="characters")
+    for keywords, message in ((dict(beam=0), r"^beam=0: must be positive \(an integer >= 1\), got 0: give a value"),
                               (dict(beem=2), r"^'beem' is no generation option of fairseq's: did you mean 'beam'\?$"),
-                              (dict(max_len_b=-1), r"^--max-len-b must be an integer >= 0, got -1"),
-                              (dict(beam=2, nbest=3), r"^--nbest 3 is above --beam 2")):
+                              (dict(max_len_b=-1), r"^max_len_b=-1: must be an integer >= 0, got -1"),
+                              (dict(temperature=0.0, sampling=True), r"^temperature=0.0: must be positive")):
         with pytest.raises(errors.OptionError, match=message):
             translator.translate("ein Satz", **keywords)
     # the generation options given, and generate's own keywords, still reach fairseq
     assert translator.translate("a sentence", beam=2, verbose=False) == translator.sample("a sentence", 2)
-    assert len(translator.generate([translator.encode("a sentence")], beam=2, nbest=2)[0]) == 2
+    tokens = translator.encode("a sentence")
+    short = translator.generate(tokens, beam=2, max_len_a=0, max_len_b=1)  # one sentence: its n-best list
+    assert len(short) == 2 and all(len(hypothesis["tokens"]) <= 2 for hypothesis in short)  # a word and </s>
+    assert any(len(h["tokens"]) > 2 for h in translator.generate(tokens, beam=2, max_len_a=0, max_len_b=8))
 
 
 def refusal_line(proc) -> str:
