@@ -78,12 +78,13 @@ verified_load      ``checkpoint_utils.load_checkpoint_to_cpu``   checksummed che
                                                                  under fairseq-train one of the other kind
                                                                  (``checks.check_checkpoint_kind``)
 checkpoint_kind    ``checkpoint_utils.load_model_ensemble_and``  a ``--path`` that does not exist, a checkpoint of the
-                   ``_task``                                     other kind (``gile_classifier`` / translation), an
-                                                                 override that is no option of fairseq's
-                                                                 (``--model-overrides``, ``from_pretrained``'s
-                                                                 keywords) and a non-finite or out-of-range number in
-                                                                 its options are refused in one line before any model
-                                                                 is built (``checks.check_checkpoint_exists``,
+                   ``_task``                                     other kind (``gile_classifier`` / translation), for
+                                                                 the plugin's checkpoints an override that is no
+                                                                 option of fairseq's (``--model-overrides``,
+                                                                 ``from_pretrained``'s keywords) and a non-finite or
+                                                                 out-of-range number in its options are refused in
+                                                                 one line before any model is built
+                                                                 (``checks.check_checkpoint_exists``,
                                                                  ``check_checkpoint_kind``, ``check_overrides``,
                                                                  ``validate``)
 hub_options        ``hub_utils.GeneratorHubInterface.generate``  ``translate``/``sample``/``generate`` of fairseq's hub
