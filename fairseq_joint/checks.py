@@ -20,6 +20,7 @@ import dataclasses
 import functools
 import inspect
 import io
+import numbers
 import os
 import pickle
 import sys
@@ -363,8 +364,12 @@ def hub_generate(original, hub, tokenized_sentences, *args, **kwargs):
     check_names(generation, [f.name for f in dataclasses.fields(GenerationConfig)] + [a.dest for a in task._actions],
                 "generation option of fairseq's", "give one fairseq-generate --help lists under Generation, as its "
                 "Python name (max_len_b for --max-len-b)")
-    for name, value, allowed in fairseq_option_problems(argparse.Namespace(**generation)):
-        raise errors.OptionError(f"{name}={value!r}: {number_problem(value, allowed)}: give a value in that range")
+    for name, value in generation.items():  # as fairseq's parser would have typed them: beam=2.0 failed in torch
+        allowed = FAIRSEQ_RANGES.get(name, ANY if isinstance(value, float) else None)  # an unranged float: finite
+        problem = number_problem(value, allowed) if allowed else None
+        if problem or allowed and allowed.integer and not isinstance(value, numbers.Integral):
+            raise errors.OptionError(f"{name}={value!r}: {problem or f'must be an int ({allowed})'}: give a value in "
+                                     "that range")
     return original(hub, tokenized_sentences, *args, **kwargs)
 
 

@@ -151,6 +151,8 @@ def test_translation_keywords_are_fairseqs_options(translation_checkpoint, tiny_
         load_translator(translation_checkpoint, tiny_bin, bpe="nope")  # fairseq's KeyError
     with pytest.raises(errors.OptionError, match=r"^--lenpen must be a finite number, got nan"):
         load_translator(translation_checkpoint, tiny_bin, lenpen=float("nan"))
+    with pytest.raises(errors.OptionError, match=r"^generation_args: give load_translator the generation options"):
+        load_translator(translation_checkpoint, tiny_bin, generation_args={"beam": 2})  # from_pretrained's: ignored
     codes, model = tmp_path / "bad.codes", tmp_path / "bad.model"
     codes.write_text("#version: 0.2\na b\nc d e\n", encoding="utf-8")
     model.write_bytes(b"not a sentencepiece model")
@@ -165,7 +167,10 @@ def test_translation_keywords_are_fairseqs_options(translation_checkpoint, tiny_
     for keywords, message in ((dict(beam=0), r"^beam=0: must be positive \(an integer >= 1\), got 0: give a value"),
                               (dict(beem=2), r"^'beem' is no generation option of fairseq's: did you mean 'beam'\?$"),
                               (dict(max_len_b=-1), r"^max_len_b=-1: must be an integer >= 0, got -1"),
-                              (dict(temperature=0.0, sampling=True), r"^temperature=0.0: must be positive")):
+                              (dict(temperature=0.0, sampling=True), r"^temperature=0.0: must be positive"),
+                              (dict(beam=2.0), r"^beam=2.0: must be an int \(positive \(an integer >= 1\)\)"),
+                              (dict(beam=None), r"^beam=None: must be positive"),  # a TypeError in torch, both
+                              (dict(lenpen=float("inf")), r"^lenpen=inf: must be a finite number")):
         with pytest.raises(errors.OptionError, match=message):
             translator.translate("ein Satz", **keywords)
     # the generation options given, and generate's own keywords, still reach fairseq
