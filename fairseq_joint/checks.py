@@ -349,21 +349,27 @@ def check_overrides(cfg, overrides: dict) -> None:
     check_fairseq_options(argparse.Namespace(**overrides))
 
 
+@functools.lru_cache(maxsize=None)
+def generation_names(task: type) -> FrozenSet[str]:
+    """The generation options of fairseq's and the options of ``task`` (a task's generator reads options of its own,
+    e.g. ``keep_inference_langtok``): what ``GeneratorHubInterface.generate`` takes as keywords."""
+    from fairseq.dataclass.configs import GenerationConfig
+
+    parser = argparse.ArgumentParser(add_help=False)
+    task.add_args(parser)
+    return frozenset([f.name for f in dataclasses.fields(GenerationConfig)] + [a.dest for a in parser._actions])
+
+
 def hub_generate(original, hub, tokenized_sentences, *args, **kwargs):
     """fairseq's ``GeneratorHubInterface.generate`` (its ``translate`` and ``sample``, of ``load_translator`` and
     ``from_pretrained``) after the generation options given as keywords are checked: each one of fairseq's generation
     options or of its task's (fairseq set any other on a copy of the generation options without a word), each number
     in the range fairseq's commands accept (``beam=0`` failed in a reshape traceback; the ``hub_options`` patch)."""
-    from fairseq.dataclass.configs import GenerationConfig
-
     bound = inspect.signature(original).bind(hub, tokenized_sentences, *args, **kwargs)
     bound.apply_defaults()
     generation = {"beam": bound.arguments["beam"], **bound.arguments["kwargs"]}
-    task = argparse.ArgumentParser(add_help=False)
-    type(hub.task).add_args(task)  # a task's generator reads options of its own (keep_inference_langtok)
-    check_names(generation, [f.name for f in dataclasses.fields(GenerationConfig)] + [a.dest for a in task._actions],
-                "generation option of fairseq's", "give one fairseq-generate --help lists under Generation, as its "
-                "Python name (max_len_b for --max-len-b)")
+    check_names(generation, generation_names(type(hub.task)), "generation option of fairseq's", "give one "
+                "fairseq-generate --help lists under Generation, as its Python name (max_len_b for --max-len-b)")
     for name, value in generation.items():  # as fairseq's parser would have typed them: beam=2.0 failed in torch
         allowed = FAIRSEQ_RANGES.get(name, ANY if isinstance(value, float) else None)  # an unranged float: finite
         problem = number_problem(value, allowed) if allowed else None

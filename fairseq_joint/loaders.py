@@ -117,11 +117,11 @@ def load_gile_checkpoint(path: str, data: Optional[str] = None, pretrained_encod
     before any model is built (:func:`load_checkpoint`: the model its ``--arch`` registers is a ``GileClassifier``)."""
     from fairseq import checkpoint_utils
 
+    from fairseq_joint.models.gile_classifier import SENTENCE_ENCODERS
+
     given = {"data": data, "pretrained_encoder": pretrained_encoder, "label_file": label_file,
              "eval_label_file": eval_label_file}
     overrides = {key: value for key, value in given.items() if value}
-    from fairseq_joint.models.gile_classifier import SENTENCE_ENCODERS
-
     state = load_checkpoint(path, labels=True, overrides=overrides or None, command=command)
     cfg = checks.checkpoint_cfg(state)
     if pretrained_encoder and cfg.model.encoder not in SENTENCE_ENCODERS:  # it would be ignored

@@ -30,6 +30,8 @@ PROG = "fairseq-joint-count-params"
 #: a dictionary size of the configuration mode: fairseq's 4 special symbols and at least one word; at most 10 million
 #: types (the dictionary is built entry by entry: about a second per million; vocabularies in use hold up to ~1M)
 VOCAB = Range(5, 10 ** 7, integer=True, name="a dictionary size")
+#: the dictionary sizes of a configuration counted without --src-vocab / --tgt-vocab (the WMT17 recipes' BPE)
+DEFAULT_VOCAB = 32000
 
 
 def output_layer_formula(layer) -> Dict[str, object]:
@@ -67,8 +69,8 @@ def count_model(model) -> Dict[str, object]:
     return out
 
 
-def count_parameters(path: Optional[str] = None, config: Optional[List[str]] = None, src_vocab: int = 32000,
-                     tgt_vocab: int = 32000) -> Dict[str, object]:
+def count_parameters(path: Optional[str] = None, config: Optional[List[str]] = None, src_vocab: int = DEFAULT_VOCAB,
+                     tgt_vocab: int = DEFAULT_VOCAB) -> Dict[str, object]:
     """|Θ| of a checkpoint (``path``) or of a model configuration (fairseq flags, ``config``)."""
     if path is not None:
         model = load_translation_model(path)
@@ -88,8 +90,8 @@ def parse_args(argv: Optional[Sequence[str]] = None):
         usage="%(prog)s [CHECKPOINT | --arch ARCH [model flags]] [--json]",
         epilog="CHECKPOINT: a fairseq checkpoint (.pt), given first. Any other flag (--output-layer, "
                "--joint-dim, ...) configures the model.")
-    p.add_argument("--src-vocab", type=number(VOCAB), help="source dictionary size (configuration mode; default 32000)")
-    p.add_argument("--tgt-vocab", type=number(VOCAB), help="target dictionary size (configuration mode; default 32000)")
+    p.add_argument("--src-vocab", type=number(VOCAB), help=f"source dictionary size (configuration mode; default {DEFAULT_VOCAB})")
+    p.add_argument("--tgt-vocab", type=number(VOCAB), help=f"target dictionary size (configuration mode; default {DEFAULT_VOCAB})")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--arch", help="model architecture to count (configuration mode), e.g. joint_lstm_wmt17")
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -110,7 +112,8 @@ def parse_args(argv: Optional[Sequence[str]] = None):
 def _count(args) -> Dict[str, object]:
     # a configuration is built on the meta device: counting needs the shapes only
     with torch.device("meta") if not args.checkpoint else contextlib.nullcontext():
-        return count_parameters(args.checkpoint, args.model_flags, args.src_vocab or 32000, args.tgt_vocab or 32000)
+        return count_parameters(args.checkpoint, args.model_flags, args.src_vocab or DEFAULT_VOCAB,
+                                args.tgt_vocab or DEFAULT_VOCAB)
 
 
 def counts(argv: Optional[Sequence[str]] = None) -> Dict[str, object]:
