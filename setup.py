@@ -1,8 +1,9 @@
 """fairseq-joint: structure-aware output layers (NMT-joint, sampled softmax, label embeddings, GILE) for fairseq.
 
-fairseq itself is not listed in install_requires: on Python >= 3.11 install ``fairseq-fixed==0.12.3.1``
-(``pip install --no-build-isolation`` after torch), elsewhere ``fairseq``; both provide the ``fairseq``
-package and depending on either would pull the other's conflicting copy. ``make install`` does all of it.
+fairseq itself is not listed in install_requires: install ``fairseq-fixed==0.12.3.1`` (``pip install
+--no-build-isolation`` after torch; fairseq 0.12.2 does not import on Python >= 3.11, the Python the plugin is built
+and tested on and requires: it uses 3.11's ``hashlib.file_digest``); both provide the ``fairseq`` package and
+depending on either would pull the other's conflicting copy. ``make install`` does all of it.
 """
 
 from setuptools import find_packages, setup
@@ -14,7 +15,7 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     license="MIT",
-    python_requires=">=3.9",
+    python_requires=">=3.11",
     # fairseq_joint_studies: what only the studies (examples/) use, kept in the studies' folder, never imported by
     # fairseq_joint
     packages=find_packages(include=["fairseq_joint", "fairseq_joint.*"]) + ["fairseq_joint_studies"],

@@ -372,9 +372,8 @@ def hub_generate(original, hub, tokenized_sentences, *args, **kwargs):
                 "fairseq-generate --help lists under Generation, as its Python name (max_len_b for --max-len-b)")
     for name, value in generation.items():  # as fairseq's parser would have typed them: beam=2.0 failed in torch
         allowed = FAIRSEQ_RANGES.get(name, ANY if isinstance(value, float) else None)  # an unranged float: finite
-        problem = number_problem(value, allowed) if allowed else None
-        if problem:
-            raise errors.OptionError(f"{name}={value!r}: {problem}: give a value in that range")
+        if allowed:
+            check_number(f"{name}={value!r}:", value, allowed)
         if allowed and allowed.integer and not isinstance(value, numbers.Integral):  # 2.0: torch takes an int only
             raise errors.OptionError(f"{name}={value!r} must be an int: give {name}={int(value)}")
     return original(hub, tokenized_sentences, *args, **kwargs)

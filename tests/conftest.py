@@ -32,12 +32,14 @@ BIN = Path(sys.executable).parent
 WARM = WarmServers()
 
 
-#: the modules whose tests take longest (minutes on 2 cores), longest first: they are collected first, so that `make
-#: test`'s two pytest-xdist workers start them first and neither is left alone with a long test at the end
-LONGEST_FIRST = ("test_readme.py", "test_nmt_study.py", "test_resume.py", "test_gile_multilingual.py",
-                 "test_benchmarks.py", "test_gile_pretrained.py", "test_recipes.py", "test_fairseq_clis.py",
-                 "test_gile_commands.py", "test_distill_encoder.py", "test_hub.py", "test_checkpoint_safety.py",
-                 "test_label_embedding_training.py")
+#: the modules whose tests take longest (10 s to minutes on 2 cores, as measured), longest first: they are collected
+#: first, so that `make test`'s two pytest-xdist workers start them first and neither is left alone with a long test
+#: at the end
+LONGEST_FIRST = ("test_readme.py", "test_gile_commands.py", "test_gile_pretrained.py", "test_gile_multilingual.py",
+                 "test_nmt_study.py", "test_benchmarks.py", "test_bench_gpu.py", "test_fairseq_patches.py",
+                 "test_recipes.py", "test_fairseq_clis.py", "test_hub.py", "test_resume.py",
+                 "test_checkpoint_safety.py", "test_refusals.py", "test_distill_encoder.py",
+                 "test_label_embedding_training.py", "test_demo.py", "test_option_checks.py", "test_command_errors.py")
 
 
 def pytest_collection_modifyitems(config, items):
