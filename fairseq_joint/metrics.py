@@ -39,6 +39,9 @@ from typing import Callable, Dict, Mapping, NamedTuple, Optional, Sequence, Tupl
 import numpy as np
 
 RANKING_KEYS = ("rl", "avgpr", "oneerr", "r5", "fullacc")
+#: how many scores are ranked or compared at once (documents in chunks: bounds the memory of a validation's thousands
+#: of documents over thousands of labels)
+CHUNK = 2 ** 22
 
 
 def score_matrices(scores, targets, seen=None):
@@ -108,21 +111,23 @@ def ranking_metric_sums(scores, targets, probs=None, threshold: Optional[float] 
         out["tp"] = float((pred & targets).sum())
         out["fp"] = float((pred & ~targets).sum())
         out["fn"] = float((~pred & targets).sum())
-    rows = targets.any(axis=1)
-    n, labels = int(rows.sum()), scores.shape[1]
-    if n == 0 or labels == 0:
+    rows = np.flatnonzero(targets.any(axis=1))
+    labels = scores.shape[1]
+    if len(rows) == 0 or labels == 0:
         return out
-    out["n"] = float(n)
-    ranking = rank(scores[rows], targets[rows])
-    num_gold = ranking.hits[:, -1]
-    out["avgpr"] = float(average_precision_sum(ranking))
-    # each irrelevant label is ordered wrongly against the relevant ones it does not score below
-    wrong = np.where(ranking.relevant, 0, num_gold[:, None] - ranking.relevant_above).sum(axis=1)
-    pairs = num_gold * (labels - num_gold)
-    out["rl"] = float((wrong / np.maximum(pairs, 1)).sum())  # a document without irrelevant labels: 0
-    out["oneerr"] = float((~ranking.relevant[:, 0]).sum())
-    out["r5"] = float(ranking.relevant[:, :5].any(axis=1).sum())
-    out["fullacc"] = float((ranking.hits[np.arange(n), num_gold - 1] == num_gold).sum())
+    out["n"] = float(len(rows))
+    at_once = max(1, CHUNK // labels)  # documents ranked at once
+    for start in range(0, len(rows), at_once):
+        ranking = rank(scores[rows[start:start + at_once]], targets[rows[start:start + at_once]])
+        num_gold = ranking.hits[:, -1]
+        out["avgpr"] += float(average_precision_sum(ranking))
+        # each irrelevant label is ordered wrongly against the relevant ones it does not score below
+        wrong = np.where(ranking.relevant, 0, num_gold[:, None] - ranking.relevant_above).sum(axis=1)
+        pairs = num_gold * (labels - num_gold)
+        out["rl"] += float((wrong / np.maximum(pairs, 1)).sum())  # a document without irrelevant labels: 0
+        out["oneerr"] += float((~ranking.relevant[:, 0]).sum())
+        out["r5"] += float(ranking.relevant[:, :5].any(axis=1).sum())
+        out["fullacc"] += float((ranking.hits[np.arange(len(num_gold)), num_gold - 1] == num_gold).sum())
     return out
 
 
@@ -195,10 +200,6 @@ def derived_meters(names: Sequence[str]) -> Dict[str, Callable[[Mapping], float]
     return out
 
 
-#: how many scores :func:`gzsl_average_precision` compares at once (bounds its memory)
-CHUNK = 2 ** 22
-
-
 def gzsl_average_precision(scores, targets, seen, offsets) -> Tuple[np.ndarray, np.ndarray]:
     """GZSL's AvgPr sums of the seen and the unseen group at each γ of ``offsets`` (k x 2), and each group's number of
     documents (2,): :func:`gzsl_metric_sums`'s ``avgpr`` and ``n`` at k values of γ at once. Each group is ranked once
@@ -208,21 +209,23 @@ def gzsl_average_precision(scores, targets, seen, offsets) -> Tuple[np.ndarray, 
     scores, targets, seen = score_matrices(scores, targets, seen)
     offsets = np.asarray(offsets, dtype=np.float64).reshape(-1)
     sums, counts = np.zeros((len(offsets), 2)), np.zeros(2)
+    at_once = max(1, CHUNK // max(scores.shape[1], 1))  # documents ranked at once
     for g, own in enumerate((seen, ~seen)):
-        rows = (targets & own).any(axis=1)
-        if not rows.any():
-            continue
-        ranking = rank(scores[rows][:, own], targets[rows][:, own])
-        doc, position = np.nonzero(ranking.relevant)
-        value = ranking.value[doc, position]
-        other = np.where(targets[rows][:, ~own], -np.inf, scores[rows][:, ~own])
-        beside = np.zeros((len(offsets), len(doc)))
-        step = max(1, CHUNK // max(other.shape[1], 1))
-        for start in range(0, len(doc), step):
-            o, v = other[doc[start:start + step]], value[start:start + step, None]
-            for k, gamma in enumerate(offsets):
-                beside[k, start:start + step] = ((o >= v - gamma) if g == 0 else (o - gamma >= v)).sum(axis=1)
-        sums[:, g], counts[g] = average_precision_sum(ranking, beside), rows.sum()
+        docs = np.flatnonzero((targets & own).any(axis=1))
+        counts[g] = len(docs)
+        for start in range(0, len(docs), at_once):
+            chunk = docs[start:start + at_once]
+            ranking = rank(scores[chunk][:, own], targets[chunk][:, own])
+            doc, position = np.nonzero(ranking.relevant)
+            value = ranking.value[doc, position]
+            other = np.where(targets[chunk][:, ~own], -np.inf, scores[chunk][:, ~own])  # its gold labels: out
+            beside = np.zeros((len(offsets), len(doc)))
+            step = max(1, CHUNK // max(other.shape[1], 1))
+            for first in range(0, len(doc), step):
+                o, v = other[doc[first:first + step]], value[first:first + step, None]
+                for k, gamma in enumerate(offsets):
+                    beside[k, first:first + step] = ((o >= v - gamma) if g == 0 else (o - gamma >= v)).sum(axis=1)
+            sums[:, g] += average_precision_sum(ranking, beside)
     return sums, counts
 
 

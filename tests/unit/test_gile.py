@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from sklearn.metrics import f1_score, label_ranking_average_precision_score, label_ranking_loss
 
+from fairseq_joint import metrics
 from fairseq_joint.criterions.multilabel_classification import (
     MultilabelClassificationCriterion,
     classification_loss,
@@ -196,10 +197,12 @@ def test_metrics_by_hand():
     assert out["f1"] == pytest.approx(100 * 4 / 6)
 
 
-@pytest.mark.parametrize("ties", [False, True])
-def test_metrics_equal_sklearn_on_random_cases(ties):
-    """RL and AvgPr (computed for all documents at once) equal scikit-learn's, ties included: scores rounded to a
-    few values, the floor GZSL moves the other group's gold labels to, a document whose labels are all relevant."""
+@pytest.mark.parametrize("ties, chunk", [(False, metrics.CHUNK), (True, metrics.CHUNK), (True, 50)])
+def test_metrics_equal_sklearn_on_random_cases(monkeypatch, ties, chunk):
+    """RL and AvgPr (computed for many documents at once; 50 scores at once: 4 documents) equal scikit-learn's, ties
+    included: scores rounded to a few values, the floor GZSL moves the other group's gold labels to, a document whose
+    labels are all relevant."""
+    monkeypatch.setattr(metrics, "CHUNK", chunk)
     rng = np.random.default_rng(0)
     for _ in range(5):
         s = rng.normal(size=(30, 12))
