@@ -373,8 +373,8 @@ def check(args) -> str:
     if args.finetune_repeats < 0 or args.finetune_warmup < 0:
         return "--finetune-repeats and --finetune-warmup must be >= 0 (--finetune-repeats 0: not measured)"
     if not args.labels < args.all_labels or args.positives > args.all_labels:
-        return (f"--all-labels {args.all_labels} must exceed --labels {args.labels} (the seen ones; the rest are unseen) "
-                f"and hold --positives {args.positives}")
+        return (f"--all-labels {args.all_labels} must exceed --labels {args.labels} (the seen ones; the rest are "
+                f"unseen) and hold --positives {args.positives}")
     if args.terms_max > args.lexical_features or args.label_terms > args.lexical_features:
         return (f"--terms-max {args.terms_max} / --label-terms {args.label_terms}: a row has at most "
                 f"--lexical-features {args.lexical_features} distinct terms")

@@ -45,13 +45,13 @@ CHUNK = 2 ** 22
 
 
 def score_matrices(scores, targets, seen=None):
-    """``scores`` as float64 and ``targets`` as bool (n x L each) and ``seen`` as bool (L,), checked: equal shapes, finite
-    scores."""
+    """``scores`` as float64, ``targets`` as bool (n x L each) and ``seen`` as bool (L,), checked: equal shapes,
+    finite scores."""
     scores, targets = np.asarray(scores, dtype=np.float64), np.asarray(targets) > 0
     seen = None if seen is None else np.asarray(seen, dtype=bool)
+    shapes = f"scores {scores.shape}, targets {targets.shape}" + ("" if seen is None else f", seen {seen.shape}")
     if scores.shape != targets.shape or scores.ndim != 2 or seen is not None and seen.shape != scores.shape[1:]:
-        raise ValueError(f"scores {scores.shape}, targets {targets.shape}" + (f", seen {seen.shape}" if seen is not None
-                         else "") + ": expected n x L, n x L" + (", L" if seen is not None else ""))
+        raise ValueError(f"{shapes}: expected n x L, n x L" + ("" if seen is None else ", L"))
     if not np.isfinite(scores).all():
         raise ValueError("the scores to rank hold a non-finite value")
     return scores, targets, seen
