@@ -25,11 +25,12 @@ Example::
 
 import json
 import logging
+import multiprocessing
 import os
 import shutil
 import sys
 from collections import Counter
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
 import torch
 from fairseq.data import Dictionary
@@ -51,6 +52,17 @@ from fairseq_joint.modules.tokenizer import tokenize
 
 PROG = "fairseq-joint-preprocess-gile"
 logger = logging.getLogger("preprocess_gile")
+
+
+def tokenize_all(texts: Sequence[str], workers: int) -> List[List[str]]:
+    """:func:`~fairseq_joint.modules.tokenizer.tokenize` of each text, in order, by ``workers`` processes (the Moses
+    tokenizer's time is most of the preprocessing of a large corpus)."""
+    logger.info(f"tokenizing {len(texts)} texts and label descriptions" + (f" in {workers} processes" if workers > 1
+                                                                          else ""))
+    if workers == 1:
+        return [tokenize(text) for text in texts]
+    with multiprocessing.Pool(workers) as pool:
+        return pool.map(tokenize, texts, chunksize=max(1, len(texts) // (8 * workers)))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -79,6 +91,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--lexical-tokenizer", choices=TOKENIZERS, default="words",
                    help="--lexical-features: words are scikit-learn's (runs of word characters), or GILE's tokens (gile: "
                    "each character of a script written without spaces, e.g. Japanese, is a word)")
+    p.add_argument("--workers", type=positive_int, default=1,
+                   help="processes that tokenize the texts and the label descriptions, as fairseq-preprocess's option "
+                   "(the output is the same for any number)")
     p.add_argument("--lexical-model", metavar="FILE",
                    help=f"copy this {LEXICAL_FILE}, fitted before (e.g. by the first language's preprocessing with "
                    "--lexical-texts), into DESTDIR instead of fitting one")
@@ -113,10 +128,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     raise fail(f"{getattr(args, split)}:{lineno}: label {x!r} {problem}")
     train_labels = [x for x in descriptions if x in train_seen] if descriptions else sorted(train_seen)
 
-    tokenized = {s: [tokenize(text) for _, text, _ in rows] for s, rows in splits.items()}
-    counts = Counter(w for words in tokenized["train"] for w in words)
-    if descriptions:
-        counts.update(w for desc in descriptions.values() for w in tokenize(desc))
+    texts = [text for rows in splits.values() for _, text, _ in rows] + list((descriptions or {}).values())
+    words = tokenize_all(texts, args.workers)
+    tokenized = {}
+    for split, rows in splits.items():
+        tokenized[split], words = words[:len(rows)], words[len(rows):]
+    counts = Counter(w for text in tokenized["train"] for w in text)
+    counts.update(w for description in words for w in description)  # the label descriptions' words
     check_min_count(args.min_count, counts, "training texts and label descriptions")
     os.makedirs(args.destdir, exist_ok=True)
     dictionary = Dictionary()

@@ -80,6 +80,13 @@ def test_zero_shot_ranks_unseen_label_first(tmp_path):
     preprocess("--train", raw / "train.tsv", "--valid", raw / "valid.tsv", "--labels", raw / "labels.tsv",
                "--destdir", tmp_path / "bin")
     assert "L12" not in (tmp_path / "bin" / "labels.train.txt").read_text().split()
+    # texts and descriptions tokenized by two processes: the same files
+    out = preprocess("--train", raw / "train.tsv", "--valid", raw / "valid.tsv", "--labels", raw / "labels.tsv",
+                     "--destdir", tmp_path / "bin2", "--workers", "2")
+    assert "in 2 processes" in out.stderr
+    files = sorted(p.name for p in (tmp_path / "bin").iterdir())
+    assert files == sorted(p.name for p in (tmp_path / "bin2").iterdir()) and "dict.txt" in files
+    assert all((tmp_path / "bin" / f).read_bytes() == (tmp_path / "bin2" / f).read_bytes() for f in files)
     cli("fairseq-train", tmp_path / "bin", "--user-dir", "fairseq_joint", "--task", "gile_classification",
         "--arch", "gile_classifier", "--head", "bil_n16", "--embed-dim", "8", "--encoder-dim", "8", "--attention-dim", "8",
         "--criterion", "multilabel_classification", "--optimizer", "adam", "--lr", "1e-2", "--batch-size", "16",
