@@ -252,12 +252,18 @@ def seen_offsets(scores, steps: int = 41) -> np.ndarray:
     return np.unique(np.append(np.linspace(-0.25 * span, span, steps), 0.0))
 
 
+#: values of ``gzsl_h`` (%) closer than this are equal to calibration: the same H reached by two rankings differs by
+#: the rounding of its sums
+H_TOLERANCE = 1e-9
+
+
 def calibrate_seen_offset(scores, targets, seen, steps: int = 41) -> float:
     """The γ of calibrated stacking of :func:`seen_offsets` that maximizes ``gzsl_h`` on these documents (of equal
-    ``gzsl_h``, the one nearest 0)."""
+    ``gzsl_h``, up to :data:`H_TOLERANCE`, the one nearest 0; of -γ and γ, -γ)."""
     grid = seen_offsets(scores, steps)
     h = gzsl_h(scores, targets, seen, grid)
-    return float(grid[max(range(len(grid)), key=lambda i: (h[i], -abs(grid[i])))])
+    best = np.flatnonzero(h >= h.max() - H_TOLERANCE)
+    return float(grid[best[np.argmin(np.abs(grid[best]))]])
 
 
 def macro_average(meters, keys) -> float:

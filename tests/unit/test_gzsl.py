@@ -80,9 +80,21 @@ def test_gzsl_average_precision_at_many_offsets_equals_one_ranking_at_each(monke
         grid = seen_offsets(scores)
         h = [harmonic_mean(*(summarize(s).get("avgpr", 0.0) for s in gzsl_metric_sums(scores, gold, seen, g).values()))
              for g in grid]
-        best = max(range(len(grid)), key=lambda i: (h[i], -abs(grid[i])))
+        best = max(range(len(grid)), key=lambda i: (round(h[i], 9), -abs(grid[i])))
         assert calibrate_seen_offset(scores, gold, seen) == grid[best]
         assert len(set(np.round(h, 9))) > 3  # the grid crosses rankings: something to choose
+
+
+def test_calibration_takes_equal_h_up_to_rounding_as_equal():
+    """Two rankings of the same H (75 here: 100 and 60, 75 and 75), whose sums round differently, are a tie: the γ
+    nearest 0 wins, whichever rounds up."""
+    scores = np.array([[1.0, -1.0, -0.5, -1.0, 0.5], [-2.5, 0.5, 2.0, 0.5, 0.5], [0.5, -0.5, 0.5, 0.5, -0.5],
+                       [-2.5, 0.5, -0.5, 1.0, 1.0], [-0.5, 2.0, 1.5, -1.0, -1.0]])
+    gold = np.array([[0, 0, 0, 1, 1], [0, 0, 0, 0, 0], [1, 1, 1, 0, 0], [0, 1, 0, 1, 1], [0, 0, 1, 1, 0]])
+    seen = np.array([True, True, False, False, False])
+    assert gzsl_summary(scores, gold, seen, -1.125)["gzsl_h"] == pytest.approx(75.0)
+    assert gzsl_summary(scores, gold, seen, 0.5625)["gzsl_h"] == pytest.approx(75.0)
+    assert calibrate_seen_offset(scores, gold, seen) == 0.5625
 
 
 def test_calibrated_stacking_removes_a_seen_bias():
