@@ -205,7 +205,9 @@ def gzsl_average_precision(scores, targets, seen, offsets) -> Tuple[np.ndarray, 
     documents (2,): :func:`gzsl_metric_sums`'s ``avgpr`` and ``n`` at k values of γ at once. Each group is ranked once
     (:func:`rank`): a shift of the seen labels' scores leaves the order within each group as it is, and changes only
     how many labels of the other group (its gold ones out of the ranking) score at least as high as each relevant
-    label, which is counted for every γ (the seen labels' scores lowered by γ, as :func:`gzsl_metric_sums` does)."""
+    label, which is counted for every γ (the seen labels' scores lowered by γ, as :func:`gzsl_metric_sums` does).
+    Within a group the scores are compared as they are, not less γ: the same order as :func:`gzsl_metric_sums`'s but
+    for two scores that subtracting γ rounds to one (float32 logits closer than |γ| x 2^-29 to each other and to 0)."""
     scores, targets, seen = score_matrices(scores, targets, seen)
     offsets = np.asarray(offsets, dtype=np.float64).reshape(-1)
     sums, counts = np.zeros((len(offsets), 2)), np.zeros(2)
