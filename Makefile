@@ -33,10 +33,12 @@ demo: install
 	PATH=$(abspath $(VENV))/bin:$$PATH bash scripts/demo.sh
 
 # lint, then every test: tests/unit (the math, in process) and tests/cli (the commands end to end); the longest
-# modules are collected first (tests/conftest.py), each module runs on one worker (--dist loadfile: its module-scoped
-# fixtures, e.g. the recipes' prepared data, are built once), and the 15 slowest tests are listed at the end
+# modules are collected first (tests/conftest.py) and handed out in that order (--no-loadscope-reorder: pytest-xdist
+# otherwise hands out the modules of most tests first, which left one worker alone with a long module at the end),
+# each module runs on one worker (--dist loadfile: its module-scoped fixtures, e.g. the recipes' prepared data, are
+# built once), and the 15 slowest tests are listed at the end
 test: install lint
-	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadfile -q --durations=15 tests
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadfile --no-loadscope-reorder -q --durations=15 tests
 
 # the unit tests alone (under a minute)
 test-fast: install lint
