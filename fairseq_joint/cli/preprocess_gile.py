@@ -23,12 +23,14 @@ Example::
         --valid data/debtags-sample/valid.jsonl --labels data/debtags-sample/labels.tsv --destdir data-bin/debtags
 """
 
+import contextlib
 import json
 import logging
 import multiprocessing
 import os
 import shutil
 import sys
+import time
 from collections import Counter
 from typing import List, Optional, Sequence
 
@@ -54,15 +56,25 @@ PROG = "fairseq-joint-preprocess-gile"
 logger = logging.getLogger("preprocess_gile")
 
 
+#: seconds between two progress lines of a long tokenization
+PROGRESS_SECONDS = 30
+
+
 def tokenize_all(texts: Sequence[str], workers: int) -> List[List[str]]:
     """:func:`~fairseq_joint.modules.tokenizer.tokenize` of each text, in order, by ``workers`` processes (the Moses
-    tokenizer's time is most of the preprocessing of a large corpus)."""
+    tokenizer's time is most of the preprocessing of a large corpus), with a progress line every
+    :data:`PROGRESS_SECONDS`."""
     logger.info(f"tokenizing {len(texts)} texts and label descriptions" + (f" in {workers} processes" if workers > 1
                                                                           else ""))
-    if workers == 1:
-        return [tokenize(text) for text in texts]
-    with multiprocessing.Pool(workers) as pool:
-        return pool.map(tokenize, texts, chunksize=max(1, len(texts) // (8 * workers)))
+    out, last = [], time.monotonic()
+    with multiprocessing.Pool(workers) if workers > 1 else contextlib.nullcontext() as pool:
+        chunk = max(1, min(1000, len(texts) // (8 * workers)))
+        for words in pool.imap(tokenize, texts, chunksize=chunk) if pool else map(tokenize, texts):
+            out.append(words)
+            if time.monotonic() - last >= PROGRESS_SECONDS:
+                logger.info(f"tokenized {len(out)} of {len(texts)} texts and label descriptions")
+                last = time.monotonic()
+    return out
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

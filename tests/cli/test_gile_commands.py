@@ -141,6 +141,16 @@ def predict_first(tmp_path, checkpoint, label_file, texts):
     return [r[0][0] for r in ranked]
 
 
+def test_a_long_tokenization_shows_progress(monkeypatch, caplog):
+    monkeypatch.setattr(preprocess_command, "PROGRESS_SECONDS", 0)  # a progress line after every text
+    texts = ["An apple.", "Two  trucks, three cars!", "x"]
+    with caplog.at_level("INFO", logger="preprocess_gile"):
+        words = preprocess_command.tokenize_all(texts, 1)
+    assert words == [["an", "apple", "."], ["two", "trucks", ",", "three", "cars", "!"], ["x"]]
+    assert [r.getMessage() for r in caplog.records][1:] == [
+        f"tokenized {i} of 3 texts and label descriptions" for i in (1, 2, 3)]
+
+
 def test_zero_shot_after_training_on_two_labels(tmp_path):
     """Trained on {A, B} only, gile with --similarity-init (and a frozen E) ranks each unseen label first among
     the unseen labels for texts made of its description words (GILE Table 2's unseen protocol), and still
