@@ -231,19 +231,17 @@ def gzsl_average_precision(scores, targets, seen, offsets) -> Tuple[np.ndarray, 
     return sums, counts
 
 
-def gzsl_h(scores, targets, seen, offsets) -> np.ndarray:
-    """``gzsl_h`` (%) at each γ of ``offsets``: the harmonic mean of the seen and unseen AvgPr."""
+def gzsl_avgpr(scores, targets, seen, offsets) -> np.ndarray:
+    """GZSL's seen and unseen AvgPr (%) at each γ of ``offsets`` (k x 2; a group without documents: 0)."""
     sums, counts = gzsl_average_precision(scores, targets, seen, offsets)
-    avgpr = 100.0 * sums / np.maximum(counts, 1)
-    return np.array([harmonic_mean(a, b) for a, b in avgpr])
+    return 100.0 * sums / np.maximum(counts, 1)
 
 
 def gzsl_summary(scores, targets, seen, seen_score_offset: float = 0.0) -> Dict[str, float]:
     """``gzsl_seen_avgpr``, ``gzsl_unseen_avgpr`` (%) and their harmonic mean ``gzsl_h`` at one γ."""
-    sums, counts = gzsl_average_precision(scores, targets, seen, [seen_score_offset])
-    seen_avgpr, unseen_avgpr = 100.0 * sums[0] / np.maximum(counts, 1)
-    return {"gzsl_seen_avgpr": float(seen_avgpr), "gzsl_unseen_avgpr": float(unseen_avgpr),
-            "gzsl_h": harmonic_mean(float(seen_avgpr), float(unseen_avgpr))}
+    ((seen_avgpr, unseen_avgpr),) = gzsl_avgpr(scores, targets, seen, [seen_score_offset]).tolist()
+    return {"gzsl_seen_avgpr": seen_avgpr, "gzsl_unseen_avgpr": unseen_avgpr,
+            "gzsl_h": harmonic_mean(seen_avgpr, unseen_avgpr)}
 
 
 def seen_offsets(scores, steps: int = 41) -> np.ndarray:
@@ -263,7 +261,7 @@ def calibrate_seen_offset(scores, targets, seen, steps: int = 41) -> float:
     """The γ of calibrated stacking of :func:`seen_offsets` that maximizes ``gzsl_h`` on these documents (of equal
     ``gzsl_h``, up to :data:`H_TOLERANCE`, the one nearest 0; of -γ and γ, -γ)."""
     grid = seen_offsets(scores, steps)
-    h = gzsl_h(scores, targets, seen, grid)
+    h = np.array([harmonic_mean(a, b) for a, b in gzsl_avgpr(scores, targets, seen, grid)])
     best = np.flatnonzero(h >= h.max() - H_TOLERANCE)
     return float(grid[best[np.argmin(np.abs(grid[best]))]])
 
