@@ -1,5 +1,7 @@
 """``joint_transformer``: fairseq's Transformer with a structure-aware output layer (``--output-layer``)."""
 
+from dataclasses import dataclass
+
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import (
     TransformerDecoder,
@@ -11,6 +13,8 @@ from fairseq.models.transformer import (
 
 from fairseq_joint.errors import OptionError
 from fairseq_joint.models.output_layer_model import (
+    InitSeedConfig,
+    OutputLayerConfig,
     OutputLayerModelMixin,
     build_output_layer,
     decoder_output,
@@ -45,16 +49,28 @@ class JointTransformerDecoder(TransformerDecoder):
         return state_dict
 
 
+@dataclass
+class TransformerOutputLayerConfig(OutputLayerConfig):
+    """:class:`OutputLayerConfig` of fairseq's Transformer, whose decoder builds fairseq's adaptive softmax in place of
+    any output layer when ``--adaptive-softmax-cutoff`` is given (fairseq's LSTM builds it for ``--criterion
+    adaptive_loss`` only, which :meth:`OutputLayerConfig.validate` refuses)."""
+
+    @staticmethod
+    def validate(cfg) -> None:
+        if cfg.model.adaptive_softmax_cutoff:
+            raise OptionError("--adaptive-softmax-cutoff replaces the output layer with fairseq's adaptive softmax: "
+                              "drop it to use --output-layer (or use --arch transformer)")
+
+
 @register_model("joint_transformer")
 class JointTransformerModel(OutputLayerModelMixin, TransformerModel):
     """Transformer encoder-decoder with the output layers of Pappas et al. 2018 (Eqs. 3-15)."""
 
+    configs = (TransformerOutputLayerConfig, InitSeedConfig)
+
     @classmethod
     def build_model(cls, args, task):
         joint_transformer_base(args)
-        if getattr(args, "adaptive_softmax_cutoff", None):
-            raise OptionError("--adaptive-softmax-cutoff replaces the output layer with fairseq's adaptive softmax: "
-                              "drop it to use --output-layer (or use --arch transformer)")
         return cls.build_seeded(args, task, super().build_model)
 
     @classmethod

@@ -466,6 +466,8 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
     (["--share-decoder-input-output-embed", "--arch", "joint_lstm_tiny"], "conflicts with --output-layer joint: use "
                                                                           "--output-layer tied"),
     (["--criterion", "adaptive_loss"], "^--criterion adaptive_loss needs fairseq's adaptive softmax"),
+    (["--adaptive-softmax-cutoff", "8,16"], "^--adaptive-softmax-cutoff replaces the output layer with fairseq's "
+                                            "adaptive softmax: drop it to use --output-layer"),
     ([*GILE, "--multilabel-loss", "copy_nll", "--label-sample-rate", "0.5"], "samples labels for the bce loss"),
     ([*GILE, "--classification-mode", "multiclass", "--multilabel-loss", "copy_nll"],
      "^--multilabel-loss copy_nll is for --classification-mode multilabel"),
