@@ -4,6 +4,8 @@
 512-d embeddings and states, dropout 0.3 after each layer.
 """
 
+from dataclasses import dataclass
+
 from fairseq import utils
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.lstm import (
@@ -18,6 +20,8 @@ from fairseq.models.lstm import (
 
 from fairseq_joint.errors import InputError, OptionError
 from fairseq_joint.models.output_layer_model import (
+    InitSeedConfig,
+    OutputLayerConfig,
     OutputLayerModelMixin,
     build_output_layer,
     decoder_output,
@@ -62,18 +66,32 @@ class JointLSTMDecoder(LSTMDecoder):
         return self.output_projection(x)
 
 
+@dataclass
+class LSTMOutputLayerConfig(OutputLayerConfig):
+    """:class:`OutputLayerConfig` of fairseq's LSTM, with the rules of fairseq's ``LSTMModel.build_model`` on the LSTM's
+    own options, which ``joint_lstm`` builds its modules without."""
+
+    @staticmethod
+    def validate(cfg) -> None:
+        args = cfg.model
+        if args.encoder_layers != args.decoder_layers:
+            raise OptionError("--encoder-layers must match --decoder-layers: give both the same number")
+        for flag in ("encoder_embed_path", "decoder_embed_path"):
+            if getattr(args, flag):
+                raise OptionError(f"--{flag.replace('_', '-')} is not supported by joint_lstm yet; drop it")
+        if args.share_all_embeddings and args.encoder_embed_dim != args.decoder_embed_dim:
+            raise OptionError("--share-all-embeddings requires --encoder-embed-dim to match --decoder-embed-dim")
+
+
 @register_model("joint_lstm")
 class JointLSTMModel(OutputLayerModelMixin, LSTMModel):
     """LSTM encoder-decoder (Luong-style attention) with the output layers of Pappas et al. 2018."""
 
+    configs = (LSTMOutputLayerConfig, InitSeedConfig)
+
     @classmethod
     def build_model(cls, args, task):
         joint_lstm_base(args)
-        if args.encoder_layers != args.decoder_layers:
-            raise OptionError("--encoder-layers must match --decoder-layers: give both the same number")
-        for flag in ("encoder_embed_path", "decoder_embed_path"):
-            if getattr(args, flag, None):
-                raise OptionError(f"--{flag.replace('_', '-')} is not supported by joint_lstm yet; drop it")
         return cls.build_seeded(args, task, cls._build_modules)
 
     @classmethod
@@ -85,8 +103,6 @@ class JointLSTMModel(OutputLayerModelMixin, LSTMModel):
             if src_dict != tgt_dict:
                 raise InputError("--share-all-embeddings requires a joint dictionary "
                                  "(fairseq-preprocess --joined-dictionary)")
-            if args.encoder_embed_dim != args.decoder_embed_dim:
-                raise OptionError("--share-all-embeddings requires --encoder-embed-dim to match --decoder-embed-dim")
             decoder_embed = encoder_embed
         else:
             decoder_embed = Embedding(len(tgt_dict), args.decoder_embed_dim, tgt_dict.pad())

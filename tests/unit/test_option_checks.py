@@ -466,6 +466,14 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
     (["--share-decoder-input-output-embed", "--arch", "joint_lstm_tiny"], "conflicts with --output-layer joint: use "
                                                                           "--output-layer tied"),
     (["--criterion", "adaptive_loss"], "^--criterion adaptive_loss needs fairseq's adaptive softmax"),
+    # fairseq's LSTMModel.build_model's rules, which joint_lstm builds its modules without
+    (["--arch", "joint_lstm_tiny", "--encoder-layers", "2", "--decoder-layers", "1"],
+     "^--encoder-layers must match --decoder-layers"),
+    (["--arch", "joint_lstm_tiny", "--decoder-embed-path", "v.txt"], "^--decoder-embed-path is not supported by "
+                                                                     "joint_lstm"),
+    (["--arch", "joint_lstm_tiny", "--share-all-embeddings", "--decoder-embed-dim", "24"],
+     "^--share-all-embeddings requires --encoder-embed-dim to match --decoder-embed-dim"),
+    # fairseq's Transformer builds its adaptive softmax in place of any output layer
     (["--adaptive-softmax-cutoff", "8,16"], "^--adaptive-softmax-cutoff replaces the output layer with fairseq's "
                                             "adaptive softmax: drop it to use --output-layer"),
     ([*GILE, "--multilabel-loss", "copy_nll", "--label-sample-rate", "0.5"], "samples labels for the bce loss"),
