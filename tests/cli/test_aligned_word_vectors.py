@@ -83,10 +83,15 @@ def test_aligned_bad_input_is_refused_in_one_line(tmp_path):
         (["--aligned", f"en={en}", f"pl={xx}"], "xx.jsonl:1: lang 'xx' contradicts --aligned pl:"),
         (["--aligned", f"en={en}", f"en={xx}"], "LANG en is given twice: give each LANG once"),
         (["--aligned", f"en={en}", f"xx={tmp_path / 'none.jsonl'}"], "--aligned .*none.jsonl: no such file"),
+        (["--aligned", f"en={en}", f"xx={xx}", "--output", str(en)], "--output .*en.jsonl is a file: give a directory "
+                                                                     "(for vectors.LANG.txt) with --aligned"),
     ]
     for argv, message in cases:
         with pytest.raises(Refusal, match=message.replace("(", r"\(").replace(")", r"\)")):
-            main([*argv, *out])
+            main([*out, *argv])  # a later --output wins
+    (tmp_path / "blank.txt").write_text("\n \n")
+    with pytest.raises(Refusal, match="^no text to train on: give --data and/or --text$"):
+        main(["--text", str(tmp_path / "blank.txt"), *out])
     (tmp_path / "yy.jsonl").write_text(json.dumps({"id": "other", "text": "a b", "labels": ["a"]}) + "\n")
     with pytest.raises(InputError, match="no document id is in every --aligned file"):
         main(["--aligned", f"en={en}", f"yy={tmp_path / 'yy.jsonl'}", *out])

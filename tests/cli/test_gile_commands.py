@@ -271,6 +271,8 @@ def test_bad_input_errors(tmp_path, capsys):
     cases = [
         (good_labels, good_data + '{"text": "a truck", "labels": ["C"]}\n', r"train.jsonl:2: label 'C' is missing from .*labels.tsv"),
         (good_labels, good_data + '{"text": "a truck"\n', r"train.jsonl:2: not valid JSON"),
+        (good_labels, good_data + '{"text": "\\u0000", "labels": ["A"]}\n',
+         r"train.jsonl:2: the text has no tokens"),  # Moses drops control characters
         ("A\tapples\nA\tpears\n", good_data, r"labels.tsv:2: duplicate label 'A'"),
         ("A\tapples\nB\t\n", good_data, r"labels.tsv:2: label 'B' has an empty description"),
     ]

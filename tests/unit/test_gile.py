@@ -493,6 +493,31 @@ def test_descriptions_mostly_unknown_to_the_description_languages_dictionary_are
     assert "(the language of its training texts)" in warning
 
 
+def test_a_sentence_encoder_that_cannot_be_loaded_is_refused_naming_the_option(tmp_path):
+    """--encoder pretrained without its directory, and a directory sentence-transformers cannot read (a modules.json
+    that is no JSON), are refused in one line naming the option."""
+    from fairseq_joint.errors import OptionError
+    from fairseq_joint.modules.sentence_encoder import load_sentence_encoder
+
+    with pytest.raises(OptionError, match="^--encoder pretrained needs --pretrained-encoder PATH, a local "):
+        load_sentence_encoder("")
+    (tmp_path / "modules.json").write_text("[not json")
+    with pytest.raises(InputError, match=rf"^--pretrained-encoder {tmp_path}: sentence-transformers cannot load it "
+                                         r"\(JSONDecodeError: .*\): give a complete model directory$"):
+        load_sentence_encoder(str(tmp_path))
+
+
+def test_the_options_of_a_multilingual_model_are_refused_without_languages(tmp_path):
+    from fairseq_joint.data.gile_files import read_corpus
+    from fairseq_joint.errors import OptionError
+
+    for option, given in (("--label-language", {"label_language": "en"}), ("--language-weights", {"language_weights":
+                                                                                                 "en=1"})):
+        with pytest.raises(OptionError, match=f"^{option} is for a multilingual model: give --languages too, or drop "
+                                              "it$"):
+            read_corpus(str(tmp_path), None, None, **given)
+
+
 def test_a_split_is_batched_by_fairseqs_datasets(tmp_path):
     """load_gile_split: texts right-padded, their lengths and token count, the multi-hot target over the label set
     (an unseen label included), the multiclass column and the label set itself; shortest texts first."""
@@ -526,6 +551,14 @@ def test_a_split_is_batched_by_fairseqs_datasets(tmp_path):
     (tmp_path / "valid.labels").write_text("a\nb c\nc\n")
     with pytest.raises(InputError, match=r"valid.labels:2: 2 labels in --classification-mode multiclass"):
         load_gile_split(corpus, "valid", label_set, multiclass=True, label_source="labels.tsv")
+    for labels, said in (("a\nb\n", rf"^{tmp_path}/valid.labels has 2 lines but {tmp_path}/valid.input.bin 3 texts: "),
+                         ("a\n\nc\n", rf"^{tmp_path}/valid.labels:2: example without labels: every example needs one$")):
+        (tmp_path / "valid.labels").write_text(labels)
+        with pytest.raises(InputError, match=said):
+            load_gile_split(corpus, "valid", label_set, label_source="labels.tsv")
+    with pytest.raises(MissingFileError, match=rf"^{tmp_path}/test.input.bin/.idx not found: binarize split 'test' with "
+                                               "fairseq-joint-preprocess-gile$"):
+        load_gile_split(corpus, "test", label_set, label_source="labels.tsv")
 
 
 # ---------------------------------------------------------------------------------------------- γ calibrated on validation

@@ -179,6 +179,12 @@ def test_an_encoder_saved_as_one_directory_loads_elsewhere_and_a_part_altered_is
         (lambda d: (d / MANIFEST).write_text("{"), errors.CheckpointError, "fairseq-joint-model.json is unreadable"),
         (lambda d: (d / MANIFEST).write_text(json.dumps({**manifest, "kind": "other"})), errors.CheckpointError,
          "fairseq-joint-model.json: unknown kind 'other'"),
+        (lambda d: (d / MANIFEST).write_text(json.dumps({**manifest, "format": "other"})), errors.CheckpointError,
+         "fairseq-joint-model.json is not a manifest of 'fairseq-joint label predictor 1'"),
+        (lambda d: (d / MANIFEST).write_text(json.dumps([manifest])), errors.CheckpointError,
+         "fairseq-joint-model.json is not a manifest of 'fairseq-joint label predictor 1'"),
+        (lambda d: (d / MANIFEST).write_text(json.dumps({**manifest, "encoder": "/etc"})), errors.CheckpointError,
+         r"fairseq-joint-model.json: encoder '/etc' is outside the bundle"),
         # edited by hand: a TypeError or KeyError before
         (lambda d: (d / MANIFEST).write_text(json.dumps({**manifest, "encoder": None})), errors.CheckpointError,
          "fairseq-joint-model.json names no encoder, which a 'encoder' bundle loads from"),

@@ -245,6 +245,12 @@ def test_sampling_scores_and_updates_only_the_candidate_columns(model_and_batch)
     model.zero_grad()
 
 
+def test_a_label_embedding_of_no_labels_is_refused():
+    for dim in (None, 4):
+        with pytest.raises(InputError, match="^the label embedding needs at least one label, got 0$"):
+            LabelEmbedding(0, dim)
+
+
 def test_a_checkpoint_it_cannot_read_is_refused(model_and_batch):
     """(Its options out of range or together: tests/unit/test_option_checks.py.)"""
     with pytest.raises(Refusal, match="^--label-embedding-from /nonexistent/checkpoint.pt: no such file: give "

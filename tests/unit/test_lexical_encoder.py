@@ -103,6 +103,10 @@ def test_stored_model_round_trip_and_refusals(tmp_path):
     path.write_text(json.dumps(content))
     with pytest.raises(InputError, match="was changed after it was written"):
         LexicalModel.load(str(path))
+    for other in ({**content, "format": "other"}, {**content, "idf": content["idf"][1:]}, [content]):
+        path.write_text(json.dumps(other))
+        with pytest.raises(InputError, match=r"not a lexical feature file \(format .*, one idf weight a term\): "):
+            LexicalModel.load(str(path))
     path.write_text("{not json")
     with pytest.raises(InputError, match="not a lexical feature file.*--lexical-features"):
         LexicalModel.load(str(path))

@@ -265,6 +265,10 @@ def test_errors_are_one_line_and_name_the_fix():
         OutputLayer(OutputLayerSpec("joint", joint_dim=4, activation="gelu"), V, 6, E)
     with pytest.raises(InputError, match="same dictionary"):
         OutputLayer(OutputLayerSpec("joint", joint_dim=4), V + 1, 6, E)
+    with pytest.raises(OptionError, match="^output layer 'softmax' has its own weights; do not pass an embedding$"):
+        OutputLayer(OutputLayerSpec("softmax"), V, 6, E)
+    with pytest.raises(OptionError, match="^output layer 'joint' needs the shared embedding E$"):
+        OutputLayer(OutputLayerSpec("joint", joint_dim=4), V, 6)
 
 
 def test_the_spec_checks_its_settings_once_and_is_frozen():

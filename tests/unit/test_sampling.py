@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
 from scipy.stats import chisquare
 
-from fairseq_joint.errors import OptionError
+from fairseq_joint.errors import InputError, OptionError
 from fairseq_joint.modules.chunked_softmax import chunked_cross_entropy
 from fairseq_joint.modules.output_layers import OUTPUT_LAYER_CHOICES, OutputLayer, OutputLayerSpec
 from fairseq_joint.modules.sampling import ACCIDENTAL_HIT_LOGIT, CandidateSampler, candidate_logits
@@ -163,6 +163,8 @@ def test_sampler_errors():
         CandidateSampler(V, "uniform", num_samples=500, never_sample=[0, 1])
     with pytest.raises(OptionError, match="--sampler: unknown 'zipf'; choose one of uniform, unigram, log_uniform"):
         CandidateSampler(V, "zipf", sample_rate=0.5)
+    with pytest.raises(InputError, match="^the unigram sampler has no id to draw from \\(all counts are zero\\)$"):
+        CandidateSampler(V, "unigram", sample_rate=0.5, counts=torch.zeros(V))
 
 
 # ------------------------------------------------------------------ chunked exact softmax

@@ -1,13 +1,14 @@
 """The one text reader (fairseq_joint/text_files.py) and the package's readers built on it: a UTF-8 byte-order mark is
 not part of the first line; bytes that are not UTF-8 are refused with the file, the line and the fix."""
 
+import re
 import sys
 
 import pytest
 import torch
 
 from fairseq_joint.data.gile_files import read_label_file, read_label_lines
-from fairseq_joint.errors import InputError, MissingFileError
+from fairseq_joint.errors import InputError, MissingFileError, OptionError
 from fairseq_joint.modules.pretrained_embedding import load_word_vectors_
 from fairseq_joint.text_files import read_text, text_lines
 
@@ -131,6 +132,45 @@ def test_an_example_label_is_a_string_or_an_integer_id(tmp_path):
             read_examples(str(path))
 
 
+def test_an_example_file_is_refused_by_line(tmp_path):
+    """An example file's format follows its extension (else --format is asked for); a JSONL text that is no string, a
+    TSV line of another number of fields than two and an empty text are refused with the file and the line."""
+    from fairseq_joint.data.inputs import read_examples
+
+    path = tmp_path / "train.txt"
+    path.write_text("a\tb\n", encoding="utf-8")
+    with pytest.raises(OptionError, match=rf"^{path}: cannot tell the format from the extension; pass --format "
+                                          "jsonl\\|tsv$"):
+        read_examples(str(path))
+    assert read_examples(str(path), fmt="tsv") == [(1, "a", ["b"])]
+    for name, content, said in (
+            ("train.jsonl", '{"text": 3, "labels": ["x"]}', "'text' must be a string and 'labels' a list"),
+            ("train.jsonl", '{"text": "a", "labels": {"x": 1}}', "'text' must be a string and 'labels' a list"),
+            ("train.tsv", "a\tb\tc", "expected 'text<TAB>labels', found 3 fields"),
+            ("train.tsv", " \tb", "empty text")):
+        path = tmp_path / name
+        path.write_text('{"text": "a", "labels": ["x"]}\n' if name.endswith(".jsonl") else "a\tx\n", encoding="utf-8")
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(content + "\n")
+        with pytest.raises(InputError, match=rf"^{path}:2: {re.escape(said)}$"):
+            read_examples(str(path))
+
+
+def test_the_raw_texts_of_a_split_are_json_strings_one_a_binarized_text(tmp_path):
+    """``{split}.text``, which a pretrained encoder reads: a line that is no JSON string, or another number of texts
+    than the binarized split holds, is refused with the fix (binarize again)."""
+    from fairseq_joint.data.gile_files import read_raw_texts
+
+    path = tmp_path / "valid.text"
+    path.write_text('"a b"\n"c"\n', encoding="utf-8")
+    assert read_raw_texts(str(tmp_path), "valid", 2) == ["a b", "c"]
+    with pytest.raises(InputError, match=rf"^{path} has 2 texts but valid.input.bin 3: .*fairseq-joint-preprocess-gile"):
+        read_raw_texts(str(tmp_path), "valid", 3)
+    path.write_text('"a b"\n["c"]\n', encoding="utf-8")
+    with pytest.raises(InputError, match=rf"^{path}:2: not a JSON string: .*fairseq-joint-preprocess-gile"):
+        read_raw_texts(str(tmp_path), "valid", 2)
+
+
 def test_an_aligned_document_has_an_id_and_a_text(tmp_path):
     """--aligned documents: an id is a string or an integer, a text a string (not the document 'None')."""
     from fairseq_joint.data.inputs import read_parallel_documents
@@ -236,6 +276,12 @@ def test_export_refuses_heatmap_options_before_reading_the_checkpoint(tmp_path):
     for argv, kind, said in (
             (["--heatmap-labels", "a", "b"], Refusal, "^--heatmap-labels are the rows of --heatmap: add --heatmap"),
             (["--heatmap", "h.xyz", "--heatmap-labels", "a", "b"], OptionError,
-             r"^--heatmap h.xyz: matplotlib writes no .xyz file: give a name ending in .*\.png")):
+             r"^--heatmap h.xyz: matplotlib writes no .xyz file: give a name ending in .*\.png"),
+            (["--heatmap", "h.png", "--heatmap-labels", "a"], Refusal, "^--heatmap needs at least two --heatmap-labels, "
+                                                                       "got 1$")):
         with pytest.raises(kind, match=said):
             main([str(tmp_path / "none.pt"), *argv])
+    from fairseq_joint.cli.export_label_embedding import target_dictionary_path
+
+    with pytest.raises(Refusal, match="^ck.pt records no data directory: pass --dict dict.TGT.txt$"):
+        target_dictionary_path({"cfg": {"task": {"data": ""}}}, "ck.pt")
