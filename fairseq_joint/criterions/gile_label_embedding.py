@@ -59,6 +59,19 @@ class GileLabelEmbeddingCriterion(LabelCriterion, LabelEmbeddingCrossEntropyCrit
 
     name = "gile_label_embedding_cross_entropy"
 
+    @classmethod
+    def build_criterion(cls, cfg, task):
+        """The criterion (fairseq's build), once every training label is known to be in the label set validation
+        scores: Eq. 14's rows are the training labels, in every split (before, a --eval-label-file without one of them
+        was refused at the first validation, after an epoch's training)."""
+        corpus = task.corpus
+        missing = [n for n in corpus.train_labels if n not in (corpus.eval_descriptions or corpus.train_labels)]
+        if missing:
+            raise InputError(f"--eval-label-file {task.cfg.eval_label_file} lacks {len(missing)} training label(s) "
+                             f"(first: {missing[0]!r}), which --criterion {cls.name} scores at validation too (Eq. 14): "
+                             "add a 'label<TAB>description' line for each")
+        return super().build_criterion(cfg, task)
+
     @staticmethod
     def num_labels(task) -> int:
         """m: the training labels."""
@@ -90,9 +103,6 @@ class GileLabelEmbeddingCriterion(LabelCriterion, LabelEmbeddingCrossEntropyCrit
         position[train_index[seen]] = seen  # training label id -> its row in this batch's label set
         y = train_index[sample["target_class"]]
         keep = y >= 0
-        if (position < 0).any():
-            raise InputError("the label set of this split lacks some training labels: the label file of "
-                             "--eval-label-file must contain every training label")
 
         def score(x, ids):
             ids = torch.arange(position.numel(), device=x.device) if ids is None else ids

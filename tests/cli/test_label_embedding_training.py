@@ -145,3 +145,12 @@ def test_gile_multiclass_classification_with_the_label_embedding_loss(tmp_path):
                 "--save-dir", tmp_path / "ck3", check=False)
     assert wrong.returncode != 0
     assert "use --criterion gile_label_embedding_cross_entropy" in wrong.stderr.strip().splitlines()[-1]
+    # validation scores the training labels too: an evaluation label file without one is refused before training
+    (raw / "eval.tsv").write_text("".join(line + "\n" for line in (raw / "labels.tsv").read_text().splitlines()[1:]))
+    first = (raw / "labels.tsv").read_text().split("\t")[0]
+    short = cli("fairseq-train", tmp_path / "bin", *common, "--eval-label-file", raw / "eval.tsv", "--save-dir",
+                tmp_path / "ck4", check=False)
+    assert short.returncode == 2 and short.stderr.strip().splitlines()[-1] == (
+        f"error: --eval-label-file {raw / 'eval.tsv'} lacks 1 training label(s) (first: {first!r}), which --criterion "
+        "gile_label_embedding_cross_entropy scores at validation too (Eq. 14): add a 'label<TAB>description' line for "
+        "each")
