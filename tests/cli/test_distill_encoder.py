@@ -164,12 +164,17 @@ def test_bad_input_fails_with_one_line_naming_the_fix(teacher, tmp_path, capsys)
     wrong_lang.write_text(json.dumps({"id": 1, "text": "x", "lang": "de"}) + "\n")
     unjoined = tmp_path / "unjoined.jsonl"
     unjoined.write_text(json.dumps({"id": "nowhere", "text": "tekst"}) + "\n")
+    first = json.loads((ML_SAMPLE / "en" / "train.jsonl").read_text().splitlines()[0])["id"]
+    control = tmp_path / "control.jsonl"  # a text of a control character, which the tokenizer drops
+    control.write_text(json.dumps({"id": first, "text": "\u0000"}) + "\n")
     full = tmp_path / "full"
     full.mkdir()
     (full / "x").write_text("")
     cases = [
         (["--aligned", ALIGNED[0], f"pl={wrong_lang}"], "contradicts --aligned pl:"),
         (["--aligned", ALIGNED[0], f"pl={unjoined}"], "no document id is in every --aligned file"),
+        (["--aligned", ALIGNED[0], f"pl={control}", "--heldout-docs", "0"],
+         f"--aligned pl: document {first} has no word piece the teacher's tokenizer knows: remove it"),
         (["--aligned", ALIGNED[0]], "--aligned needs at least two LANG=FILE"),
         (["--aligned", ALIGNED[0], str(ML_SAMPLE / "pl" / "train.jsonl")], "give LANG=FILE"),
         (["--aligned", *ALIGNED, "--heldout-docs", "200"], "use at most 120"),

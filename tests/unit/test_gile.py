@@ -518,6 +518,22 @@ def test_the_options_of_a_multilingual_model_are_refused_without_languages(tmp_p
             read_corpus(str(tmp_path), None, None, **given)
 
 
+def test_han_refuses_sentence_end_tokens_the_dictionary_lacks():
+    """HAN splits a text into sentences at --sentence-end-tokens: none of them in the data's dictionary would make
+    every text one sentence without a word."""
+    import types
+
+    from fairseq.data import Dictionary
+
+    from fairseq_joint.errors import OptionError
+    from fairseq_joint.models.gile_classifier import GileClassifier
+
+    cfg = types.SimpleNamespace(encoder="han", sentence_end_tokens="。 ？")
+    with pytest.raises(OptionError, match="^--sentence-end-tokens '。 ？': none is in the dictionary; give tokens that "
+                                          "end sentences in the data$"):
+        GileClassifier.build_encoder(cfg, Dictionary())
+
+
 def test_a_split_is_batched_by_fairseqs_datasets(tmp_path):
     """load_gile_split: texts right-padded, their lengths and token count, the multi-hot target over the label set
     (an unseen label included), the multiclass column and the label set itself; shortest texts first."""
