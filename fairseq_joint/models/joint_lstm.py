@@ -5,6 +5,7 @@
 """
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from fairseq import utils
 from fairseq.models import register_model, register_model_architecture
@@ -92,6 +93,9 @@ class JointLSTMModel(OutputLayerModelMixin, LSTMModel):
     @classmethod
     def build_model(cls, args, task):
         joint_lstm_base(args)
+        # fairseq's LSTMModel.build_model refuses these itself: so does this model where its options were not checked
+        # before fairseq started (FAIRSEQ_JOINT_PATCHES=0, or a model built in Python)
+        LSTMOutputLayerConfig.validate(SimpleNamespace(model=args))
         return cls.build_seeded(args, task, cls._build_modules)
 
     @classmethod

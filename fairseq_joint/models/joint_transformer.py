@@ -1,6 +1,7 @@
 """``joint_transformer``: fairseq's Transformer with a structure-aware output layer (``--output-layer``)."""
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import (
@@ -51,15 +52,16 @@ class JointTransformerDecoder(TransformerDecoder):
 
 @dataclass
 class TransformerOutputLayerConfig(OutputLayerConfig):
-    """:class:`OutputLayerConfig` of fairseq's Transformer, whose decoder builds fairseq's adaptive softmax in place of
-    any output layer when ``--adaptive-softmax-cutoff`` is given (fairseq's LSTM builds it for ``--criterion
-    adaptive_loss`` only, which :meth:`OutputLayerConfig.validate` refuses)."""
+    """:class:`OutputLayerConfig` of fairseq's Transformer, which builds fairseq's adaptive softmax from
+    ``--adaptive-softmax-cutoff`` only where it has no output layer of its own: ``joint_transformer`` always has one,
+    so the option would be ignored (fairseq's LSTM reads it for ``--criterion adaptive_loss`` only, which
+    :meth:`OutputLayerConfig.validate` refuses)."""
 
     @staticmethod
     def validate(cfg) -> None:
         if cfg.model.adaptive_softmax_cutoff:
-            raise OptionError("--adaptive-softmax-cutoff replaces the output layer with fairseq's adaptive softmax: "
-                              "drop it to use --output-layer (or use --arch transformer)")
+            raise OptionError("--adaptive-softmax-cutoff builds fairseq's adaptive softmax, which joint_transformer "
+                              "does not (its output layer is --output-layer): drop it, or use --arch transformer")
 
 
 @register_model("joint_transformer")
@@ -71,6 +73,9 @@ class JointTransformerModel(OutputLayerModelMixin, TransformerModel):
     @classmethod
     def build_model(cls, args, task):
         joint_transformer_base(args)
+        # also where the options were not checked before fairseq started (FAIRSEQ_JOINT_PATCHES=0, a model built in
+        # Python): the option would be ignored without a word
+        TransformerOutputLayerConfig.validate(SimpleNamespace(model=args))
         return cls.build_seeded(args, task, super().build_model)
 
     @classmethod

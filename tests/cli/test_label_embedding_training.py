@@ -153,4 +153,4 @@ def test_gile_multiclass_classification_with_the_label_embedding_loss(tmp_path):
     assert short.returncode == 2 and short.stderr.strip().splitlines()[-1] == (
         f"error: --eval-label-file {raw / 'eval.tsv'} lacks 1 training label(s) (first: {first!r}), which --criterion "
         "gile_label_embedding_cross_entropy scores at validation too (Eq. 14): add a 'label<TAB>description' line for "
-        "each")
+        "each") and not list((tmp_path / "ck4").glob("*.pt"))  # refused before training

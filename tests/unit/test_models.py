@@ -164,11 +164,16 @@ def test_tied_with_unequal_dims_says_how_to_fix(tiny_bin):
     build(tiny_bin, "joint_lstm", "--output-layer", "joint", *SMALL_LSTM, "--decoder-out-embed-dim", 24)
 
 
-def test_joint_lstm_refuses_to_share_the_embeddings_of_two_dictionaries(tiny_bin):
-    """The data's rule of fairseq's LSTMModel.build_model, which joint_lstm builds its modules without (the rules on
-    the options alone are checked before fairseq starts: tests/unit/test_option_checks.py)."""
+def test_joint_lstm_refuses_at_build_what_fairseqs_lstm_refuses(tiny_bin):
+    """fairseq's LSTMModel.build_model's rules, which joint_lstm builds its modules without: the data's (a joint
+    dictionary to share), and those on the options, which are checked before fairseq starts
+    (tests/unit/test_option_checks.py) and again here, for a model built without those checks."""
     with pytest.raises(InputError, match=r"^--share-all-embeddings requires a joint dictionary"):
         build(tiny_bin, "joint_lstm", *SMALL_LSTM, "--share-all-embeddings")
+    with pytest.raises(OptionError, match="^--encoder-layers must match --decoder-layers"):
+        build(tiny_bin, "joint_lstm", *SMALL_LSTM, "--encoder-layers", 2, "--decoder-layers", 1)
+    with pytest.raises(OptionError, match="^--adaptive-softmax-cutoff builds fairseq's adaptive softmax"):
+        build(tiny_bin, "joint_transformer", "--adaptive-softmax-cutoff", "8,16")
 
 
 def test_unknown_output_layer_lists_choices(tiny_bin, capsys):

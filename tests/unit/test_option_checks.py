@@ -471,11 +471,13 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
      "^--encoder-layers must match --decoder-layers"),
     (["--arch", "joint_lstm_tiny", "--decoder-embed-path", "v.txt"], "^--decoder-embed-path is not supported by "
                                                                      "joint_lstm"),
+    (["--arch", "joint_lstm_tiny", "--encoder-embed-path", "v.txt"], "^--encoder-embed-path is not supported by "
+                                                                     "joint_lstm"),
     (["--arch", "joint_lstm_tiny", "--share-all-embeddings", "--decoder-embed-dim", "24"],
      "^--share-all-embeddings requires --encoder-embed-dim to match --decoder-embed-dim"),
     # fairseq's Transformer builds its adaptive softmax in place of any output layer
-    (["--adaptive-softmax-cutoff", "8,16"], "^--adaptive-softmax-cutoff replaces the output layer with fairseq's "
-                                            "adaptive softmax: drop it to use --output-layer"),
+    (["--adaptive-softmax-cutoff", "8,16"], "^--adaptive-softmax-cutoff builds fairseq's adaptive softmax, which "
+                                            "joint_transformer does not"),
     ([*GILE, "--multilabel-loss", "copy_nll", "--label-sample-rate", "0.5"], "samples labels for the bce loss"),
     ([*GILE, "--classification-mode", "multiclass", "--multilabel-loss", "copy_nll"],
      "^--multilabel-loss copy_nll is for --classification-mode multilabel"),
