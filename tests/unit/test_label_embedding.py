@@ -256,6 +256,14 @@ def test_a_checkpoint_it_cannot_read_is_refused(model_and_batch):
     with pytest.raises(Refusal, match="^--label-embedding-from /nonexistent/checkpoint.pt: no such file: give "
                                        "the checkpoint_\\*.pt of a run "):
         criterion(model_and_batch[0], label_embedding_from="/nonexistent/checkpoint.pt")
+    from fairseq_joint.criterions.label_embedding_cross_entropy import load_label_embedding
+    from fairseq_joint.errors import CheckpointError
+
+    # a checkpoint of another criterion (cross_entropy saves no criterion state)
+    with pytest.raises(CheckpointError, match="^--label-embedding-from ck.pt: the checkpoint holds no label embedding "
+                                              r"\(no criterion state label_embedding\.\*\); train one with --criterion "
+                                              "label_embedding_cross_entropy first$"):
+        load_label_embedding("ck.pt", state={"model": {}, "criterion": {}})
 
 
 def test_it_has_only_the_options_it_serves(tiny_bin, capsys):
