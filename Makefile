@@ -44,7 +44,7 @@ test: install lint
 test-fast: install lint
 	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) -q tests/unit
 
-# every test under coverage (.coveragerc; about 11 minutes on 2 cores), then the raise statements of the package that
+# every test under coverage (.coveragerc; about 13 minutes on 2 cores), then the raise statements of the package that
 # no test reaches (scripts/untested_refusals.py); the data stays in .coverage-data/
 coverage: install
 	$(PIP) install -q "coverage>=7.10"

@@ -216,11 +216,11 @@ def gzsl_average_precision(scores, targets, seen, offsets) -> Tuple[np.ndarray, 
         docs = np.flatnonzero((targets & own).any(axis=1))
         counts[g] = len(docs)
         for start in range(0, len(docs), at_once):
-            chunk = docs[start:start + at_once]
-            ranking = rank(scores[chunk][:, own], targets[chunk][:, own])
+            chunk_scores, chunk_targets = scores[docs[start:start + at_once]], targets[docs[start:start + at_once]]
+            ranking = rank(chunk_scores[:, own], chunk_targets[:, own])
             doc, position = np.nonzero(ranking.relevant)
             value = ranking.value[doc, position]
-            other = np.where(targets[chunk][:, ~own], -np.inf, scores[chunk][:, ~own])  # its gold labels: out
+            other = np.where(chunk_targets[:, ~own], -np.inf, chunk_scores[:, ~own])  # its gold labels: out
             beside = np.zeros((len(offsets), len(doc)))
             step = max(1, CHUNK // max(other.shape[1], 1))
             for first in range(0, len(doc), step):

@@ -90,8 +90,10 @@ def parse_args(argv: Optional[Sequence[str]] = None):
         usage="%(prog)s [CHECKPOINT | --arch ARCH [model flags]] [--json]",
         epilog="CHECKPOINT: a fairseq checkpoint (.pt), given first. Any other flag (--output-layer, "
                "--joint-dim, ...) configures the model.")
-    p.add_argument("--src-vocab", type=number(VOCAB), help=f"source dictionary size (configuration mode; default {DEFAULT_VOCAB})")
-    p.add_argument("--tgt-vocab", type=number(VOCAB), help=f"target dictionary size (configuration mode; default {DEFAULT_VOCAB})")
+    p.add_argument("--src-vocab", type=number(VOCAB),
+                   help=f"source dictionary size (configuration mode; default {DEFAULT_VOCAB})")
+    p.add_argument("--tgt-vocab", type=number(VOCAB),
+                   help=f"target dictionary size (configuration mode; default {DEFAULT_VOCAB})")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--arch", help="model architecture to count (configuration mode), e.g. joint_lstm_wmt17")
     argv = list(sys.argv[1:] if argv is None else argv)
