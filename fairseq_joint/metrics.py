@@ -44,9 +44,10 @@ RANKING_KEYS = ("rl", "avgpr", "oneerr", "r5", "fullacc")
 CHUNK = 2 ** 22
 
 
-def score_matrices(scores, targets, seen=None):
+def score_matrices(scores, targets, seen=None, offsets=()):
     """``scores`` as float64, ``targets`` as bool (n x L each) and ``seen`` as bool (L,), checked: equal shapes,
-    finite scores."""
+    finite scores, and finite scores still with the seen labels' lowered by each γ of ``offsets`` (a NaN γ, or
+    scores less γ that overflow to infinity, ranked the labels wrong without a word)."""
     scores, targets = np.asarray(scores, dtype=np.float64), np.asarray(targets) > 0
     seen = None if seen is None else np.asarray(seen, dtype=bool)
     shapes = f"scores {scores.shape}, targets {targets.shape}" + ("" if seen is None else f", seen {seen.shape}")
@@ -54,6 +55,10 @@ def score_matrices(scores, targets, seen=None):
         raise ValueError(f"{shapes}: expected n x L, n x L" + ("" if seen is None else ", L"))
     if not np.isfinite(scores).all():
         raise ValueError("the scores to rank hold a non-finite value")
+    with np.errstate(over="ignore"):  # the overflow is what is refused
+        largest = np.abs(np.asarray(offsets, dtype=np.float64)).max(initial=0.0) + np.abs(scores).max(initial=0.0)
+    if not np.isfinite(largest):  # a γ not finite, or one that the scores less it overflow with
+        raise ValueError(f"γ (seen_score_offset) {list(np.ravel(offsets))}: the scores less γ must be finite numbers")
     return scores, targets, seen
 
 
@@ -159,7 +164,7 @@ def gzsl_metric_sums(scores, targets, seen, seen_score_offset: float = 0.0) -> D
     taken out of the ranking (moved below every other label, where no metric counts them), so a correct seen label
     does not count as an error of the unseen ranking, nor the reverse.
     """
-    scores, targets, seen = score_matrices(scores, targets, seen)
+    scores, targets, seen = score_matrices(scores, targets, seen, [seen_score_offset])
     scores = scores - seen_score_offset * seen
     floor = scores.min() - 1.0 if scores.size else 0.0
     out = {}
@@ -208,8 +213,8 @@ def gzsl_average_precision(scores, targets, seen, offsets) -> Tuple[np.ndarray, 
     label, which is counted for every γ (the seen labels' scores lowered by γ, as :func:`gzsl_metric_sums` does).
     Within a group the scores are compared as they are, not less γ: the same order as :func:`gzsl_metric_sums`'s but
     for two scores that subtracting γ rounds to one (float32 logits closer than |γ| x 2^-29 to each other and to 0)."""
-    scores, targets, seen = score_matrices(scores, targets, seen)
     offsets = np.asarray(offsets, dtype=np.float64).reshape(-1)
+    scores, targets, seen = score_matrices(scores, targets, seen, offsets)
     sums, counts = np.zeros((len(offsets), 2)), np.zeros(2)
     at_once = max(1, CHUNK // max(scores.shape[1], 1))  # documents ranked at once
     for g, own in enumerate((seen, ~seen)):

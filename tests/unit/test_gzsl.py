@@ -55,6 +55,20 @@ def test_gzsl_counts_only_documents_with_a_label_of_the_group():
         gzsl_metric_sums(np.zeros((3, 2)), gold, np.array([True]))
 
 
+@pytest.mark.parametrize("gamma,scores", [(float("nan"), 0.5), (float("inf"), 0.5), (1e308, 1e308), (0.0, np.nan)])
+def test_gzsl_refuses_scores_less_gamma_that_are_not_numbers(gamma, scores):
+    """A NaN γ, or scores less γ that overflow to infinity, ranked the labels wrong: the metrics of both routes (one
+    γ, many) refuse them instead of returning numbers; a large γ that does not overflow is ranked as any other."""
+    seen, gold = np.array([True, False]), np.array([[1, 0], [0, 1]])
+    message = "the scores to rank hold a non-finite value" if np.isnan(scores) else \
+        r"^γ \(seen_score_offset\) \[.*\]: the scores less γ must be finite numbers$"
+    for metric in (lambda s: gzsl_metric_sums(s, gold, seen, gamma), lambda s: gzsl_summary(s, gold, seen, gamma),
+                   lambda s: gzsl_average_precision(s, gold, seen, [0.0, gamma])):
+        with pytest.raises(ValueError, match=message):
+            metric(np.full((2, 2), scores))
+    assert gzsl_summary(np.array([[2e307, 0.0], [0.0, 1e307]]), gold, seen, 1e307)["gzsl_h"] == pytest.approx(100.0)
+
+
 @pytest.mark.parametrize("chunk", [metrics.CHUNK, 7])  # 7 scores at a time: a relevant label per chunk
 def test_gzsl_average_precision_at_many_offsets_equals_one_ranking_at_each(monkeypatch, chunk):
     """Each group ranked once, the other group's labels counted for each γ, equals gzsl_metric_sums at each γ (all
