@@ -22,6 +22,8 @@ from conftest import (
 
 from fairseq_joint.cli import preprocess_gile as preprocess_command
 from fairseq_joint.cli.common import CommandError, run
+from fairseq_joint.errors import InputError
+from fairseq_joint.hub import LabelPredictor
 from fairseq_joint_studies.study_metrics import chance_level
 
 HEADS = ["linear", "bil_yh15", "bil_n16", "gile", "gile_label_only", "gile_input_only"]
@@ -71,6 +73,10 @@ def test_train_validate_and_checkpoint_round_trip(gile_bin, tmp_path, head, extr
         out = cli("fairseq-joint-predict-labels", "--checkpoint", save / "checkpoint_last.pt",
                   "--labels", SAMPLE / "labels.tsv", "--input", tmp_path / "t.txt", check=False)
         assert out.returncode != 0 and "--head linear cannot score" in out.stderr and "--head gile" in out.stderr
+        # its label vectors (the Python API's embeddings of labels): a linear head has none
+        predictor = LabelPredictor.from_checkpoint(save / "checkpoint_last.pt")
+        with pytest.raises(InputError, match=r"--head linear has no label vectors: train with --head gile for them$"):
+            predictor.embeddings(labels=(gile_bin / "labels.train.txt").read_text().split()[:1])  # a seen one
 
 
 def test_zero_shot_ranks_unseen_label_first(tmp_path):

@@ -181,6 +181,23 @@ def test_translation_keywords_are_fairseqs_options(translation_checkpoint, tiny_
     assert any(len(h["tokens"]) > 2 for h in translator.generate(tokens, beam=2, max_len_a=0, max_len_b=8))
 
 
+def test_translator_refuses_a_language_model(tiny_text, tmp_path):
+    """A fairseq language model (a decoder only: fairseq-train --task language_modeling) given to load_translator is
+    refused naming what it holds, where fairseq's hub built a translator that failed at the first translate."""
+    from conftest import TRAIN_FAST, USER_DIR
+
+    cli("fairseq-preprocess", "--only-source", "--trainpref", tiny_text / "train.en", "--destdir", tmp_path / "lm",
+        "--workers", "1")
+    cli("fairseq-train", tmp_path / "lm", "--user-dir", USER_DIR, "--task", "language_modeling", "--arch",
+        "transformer_lm", "--decoder-layers", "1", "--decoder-embed-dim", "16", "--decoder-ffn-embed-dim", "32",
+        "--decoder-attention-heads", "2", "--tokens-per-sample", "32", "--max-update", "1", "--save-dir",
+        tmp_path / "save", *TRAIN_FAST)
+    checkpoint = tmp_path / "save" / "checkpoint_last.pt"
+    with pytest.raises(errors.CheckpointError, match=rf"^{checkpoint} holds a TransformerLanguageModel, not an "
+                                                     r"encoder-decoder: give a translation checkpoint$"):
+        load_translator(checkpoint, tmp_path / "lm")
+
+
 def refusal_line(proc) -> str:
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-3000:]
