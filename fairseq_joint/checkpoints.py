@@ -20,8 +20,9 @@ plugin is loaded:
 * **absolute paths**: the data directory, label files and sentence encoder a checkpoint's configuration names
   (:data:`PATH_OPTIONS`) are saved absolute, so a command run from another directory finds them; a multilingual
   model's label language is saved explicit (its default, the first of ``--languages``, follows their order);
-* **damaged files**: a checkpoint torch cannot read (truncated, not a zip archive) is refused with a one-line error that
-  names the newest intact checkpoint beside it and the command that restores it.
+* **damaged files**: a checkpoint torch cannot read (a truncated zip archive) is refused with a one-line error that
+  names the newest intact checkpoint beside it and the command that restores it; a file that is no checkpoint at all
+  (a dictionary given to ``--path``) is refused as such.
 
 Checkpoints written before (without checksums) load as before; those whose checksums cover the model and the
 criterion only are verified on those.
@@ -50,6 +51,8 @@ from fairseq_joint.errors import CheckpointError
 logger = logging.getLogger(__name__)
 
 CHECKSUMS = "fairseq_joint_checksums"
+#: how the zip archive torch saves starts (a truncated one too)
+ZIP_MAGIC = b"PK\x03\x04"
 #: what marks a checkpoint dict of fairseq's (the entries of its model and its criterion)
 PARTS = ("model", "criterion")
 #: the entries of a checkpoint dict that are not checksummed: its configuration, which fairseq's loader rewrites
@@ -270,11 +273,12 @@ def load(original, path, *args, **kwargs):
 
 
 def _unreadable(path: str, err: BaseException) -> BaseException:
-    """What fairseq's failure ``err`` to load ``path`` means: a file torch cannot read (truncated, not a zip archive
-    nor a pickle) is refused naming the newest intact checkpoint beside it (:func:`instead`); one torch reads that is
-    no fairseq checkpoint (a plain ``state_dict``, which fairseq's upgrade of old checkpoints fails on with
-    ``KeyError: 'best_loss'``) is refused as such; else ``err`` itself, such as the refusal of torch's ``weights_only``
-    unpickler of a zip archive or a legacy pickle (``errors.unsafe_checkpoint`` names it)."""
+    """What fairseq's failure ``err`` to load ``path`` means: a truncated zip archive or pickle (or an empty file) is
+    refused naming the newest intact checkpoint beside it (:func:`instead`); a file that is neither (a dictionary given
+    to ``--path``) as no checkpoint, whose fix is another file, not deleting it; one torch reads that is no fairseq
+    checkpoint (a plain ``state_dict``, which fairseq's upgrade of old checkpoints fails on with ``KeyError:
+    'best_loss'``) as such; else ``err`` itself, such as the refusal of torch's ``weights_only`` unpickler of a zip
+    archive or a legacy pickle (``errors.unsafe_checkpoint`` names it)."""
     from fairseq.file_io import PathManager
 
     local = PathManager.get_local_path(path)
@@ -282,11 +286,15 @@ def _unreadable(path: str, err: BaseException) -> BaseException:
         return err
     unsafe = isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in str(err)
     if _readable(local) is not None:
-        with open(local, "rb") as f:  # a legacy pickle starts with its PROTO opcode; a text file is no checkpoint
-            if unsafe and f.read(1) == pickle.PROTO:
-                return err
-        return CheckpointError(f"{path} is truncated or not a checkpoint (torch cannot read its zip archive; an "
-                               f"interrupted save?); {instead(path)}")
+        with open(local, "rb") as f:  # a legacy pickle starts with its PROTO opcode, torch's zip archive with PK
+            start = f.read(4)
+        if unsafe and start[:1] == pickle.PROTO:
+            return err
+        if start and not start.startswith(ZIP_MAGIC) and start[:1] != pickle.PROTO:  # a dictionary, a text
+            return CheckpointError(f"{path} is not a checkpoint (neither the zip archive nor the pickle torch saves): "
+                                   "give a checkpoint written by fairseq-train (checkpoint_*.pt)")
+        return CheckpointError(f"{path} is truncated (torch cannot read its zip archive; an interrupted save?); "
+                               f"{instead(path)}")
     if unsafe:
         return err
     try:

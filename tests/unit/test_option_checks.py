@@ -646,9 +646,15 @@ def test_a_file_that_is_no_fairseq_checkpoint_is_named_as_such(tmp_path, monkeyp
     assert str(errors.refusal(raised(exec, compile("raise ValueError('--x y')", __file__, "exec")))).startswith("--x y")
     assert errors.refusal(raised(exec, compile("raise ValueError('x --y')", in_fairseq.__file__, "exec"))) is None
     text = tmp_path / "text.pt"
-    text.write_text("not a checkpoint\n")  # torch's unpickler: "Unsupported operand 110", which is no pickle's
-    with pytest.raises(errors.CheckpointError, match=f"^{text} is truncated or not a checkpoint"):
+    text.write_text("not 1\n")  # torch's unpickler: "Unsupported operand 110", which is no pickle's (a dictionary)
+    with pytest.raises(errors.CheckpointError) as refused:
         checkpoint_utils.load_checkpoint_to_cpu(str(text))
+    assert str(refused.value) == (f"{text} is not a checkpoint (neither the zip archive nor the pickle torch saves): "
+                                  "give a checkpoint written by fairseq-train (checkpoint_*.pt)")  # not: delete it
+    for start in (b"", b"PK\x03\x04\x14\x00", pickle.PROTO + b"\x02}q"):  # an empty file, a zip, a pickle cut short
+        text.write_bytes(start)
+        with pytest.raises(errors.CheckpointError, match=f"^{text} is truncated \\(torch cannot read its zip archive"):
+            checkpoint_utils.load_checkpoint_to_cpu(str(text))
     monkeypatch.setattr(sys, "argv", ["fairseq-generate", "--path", str(tmp_path)])
     found = errors.refusal(raised(open, str(tmp_path)))
     assert isinstance(found, errors.InputError) and str(found) == f"--path {tmp_path} is a directory: give a file"
