@@ -38,7 +38,7 @@ from fairseq_joint.criterions.decoder_features import (
     features_and_target,
     output_layer_of,
 )
-from fairseq_joint.errors import OptionError
+from fairseq_joint.errors import InputError, OptionError
 from fairseq_joint.modules.chunked_softmax import chunked_cross_entropy, exact_target_log_probs, token_chunk_size
 from fairseq_joint.modules.output_layers import OutputLayer
 from fairseq_joint.modules.sampling import (
@@ -125,8 +125,13 @@ def log_candidates(logging_outputs) -> None:
 def target_dictionary_sampler(task, sampler, sample_rate, num_samples, unigram_alpha,
                               exclude_positives=True) -> CandidateSampler:
     """The candidate sampler over the target dictionary: padding never scored; pad, bos and fairseq's filler
-    symbols never drawn; unigram counts from the dictionary."""
+    symbols never drawn; unigram counts from the dictionary, refused when its words have none (the sampler would
+    draw only the special symbols, and the loss with --logq-correction be NaN)."""
     d = task.target_dictionary
+    if sampler == "unigram" and not any(d.count[d.nspecial:]):
+        raise InputError("--sampler unigram draws words by their counts in the target dictionary, where every word's "
+                         "count is 0 (fairseq-preprocess --srcdict/--tgtdict of such a file?): binarize with a "
+                         "dictionary that counts the training words, or use --sampler uniform or log_uniform")
     filler = [i for i, s in enumerate(d.symbols) if s.startswith("madeupword")]
     return CandidateSampler(
         len(d), sampler, sample_rate=sample_rate, num_samples=num_samples,

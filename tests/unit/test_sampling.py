@@ -165,6 +165,23 @@ def test_sampler_errors():
         CandidateSampler(V, "zipf", sample_rate=0.5)
     with pytest.raises(InputError, match="^the unigram sampler has no id to draw from \\(all counts are zero\\)$"):
         CandidateSampler(V, "unigram", sample_rate=0.5, counts=torch.zeros(V))
+    # the target dictionary's words without counts (a --tgtdict of zeros): only the special symbols were drawn
+    from types import SimpleNamespace
+
+    from fairseq.data import Dictionary
+
+    from fairseq_joint.criterions.sampled_cross_entropy import target_dictionary_sampler
+
+    d = Dictionary()
+    for word in ("a", "b", "c"):
+        d.add_symbol(word, n=0)
+    with pytest.raises(InputError, match=r"^--sampler unigram draws words by their counts in the target dictionary, "
+                                         r"where every word's count is 0 .*or use --sampler uniform or log_uniform$"):
+        target_dictionary_sampler(SimpleNamespace(target_dictionary=d), "unigram", None, 2, 1.0)
+    assert target_dictionary_sampler(SimpleNamespace(target_dictionary=d), "uniform", None, 2, 1.0).num_negatives(1) == 2
+    d.add_symbol("a", n=3)
+    q = target_dictionary_sampler(SimpleNamespace(target_dictionary=d), "unigram", None, 2, 1.0).q
+    assert q[d.index("a")] == 3 / 5 and q[d.index("b")] == 0  # a word counted: drawn by its count (eos, unk: 1)
 
 
 # ------------------------------------------------------------------ chunked exact softmax
