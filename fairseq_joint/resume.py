@@ -55,13 +55,19 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
     """``original`` (fairseq's ``Trainer.load_checkpoint``), then, when it resumed a checkpoint: the task's state
     restored in the process that saves the checkpoints (so one saved before the next validation keeps it), one log
     line with the options that differ from the checkpoint's (:func:`changed_options`), and a refusal when the run is
-    already at or past ``--max-update`` (before any update, so that no checkpoint of it is overwritten)."""
+    already at or past ``--max-update`` (before any update, so that no checkpoint of it is overwritten). fairseq's
+    failures to take the checkpoint's model or optimizer state are refused naming the options that differ
+    (:func:`model_mismatch`, :func:`optimizer_mismatch`)."""
     try:
         extra_state = original(trainer, filename, *args, **kwargs)
-    except Exception as err:  # noqa: BLE001  (fairseq's own, or what it wraps: only its model-mismatch is translated)
+    except Exception as err:  # noqa: BLE001  (fairseq's own, or what it wraps: only its mismatches are translated)
         finetuning = filename == trainer.cfg.checkpoint.finetune_from_model  # other options are its point
-        mismatch = model_mismatch(filename, trainer.cfg, err) if str(err).startswith("Cannot load model "
-                                                                                     "parameters") else None
+        if str(err).startswith("Cannot load model parameters"):
+            mismatch = model_mismatch(filename, trainer.cfg, err)
+        elif str(err).startswith(OPTIMIZER_MISMATCHES) or OPTIMIZER_GROUP_MISMATCH in str(err):
+            mismatch = optimizer_mismatch(filename, trainer.cfg, err)
+        else:
+            mismatch = None
         if mismatch is None or finetuning and errors.refusal(err) is not None:
             raise
         raise mismatch from err
@@ -105,6 +111,28 @@ def model_mismatch(filename: str, cfg, err: BaseException) -> Optional[Checkpoin
     return CheckpointError(f"{filename} holds another model than this run builds ({what}): resume it with the "
                            "checkpoint's options, or train this one into another --save-dir (or start from its "
                            "weights only where they fit: --finetune-from-model)")
+
+
+#: how fairseq's ``Trainer.load_checkpoint`` refuses the optimizer state of another criterion or optimizer
+OPTIMIZER_MISMATCHES = ("Criterion does not match", "Optimizer does not match")
+#: how torch's ``Optimizer.load_state_dict`` refuses a state of other parameters (a criterion whose label embedding
+#: is now loaded and frozen: ``--label-embedding-from``)
+OPTIMIZER_GROUP_MISMATCH = "doesn't match the size of optimizer's group"
+#: the configuration groups that decide the optimizer's state
+OPTIMIZER_GROUPS = ("criterion", "optimizer")
+
+
+def optimizer_mismatch(filename: str, cfg, err: BaseException) -> CheckpointError:
+    """The refusal of a resume whose optimizer cannot take the checkpoint's state (fairseq's "Criterion does not
+    match; please reset the optimizer", torch's refusal of a state of other parameters: ``err``): the criterion and
+    optimizer options that differ from the checkpoint's, or else what fairseq said, and the two fixes."""
+    state = saved_checkpoint(filename) or {}
+    saved = state.get("cfg")
+    changed = changed_options(saved, current_configuration(cfg), OPTIMIZER_GROUPS) if saved is not None else []
+    what = ", ".join(changed) if changed else " ".join(str(err).split())[:300]
+    return CheckpointError(f"{filename} holds the optimizer state of another criterion or optimizer than this run's "
+                           f"({what}): resume it with the checkpoint's options, or continue from its weights with a "
+                           "new optimizer state (--reset-optimizer)")
 
 
 def saved_checkpoint(filename: str):

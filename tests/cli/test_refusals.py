@@ -79,6 +79,21 @@ def test_resuming_into_another_output_layer_names_the_difference(tiny_bin, tmp_p
     # the option the user changed, as every resume into another model names it (not the output layer's own fields)
     assert f"{tmp_path}/checkpoint_last.pt holds another model than this run builds (--joint-dim 16 (checkpoint: 24))" \
         in line, line
+    # another criterion (fairseq's AssertionError "Criterion does not match"), or a label embedding loaded and frozen
+    # where the checkpoint trained one (torch's refusal of the optimizer state of other parameters): the options, and
+    # --reset-optimizer, which continues from the weights
+    le = ["--criterion", "label_embedding_cross_entropy", "--label-embedding-dim", 8]
+    cli("fairseq-train", tiny_bin, *common, "--joint-dim", 24, "--save-dir", tmp_path / "le", *le)
+    again = [*common, "--joint-dim", 24, "--save-dir", tmp_path / "le", "--max-update", 2]
+    fix = "resume it with the checkpoint's options, or continue from its weights with a new optimizer state " \
+          "(--reset-optimizer)"
+    for extra, changed in (([], "--criterion cross_entropy (checkpoint: label_embedding_cross_entropy)"),
+                           ([*le, "--label-embedding-from", tmp_path / "le" / "checkpoint_last.pt"],
+                            f"--label-embedding-from {tmp_path}/le/checkpoint_last.pt (checkpoint: None)")):
+        line = refusal(cli("fairseq-train", tiny_bin, *again, *extra, check=False))
+        assert line == (f"error: {tmp_path}/le/checkpoint_last.pt holds the optimizer state of another criterion or "
+                        f"optimizer than this run's ({changed}): {fix}"), line
+    cli("fairseq-train", tiny_bin, *again, "--reset-optimizer")
 
 
 def test_gile_inputs_that_are_not_utf8_or_start_with_a_byte_order_mark(tmp_path):
