@@ -15,7 +15,7 @@ language, and ``language.txt`` records it for the task to check against the dire
 the training texts (or on ``--lexical-texts``: e.g. every language's training file, one model for the languages of a
 multilingual model; ``--lexical-tokenizer gile`` for languages written without spaces), the lexical channel of
 ``--encoder hybrid``; ``--lexical-model FILE`` copies one fitted before (every language of a multilingual model reads
-the same).
+the same). The files of an earlier run in ``--destdir`` that this one does not replace are removed, each logged.
 
 Example::
 
@@ -199,11 +199,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         lexical.save(lexical_path)
         logger.info(f"lexical features: {lexical.num_features} TF-IDF terms ({args.lexical_tokenizer}) fitted on "
                     f"{lexical.documents} texts of {len(sources)} file(s); wrote {lexical_path}")
-    elif os.path.isfile(lexical_path):  # fitted on the texts this run replaced
-        os.remove(lexical_path)
-        logger.info(f"removed {lexical_path} (an earlier run's; --lexical-features fits one on these texts)")
+    remove_earlier_files(args.destdir, [*splits, *((LANGUAGE_FILE,) if args.lang is not None else ()),
+                                        *((LABEL_FILE,) if args.labels else ()),
+                                        *((LEXICAL_FILE,) if args.lexical_model or args.lexical_features else ())])
     logger.info(f"dictionary: {len(dictionary)} types; {len(train_labels)} training labels; wrote {args.destdir}")
     return 0
+
+
+def remove_earlier_files(destdir: str, written) -> None:
+    """The files of DESTDIR an earlier run wrote and this run does not replace (``written``: the splits and the files
+    it wrote) removed, each said in the log: a split binarized with the earlier dictionary (read with this run's, its
+    documents would be other words), the earlier run's language, label file or lexical model (fitted on other
+    texts)."""
+    earlier = [name for split in ("train", "valid", "test") if split not in written
+               for name in (f"{split}.input.bin", f"{split}.input.idx", f"{split}.labels", RAW_TEXTS.format(split=split))]
+    earlier += [name for name in (LANGUAGE_FILE, LABEL_FILE, LEXICAL_FILE) if name not in written]
+    for name in earlier:
+        path = os.path.join(destdir, name)
+        if os.path.isfile(path):
+            os.remove(path)
+            logger.info(f"removed {path}: an earlier run's, which this run's files do not go with")
 
 
 command = console_script(main, PROG)

@@ -79,6 +79,26 @@ def test_train_validate_and_checkpoint_round_trip(gile_bin, tmp_path, head, extr
             predictor.embeddings(labels=(gile_bin / "labels.train.txt").read_text().split()[:1])  # a seen one
 
 
+def test_preprocessing_again_into_a_directory_removes_what_it_does_not_replace(tmp_path, caplog):
+    """A second run into the same --destdir without --valid, --lang, --labels or --lexical-features: the earlier run's
+    validation split was read with the new dictionary (other words, and an index past the embedding when the new one
+    was smaller), its language, label file and lexical model with the new data. They are removed, each logged; what
+    the run writes is what the directory holds."""
+    raw, dest = sample_corpus(tmp_path / "raw", n_train=40, n_valid=10), tmp_path / "bin"
+    preprocess_command.main(["--train", str(raw / "train.jsonl"), "--valid", str(raw / "valid.jsonl"), "--labels",
+                             str(raw / "labels.tsv"), "--lang", "en", "--lexical-features", "100", "--destdir", str(dest)])
+    earlier = {"valid.input.bin", "valid.input.idx", "valid.labels", "valid.text", "language.txt", "labels.tsv",
+               "lexical.json"}
+    assert earlier <= {p.name for p in dest.iterdir()}
+    with caplog.at_level("INFO"):
+        preprocess_command.main(["--train", str(raw / "train.jsonl"), "--destdir", str(dest)])
+    assert {p.name for p in dest.iterdir()} == {"dict.txt", "train.input.bin", "train.input.idx", "train.labels",
+                                                "train.text", "labels.train.txt"}
+    removed = sorted(r.getMessage() for r in caplog.records if r.getMessage().startswith("removed "))
+    assert removed == sorted(f"removed {dest / name}: an earlier run's, which this run's files do not go with"
+                             for name in earlier)
+
+
 def test_zero_shot_ranks_unseen_label_first(tmp_path):
     raw = tmp_path / "raw"
     raw.mkdir()
