@@ -27,7 +27,7 @@ import sys
 from typing import Dict, FrozenSet, Iterable, Iterator, Optional, Sequence, Tuple
 
 from fairseq_joint import checkpoints, errors
-from fairseq_joint.models.gile_classifier import GileClassifier
+from fairseq_joint.models.gile_classifier import SENTENCE_ENCODERS, GileClassifier
 from fairseq_joint.options import (
     ANY,
     DROPOUT,
@@ -442,6 +442,8 @@ def check_recorded_files(path: str, cfg, overrides: Optional[dict], command: str
         value = given or getattr(getattr(cfg, group, None), option, None)
         directory = option == "pretrained_encoder"
         if not isinstance(value, str) or not value or (os.path.isdir(value) if directory else os.path.isfile(value)):
+            continue
+        if directory and not given and cfg.model.encoder not in SENTENCE_ENCODERS:  # recorded, never read (WAN, HAN)
             continue
         if given:  # it is missing: refused as every file a user names is
             check_exists(value, flag(option), f"give {what}", directory)

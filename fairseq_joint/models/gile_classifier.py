@@ -284,6 +284,7 @@ class GileClassifierConfig(FairseqDataclass):
         m, gile_task = cfg.model, issubclass(registered(cfg, "task"), GileDataProvider)
         multilingual = gile_task and bool(cfg.task.languages)
         sentence, linear = m.encoder in SENTENCE_ENCODERS, m.head == "linear"
+        unset = GileClassifierConfig()  # the defaults (the presets set none of the options compared with them below)
         needs = (("--arch {arch} is a gile_classifier, which only --task gile_classification trains (not --task "
                   "{cfg.task._name}): add --task gile_classification", not gile_task),
                  ("--joint-dim must be a positive integer or auto, got {m.joint_dim!r}",
@@ -318,7 +319,21 @@ class GileClassifierConfig(FairseqDataclass):
                   m.similarity_init and not sentence and set(encoder_layers(m)) != {"dense"}),
                  ("--similarity-init starts --head gile at the cosine exactly for --joint-activation relu, not "
                   "{m.joint_activation}: use relu, or --head bil_n16",
-                  m.similarity_init and sentence and m.head == "gile" and m.joint_activation != "relu"))
+                  m.similarity_init and sentence and m.head == "gile" and m.joint_activation != "relu"),
+                 # options the chosen head or encoder does not read: given, they were ignored without a word (and a
+                 # --pretrained-encoder recorded by a WAN model was then asked for by every command loading it)
+                 ("--joint-dim {m.joint_dim} is d_j of --head bil_yh15 or gile; --head {m.head} has no joint space of "
+                  "that size: drop --joint-dim", str(m.joint_dim) != unset.joint_dim and m.head not in NEEDS_JOINT_DIM),
+                 ("--joint-activation/--joint-dropout shape a joint head's projections; --head linear has none: drop "
+                  "them", linear and (str(m.joint_activation) != unset.joint_activation or m.joint_dropout)),
+                 ("--pretrained-encoder {m.pretrained_encoder} is the sentence encoder of --encoder pretrained or "
+                  "hybrid; --encoder {m.encoder} reads none: drop it, or use --encoder pretrained",
+                  m.pretrained_encoder and not sentence),
+                 ("--lexical-dim {m.lexical_dim} sizes the TF-IDF channel of --encoder hybrid; --encoder {m.encoder} "
+                  "has none: drop it", m.lexical_dim != unset.lexical_dim and not sentence),
+                 ("--sentence-encoder and --sentence-end-tokens shape HAN's sentence level; --encoder {m.encoder} has "
+                  "none: use --encoder han, or drop them", m.encoder != "han" and (
+                      str(m.sentence_encoder) != unset.sentence_encoder or m.sentence_end_tokens != unset.sentence_end_tokens)))
         for message, refused in needs:
             if refused:
                 raise OptionError(message.format(m=m, cfg=cfg, arch=arch(m)))

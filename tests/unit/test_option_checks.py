@@ -487,6 +487,21 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
     ([*GILE, "--cooccurrence-init", "ub"], "^--cooccurrence-init initializes the linear head's"),
     ([*GILE, "--head", "linear", "--similarity-init"], "--head linear has no label vectors"),
     ([*GILE, "--head", "linear", "--seen-label-bias"], "which --head linear has already"),
+    # options the chosen head or encoder does not read (ignored before without a word)
+    ([*GILE, "--head", "bil_n16", "--joint-dim", "8"], "^--joint-dim 8 is d_j of --head bil_yh15 or gile; --head "
+                                                       "bil_n16 has no joint space of that size: drop --joint-dim$"),
+    ([*GILE, "--head", "linear", "--joint-dropout", "0.5"], "^--joint-activation/--joint-dropout shape a joint head's "
+                                                            "projections; --head linear has none: drop them$"),
+    ([*GILE, "--head", "linear", "--joint-activation", "tanh"], "^--joint-activation/--joint-dropout shape"),
+    ([*GILE, "--pretrained-encoder", "enc"], "^--pretrained-encoder enc is the sentence encoder of --encoder pretrained "
+                                             "or hybrid; --encoder wan reads none: drop it, or use --encoder pretrained$"),
+    ([*GILE, "--lexical-dim", "8"], "^--lexical-dim 8 sizes the TF-IDF channel of --encoder hybrid; --encoder wan has "
+                                    "none: drop it$"),
+    ([*GILE, "--sentence-encoder", "gru"], "^--sentence-encoder and --sentence-end-tokens shape HAN's sentence level; "
+                                           "--encoder wan has none: use --encoder han, or drop them$"),
+    ([*GILE, "--encoder", "pretrained", "--sentence-end-tokens", "."], "^--sentence-encoder and --sentence-end-tokens "
+                                                                       "shape HAN's sentence level; --encoder pretrained "
+                                                                       "has none"),
     ([*GILE, "--cosine-prior", "1"], "^--cosine-prior 1.0 adds a frozen sentence encoder's cosine"),
     ([*GILE, "--finetune-label-refresh", "2"], "^--finetune-label-refresh 2 sets how often"),
     ([*GILE, "--finetune-encoder"], "^--finetune-encoder trains the sentence encoder of --encoder pretrained, not "
@@ -614,6 +629,10 @@ def test_a_recorded_sentence_encoder_that_moved_names_the_option_of_each_route(t
         checks.check_recorded_files("ck.pt", cfg, {"pretrained_encoder": str(gone)}, "fairseq-validate")
     cfg.model.pretrained_encoder = ""  # --encoder wan records none
     checks.check_recorded_files("ck.pt", cfg, None, "fairseq-validate")
+    # a WAN model that recorded one (trained before such a --pretrained-encoder was refused) never reads it: loads
+    cfg.model.encoder, cfg.model.pretrained_encoder = "wan", str(gone)
+    for command in ("fairseq-validate", "fairseq-joint-predict-labels", "LabelPredictor.from_checkpoint"):
+        checks.check_recorded_files("ck.pt", cfg, None, command)
 
 
 # ---------------------------------------------------------------------------------------------- files that are not checkpoints
