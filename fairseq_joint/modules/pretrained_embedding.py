@@ -27,11 +27,12 @@ def load_word_vectors_(embedding: nn.Embedding, dictionary, path: str, option: s
 
     Returns (dictionary words found in the file, vectors in the file). Refuses in one line that names the file (and
     line) a missing file (a ``MissingFileError``) or one without a line
-    (:func:`~fairseq_joint.text_files.content_lines`), and as an
-    ``InputError`` a malformed line, a dimension other than the embedding's, or a file that covers no dictionary word.
+    (:func:`~fairseq_joint.text_files.content_lines`), and as an ``InputError`` a malformed line, a value that is not
+    a finite float32 number, a word given twice, a dimension other than the embedding's, a header whose count of
+    vectors is not the file's, or a file that covers no dictionary word.
     """
     dim = embedding.embedding_dim
-    found, total = set(), 0
+    found, lines, count = set(), {}, None  # lines: the line of each word's vector
     with torch.no_grad():
         for i, (lineno, line) in enumerate(content_lines(path, option, "vectors", "give a word2vec text file")):
             parts = line.rstrip().split(" ")
@@ -40,6 +41,7 @@ def load_word_vectors_(embedding: nn.Embedding, dictionary, path: str, option: s
                 raise InputError(f"{option} {path}: the vectors have {header} dimensions but --embed-dim is {dim}; set "
                                  f"--embed-dim {header}")
             if header is not None:
+                count = int(line.split()[0])
                 continue
             if len(parts) != dim + 1:
                 raise InputError(f"{path}:{lineno}: expected a word and {dim} numbers (--embed-dim {dim}), got "
@@ -48,11 +50,21 @@ def load_word_vectors_(embedding: nn.Embedding, dictionary, path: str, option: s
                 vector = torch.tensor([float(x) for x in parts[1:]])
             except ValueError:
                 raise InputError(f"{path}:{lineno}: a value of the vector of {parts[0]!r} is not a number") from None
-            total += 1
+            if not torch.isfinite(vector).all():  # nan, inf, or beyond float32 (1e39): training ended in NaN gradients
+                raise InputError(f"{path}:{lineno}: the vector of {parts[0]!r} holds a value that is not a finite "
+                                 "float32 number: fix the line, or leave the word out (it keeps a random vector)")
+            if parts[0] in lines:
+                raise InputError(f"{path}:{lineno}: {parts[0]!r} has a vector on line {lines[parts[0]]} already: give "
+                                 "each word once")
+            lines[parts[0]] = lineno
             index = dictionary.index(parts[0])
             if index != dictionary.unk() or parts[0] == dictionary.unk_word:
                 embedding.weight[index] = vector
                 found.add(index)
+    total = len(lines)
+    if count is not None and count != total:
+        raise InputError(f"{option} {path}: its header says {count} vectors but it holds {total}: give the whole file "
+                         "(a copy cut short?), or correct the header's count")
     if not found:
         raise InputError(f"{option} {path}: none of its {total} words is in the dictionary: give vectors of this "
                          "corpus's words (same tokenization, lowercased)")
