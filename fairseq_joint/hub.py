@@ -53,7 +53,7 @@ from fairseq_joint.data.label_set import LabelSet, check_description_language
 from fairseq_joint.errors import CheckpointError, InputError, OptionError
 from fairseq_joint.loaders import load_checkpoint, load_gile_checkpoint
 from fairseq_joint.modules.tokenizer import tokenize
-from fairseq_joint.options import ANY, POSITIVE_INT, PROBABILITY, Range, check_number, flag
+from fairseq_joint.options import FLOAT32, POSITIVE_INT, PROBABILITY, Range, check_number, flag
 from fairseq_joint.text_files import check_exists
 
 logger = logging.getLogger(__name__)
@@ -98,9 +98,9 @@ class Arguments(NamedTuple):
     def check(self, topk: Optional[int] = None, batch_size: Optional[int] = None,
               seen_score_offset: Optional[float] = None) -> None:
         """The one check of a ranking's numbers, each one given refused under its name here: ``topk`` and
-        ``batch_size`` positive integers, γ (``seen_score_offset``) a finite number."""
+        ``batch_size`` positive integers, γ (``seen_score_offset``) a float32 number."""
         for name, value, allowed in ((self.topk, topk, POSITIVE_INT), (self.batch_size, batch_size, POSITIVE_INT),
-                                     (self.seen_score_offset, seen_score_offset, ANY)):
+                                     (self.seen_score_offset, seen_score_offset, FLOAT32)):
             if value is not None:
                 check_number(name, value, allowed)
 

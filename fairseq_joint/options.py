@@ -62,6 +62,13 @@ FRACTION = Range(0, 1, low_open=True)
 DROPOUT = Range(0, 1, high_open=True)
 POSITIVE_INT = Range(1, integer=True, name="positive")
 NON_NEGATIVE_INT = Range(0, integer=True)
+#: the largest float32 (torch.finfo(torch.float32).max): a number added to float32 scores (GILE's γ, the cosine prior's
+#: λ) beyond it made every score ±inf
+FLOAT32_MAX = 3.4028234663852886e38
+#: what a float32 holds: values that end up in float32 tensors (a float64 such as 1e39 passed as finite, then turned
+#: every score into -inf)
+FLOAT32 = Range(-FLOAT32_MAX, FLOAT32_MAX, name="a float32 number")
+NON_NEGATIVE_FLOAT32 = Range(0, FLOAT32_MAX)
 #: what ``torch.manual_seed`` accepts (a negative seed is mapped to 2^64 + seed)
 SEED = Range(-(2 ** 63), 2 ** 64 - 1, integer=True)
 #: the largest integer an option may take where its range sets no upper bound: what a 64-bit integer (a C long, numpy's

@@ -53,7 +53,7 @@ from fairseq_joint.modules.text_encoders import ENCODER_CHOICES as TEXT_ENCODER_
 from fairseq_joint.modules.text_encoders import LAYER_CHOICES, HierarchicalAttentionEncoder, WordAttentionEncoder
 from fairseq_joint.options import (
     DROPOUT,
-    NON_NEGATIVE,
+    NON_NEGATIVE_FLOAT32,
     NON_NEGATIVE_INT,
     POSITIVE_INT,
     arch,
@@ -256,7 +256,7 @@ class GileClassifierConfig(FairseqDataclass):
         default=0.0, metadata={"help": "--encoder pretrained/hybrid, frozen: at evaluation and prediction, add λ times "
                                "the sentence encoder's cosine of text and description to the logit of every label "
                                "unseen in training (the zero-shot prior beside the head, which scores the labels it "
-                               "was trained on by itself; training does not see it); 0: off", "range": NON_NEGATIVE}
+                               "was trained on by itself; training does not see it); 0: off", "range": NON_NEGATIVE_FLOAT32}
     )
     seen_label_bias: bool = field(
         default=False, metadata={"help": "a bias b_y per label seen in training, started at its log-odds in the "

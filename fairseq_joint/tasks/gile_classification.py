@@ -71,7 +71,7 @@ from fairseq_joint.models.gile_classifier import (
     GileModelInputs,
     pretrained_sentence_encoder,
 )
-from fairseq_joint.options import ANY, arch, registered
+from fairseq_joint.options import FLOAT32, arch, registered
 
 MODE_CHOICES = ("multilabel", "multiclass")
 CALIBRATED_OFFSET = "calibrated_seen_score_offset"  #: the key of γ calibrated on validation in the task's state
@@ -110,7 +110,7 @@ class GileClassificationConfig(FairseqDataclass):
         metadata={"help": "γ of calibrated stacking, subtracted from the seen labels' scores when all labels are "
                   "ranked together; default: calibrated on every validation of split 'valid' with unseen labels (the γ "
                   "maximizing gzsl_h), logged as gamma, saved in the checkpoint for fairseq-joint-predict-labels, and "
-                  "the gzsl_* validation metrics at γ = 0; a value fixes γ for both (no calibration)", "range": ANY},
+                  "the gzsl_* validation metrics at γ = 0; a value fixes γ for both (no calibration)", "range": FLOAT32},
     )
     classification_mode: ChoiceEnum(MODE_CHOICES) = field(
         default="multilabel",

@@ -245,7 +245,7 @@ def test_refusals_are_the_commands(wan_checkpoint, translation_checkpoint, tmp_p
                             ({}, "holds no labels")):
         with pytest.raises(errors.InputError, match=message):
             predictor.predict(TEXTS, labels=labels)
-    for options, message in ((dict(seen_score_offset=float("nan")), "^seen_score_offset must be a finite number"),
+    for options, message in ((dict(seen_score_offset=float("nan")), "^seen_score_offset must be a float32 number"),
                              (dict(batch_size=0), "^batch_size must be positive"),
                              (dict(topk="3"), r"^topk must be positive \(an integer >= 1\), got '3'"),
                              (dict(topk=2.5), "^topk must be positive .*got 2.5")):

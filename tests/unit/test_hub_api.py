@@ -213,7 +213,8 @@ def test_the_api_names_its_keywords_where_the_command_names_its_options(zero_sho
     for call, message in ((dict(topk=0), r"^topk must be positive \(an integer >= 1\), got 0: give a value in that "
                                          "range$"),
                           (dict(batch_size=2.5), "^batch_size must be positive .*got 2.5"),
-                          (dict(seen_score_offset=float("nan")), "^seen_score_offset must be a finite number, got nan")):
+                          (dict(seen_score_offset=float("nan")), "^seen_score_offset must be a float32 number .* got nan: give a value in that range$"),
+                          (dict(seen_score_offset=1e39), "^seen_score_offset must be a float32 number .* got 1e.39: give a value in that range$")):
         with pytest.raises(errors.OptionError, match=message):
             zero_shot.predict(TEXTS, labels=NAMES, **call)
     with pytest.raises(errors.OptionError, match="^batch_size must be positive"):
@@ -226,7 +227,7 @@ def test_the_api_names_its_keywords_where_the_command_names_its_options(zero_sho
     assert torch.equal(zero_shot.embeddings(TEXTS, batch_size=2.0), zero_shot.embeddings(TEXTS, batch_size=2))
     assert zero_shot.gamma(0.5) == (0.5, "seen_score_offset") and zero_shot.gamma(0.5, OPTIONS) == (0.5, "--seen-"
                                                                                                      "score-offset")
-    with pytest.raises(errors.OptionError, match="^--seen-score-offset must be a finite number, got inf"):
+    with pytest.raises(errors.OptionError, match="^--seen-score-offset must be a float32 number .* got inf"):
         zero_shot.gamma(float("inf"), OPTIONS)
     with pytest.raises(errors.OptionError, match="^--topk must be positive .*got 0"):
         OPTIONS.check(topk=0, batch_size=64)

@@ -108,11 +108,14 @@ def test_the_seed_range_is_what_torch_accepts():
 def bad_values(allowed: Range):
     """Values just outside ``allowed``, and the non-finite ones for a real-valued range."""
     out = [] if allowed.integer else [NAN, INF, -INF]
-    step = 1 if allowed.integer else 0.5
+
+    def beyond(bound, direction):  # the next integer, or the next float64 (0.5 past 3.4e38 is 3.4e38)
+        return bound + direction if allowed.integer else math.nextafter(bound, direction * INF)
+
     if allowed.low is not None:
-        out.append(allowed.low if allowed.low_open else allowed.low - step)
+        out.append(allowed.low if allowed.low_open else beyond(allowed.low, -1))
     if allowed.high is not None:
-        out.append(allowed.high if allowed.high_open else allowed.high + step)
+        out.append(allowed.high if allowed.high_open else beyond(allowed.high, 1))
     return out
 
 
@@ -251,7 +254,7 @@ def test_a_checkpoint_number_overridden_out_of_range_is_refused(tmp_path):
     checks.checkpoint_checks(path, checkpoint_utils.load_checkpoint_to_cpu(path), None, None, "fairseq-validate")
     # as fairseq-validate --model-overrides "{'seen_score_offset': float('nan')}" sets it
     state = checkpoint_utils.load_checkpoint_to_cpu(path, {"seen_score_offset": NAN})
-    with pytest.raises(errors.OptionError, match="^--seen-score-offset must be a finite number, got nan"):
+    with pytest.raises(errors.OptionError, match="^--seen-score-offset must be a float32 number .* got nan: give a value in that range$"):
         checks.checkpoint_checks(path, state, None, None, "fairseq-validate")
 
 
@@ -448,7 +451,12 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
     ([*SAMPLED, "--vocab-chunk-size", "0"], "^--vocab-chunk-size must be positive"),
     ([*LABEL_EMBEDDING, "--label-embedding-hinge-p", "3"], r"^--label-embedding-hinge-p must be 1 or 2 \(an integer"),
     ([*GILE, "--threshold", "-1"], r"^--threshold must be a finite number in \[0, 1\], got -1"),
-    ([*GILE, "--seen-score-offset", "nan"], "^--seen-score-offset must be a finite number, got nan"),
+    ([*GILE, "--seen-score-offset", "nan"], "^--seen-score-offset must be a float32 number .a finite number in "
+                                            ".-3.40282e.38, 3.40282e.38.., got nan"),
+    # finite in float64, not in the float32 scores it is subtracted from (every score was -inf)
+    ([*GILE, "--seen-score-offset", "1e39"], "^--seen-score-offset must be a float32 number .* got 1e.39: give a value in that range$"),
+    ([*GILE, "--encoder", "pretrained", "--cosine-prior", "1e39"], r"^--cosine-prior must be a finite number in \[0, "
+                                                                   r"3.40282e\+38\], got 1e\+39: give a value in that range$"),
     (["--joint-dim", "0"], "^--joint-dim must be positive"),
     # the rules of one configuration's options together
     ([*SAMPLED, "--sample-rate", "0.5", "--num-samples", "3"], "either --sample-rate or --num-samples, not both"),
