@@ -168,11 +168,14 @@ def parse_languages(value: str) -> List[str]:
 
 def parse_language_weights(value: str, languages: List[str]) -> Dict[str, float]:
     """``--language-weights en=0.5,pl=1`` -> λ_l of every language in Eq. 16 (1 where not given); the one check of
-    the option: LANG one of ``languages``, W a finite number >= 0."""
+    the option: LANG one of ``languages``, W a finite number >= 0, not every λ_l 0 (the loss, and every update, was 0)."""
     weights = {lang: 1.0 for lang in languages}
     given = named_values("--language-weights", filter(None, (x.strip() for x in value.split(","))), "LANG=W", languages)
     for lang, number in given.items():
         weights[lang] = check_number(f"--language-weights {lang}={number} (LANG=W): W", as_number(number), NON_NEGATIVE)
+    if weights and not any(weights.values()):
+        raise OptionError(f"--language-weights {value}: every language's weight is 0, so training would change nothing: "
+                          "give one language a weight above 0")
     return weights
 
 

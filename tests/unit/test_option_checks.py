@@ -524,6 +524,9 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
      "^--similarity-init starts --head gile at the cosine exactly for --joint-activation relu, not tanh"),
     ([*GILE, "--languages", "en,pl", "--language-weights", "pl=nan"],
      "^--language-weights pl=nan \\(LANG=W\\): W must be a finite number >= 0"),
+    ([*GILE, "--languages", "en,pl", "--language-weights", "en=0,pl=0"],
+     "^--language-weights en=0,pl=0: every language's weight is 0, so training would change nothing: give one language "
+     "a weight above 0$"),
     ([*GILE, "--languages", "en,pl", "--language-weights", "xx=1"],
      "^--language-weights 'xx=1': give LANG=W; LANG one of en, pl$"),
     ([*GILE_LE, "--classification-mode", "multilabel"], "needs one label per text: use --classification-mode multiclass"),
