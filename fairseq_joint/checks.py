@@ -67,14 +67,15 @@ def plugin_configs() -> Tuple[type, ...]:
                         key=lambda c: (c.__module__, c.__qualname__)))
 
 
-def validate(cfg, training: bool = True) -> None:
+def validate(cfg, training: bool = True, rules: Sequence[str] = ()) -> None:
     """The plugin's options in ``cfg`` (a whole fairseq configuration: the command's, or a checkpoint's), each section
     as the dataclasses fairseq's registries hold for what it names declare them (:func:`fairseq_joint.options.check`):
     their numbers always, their cross-field rules (``validate(cfg)``) for a training run, whose task, model and
-    criterion come from one command line."""
+    criterion come from one command line, and those of the sections ``rules`` (a checkpoint's whose options are
+    overridden: the rules a checkpoint was trained under may be older than today's, its overrides are today's)."""
     for section in SECTIONS:
         for config in declared(cfg, section):
-            check(config, getattr(cfg, section), cfg, rules=training)
+            check(config, getattr(cfg, section), cfg, rules=training or section in rules)
 
 
 #: fairseq's own numeric options the plugin checks the range of (every other float fairseq parses: finite), by
@@ -300,7 +301,10 @@ def checkpoint_checks(path: str, state: Dict[str, object], task, arg_overrides: 
     check_overrides(cfg, arg_overrides or {})
     if task is None:  # the checkpoint's own task is set up: it reads the files it records
         check_recorded_files(path, cfg, arg_overrides, command)
-    validate(cfg, training=False)
+    model = cfg.model if cfg.model is not None else {}  # a Namespace (a legacy model's), a DictConfig or a dict
+    named = vars(model) if isinstance(model, argparse.Namespace) else model.keys()
+    # --model-overrides "{'cosine_prior': 5.0}" of a WAN model (a traceback at the first batch): the model's rules
+    validate(cfg, training=False, rules=("model",) if set(arg_overrides or {}) & set(named) else ())
 
 
 #: what fairseq's hub hands its loader as overrides besides options: ``from_pretrained(..., generation_args={...})``

@@ -49,10 +49,10 @@ def evil_checkpoint(path):
     return path
 
 
-def fake_checkpoint(path, model: str, task: str, task_cfg=None):
-    """A checkpoint dict fairseq can load whose configuration names ``model`` (an --arch) and ``task`` (with the
-    options ``task_cfg``)."""
-    cfg = OmegaConf.create({"model": {"_name": model}, "task": task_cfg or {"_name": task, "data": "x"}})
+def fake_checkpoint(path, model: str, task: str, task_cfg=None, model_cfg=None):
+    """A checkpoint dict fairseq can load whose configuration names ``model`` (an --arch, with the options
+    ``model_cfg``) and ``task`` (with the options ``task_cfg``)."""
+    cfg = OmegaConf.create({"model": model_cfg or {"_name": model}, "task": task_cfg or {"_name": task, "data": "x"}})
     torch.save({"cfg": cfg, "model": {}, "extra_state": {"train_iterator": {"epoch": 1}},
                 "optimizer_history": [{"criterion_name": "X", "optimizer_name": "Adam",
                                        "lr_scheduler_state": {"best": 0}, "num_updates": 0}]}, path)
@@ -256,6 +256,33 @@ def test_a_checkpoint_number_overridden_out_of_range_is_refused(tmp_path):
     state = checkpoint_utils.load_checkpoint_to_cpu(path, {"seen_score_offset": NAN})
     with pytest.raises(errors.OptionError, match="^--seen-score-offset must be a float32 number .* got nan: give a value in that range$"):
         checks.checkpoint_checks(path, state, None, None, "fairseq-validate")
+
+
+def test_model_overrides_of_a_checkpoint_follow_the_models_rules(tmp_path):
+    """--model-overrides "{'cosine_prior': 5.0}" of a WAN model ended at the first batch in an AttributeError
+    traceback (it has no sentence encoder): a checkpoint whose model options are overridden meets the model's rules,
+    which fairseq-train checks; one loaded as saved is not held to rules newer than it (a --pretrained-encoder that a
+    WAN model recorded before such a one was refused)."""
+    from fairseq import checkpoint_utils
+
+    from fairseq_joint.models.gile_classifier import GileClassifierConfig
+    from fairseq_joint.tasks.gile_classification import GileClassificationConfig
+
+    task = OmegaConf.to_container(OmegaConf.structured(GileClassificationConfig(data="x")), enum_to_str=True)
+    model = OmegaConf.to_container(OmegaConf.structured(GileClassifierConfig(pretrained_encoder="gone")), enum_to_str=True)
+    path = fake_checkpoint(tmp_path / "gile.pt", "gile_classifier", "gile_classification",
+                           {**task, "_name": "gile_classification"}, {**model, "_name": "gile_classifier"})
+    for overrides in (None, {"seen_score_offset": 0.5}):  # as saved, or only the task's options overridden
+        checks.checkpoint_checks(str(path), checkpoint_utils.load_checkpoint_to_cpu(str(path), overrides), None,
+                                 overrides, "fairseq-validate")
+    for overrides, said in (({"cosine_prior": 5.0}, "^--cosine-prior 5.0 adds a frozen sentence encoder's cosine"),
+                            ({"joint_dropout": 0.1}, "^--pretrained-encoder gone is the sentence encoder of")):
+        with pytest.raises(errors.OptionError, match=said):
+            checks.checkpoint_checks(str(path), checkpoint_utils.load_checkpoint_to_cpu(str(path), overrides), None,
+                                     overrides, "fairseq-validate")
+    overrides = {"joint_dropout": 0.1, "pretrained_encoder": ""}  # the fix the refusal names
+    checks.checkpoint_checks(str(path), checkpoint_utils.load_checkpoint_to_cpu(str(path), overrides), None, overrides,
+                             "fairseq-validate")
 
 
 # ---------------------------------------------------------------------------------------------- fairseq's own errors
