@@ -61,6 +61,8 @@ def write_bundle(directory: str, files: Dict[str, str], trees: Dict[str, str], m
     :func:`~fairseq_joint.modules.sentence_encoder.encoder_fingerprint` reads them, so that the copy has the same
     fingerprint), the model card ``card`` and the manifest (``manifest`` with the format and every file's SHA-256
     added). Returns the directory's path."""
+    if not isinstance(directory, (str, os.PathLike)):
+        raise OptionError(f"save: directory is {directory!r}, not a path: give the path of a new directory")
     directory = check_new_directory(os.fspath(directory), "save:")
     tmp = f"{directory.rstrip(os.sep)}.{os.getpid()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)

@@ -122,6 +122,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if twice:  # its texts would count twice in the terms' document frequencies
         raise fail(f"--lexical-texts {twice[0]} is given twice: give each file once")
 
+    if os.path.lexists(args.destdir) and not os.path.isdir(args.destdir):  # (named by --labels too: this option)
+        raise fail(f"--destdir {args.destdir} is a file, not a directory: give a directory to write to")
     descriptions = read_label_file(args.labels) if args.labels else None
     if args.lang is not None and not is_language_name(args.lang):
         raise fail(f"--lang {args.lang!r}: give a language name without spaces or , = / \\ (e.g. pl, pt_BR)")

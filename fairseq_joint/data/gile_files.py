@@ -52,7 +52,10 @@ def check_label(label, description, where: str) -> str:
     ``where`` prefixes the refusal (``FILE:LINE``, or ``labels``)."""
     if not isinstance(label, str) or not label or any(c.isspace() for c in label):
         raise InputError(f"{where}: label {label!r} is empty, not a string or contains whitespace")
-    if not isinstance(description, str) or not description.strip():
+    if not isinstance(description, str):
+        raise InputError(f"{where}: the description of label {label!r} is {description!r}, not a string: describe it "
+                         "in words")
+    if not description.strip():
         raise InputError(f"{where}: label {label!r} has an empty description: describe it")
     return description.strip()
 

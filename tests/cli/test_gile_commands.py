@@ -308,6 +308,13 @@ def test_bad_input_errors(tmp_path, capsys):
         status = run(preprocess_command.main, ["--train", str(data), "--labels", str(labels), "--destdir", str(tmp_path / "out")])
         err = capsys.readouterr().err
         assert status == 2 and re.search(message, err), err
+    # the label file given as --destdir too: the refusal names --destdir (it named --labels, the first option of that
+    # value), and the label file is left as it was
+    labels.write_text(good_labels)
+    status = run(preprocess_command.main, ["--train", str(data), "--labels", str(labels), "--destdir", str(labels)])
+    assert status == 2 and capsys.readouterr().err == (f"error: --destdir {labels} is a file, not a directory: give a "
+                                                       "directory to write to\n")
+    assert labels.read_text() == good_labels
     # a joint head without any label descriptions
     tsv = tmp_path / "train.tsv"
     tsv.write_text("an apple\tA\na truck\tB\n")

@@ -242,7 +242,8 @@ def test_refusals_are_the_commands(wan_checkpoint, translation_checkpoint, tmp_p
         with pytest.raises(errors.InputError, match=message.replace("[", r"\[").replace("]", r"\]")):
             predictor.predict(texts, labels=SAMPLE / "labels.tsv")
     for labels, message in (({"a b": "x"}, "contains whitespace"), ({"x": ""}, "has an empty description"),
-                            ({}, "holds no labels")):
+                            ({"x": 5}, "^labels: the description of label 'x' is 5, not a string: describe it in "
+                                       "words$"), ({}, "holds no labels")):
         with pytest.raises(errors.InputError, match=message):
             predictor.predict(TEXTS, labels=labels)
     for options, message in ((dict(seen_score_offset=float("nan")), "^seen_score_offset must be a float32 number"),

@@ -161,6 +161,9 @@ def test_an_encoder_saved_as_one_directory_loads_elsewhere_and_a_part_altered_is
     for where in ("", moved / "README.md" / "x"):  # no name; under a file (a FileNotFoundError, a NotADirectoryError)
         with pytest.raises(errors.OptionError, match=r"^save: .* names no directory one can make"):
             loaded.save(where)
+    with pytest.raises(errors.OptionError, match=r"^save: directory is None, not a path: give the path of a new "
+                                                 r"directory$"):
+        loaded.save(None)
     with pytest.raises(errors.OptionError, match="^pretrained_encoder: .* holds its own copy of its sentence encoder"):
         LabelPredictor.from_pretrained(moved, pretrained_encoder=sentence_encoder)
 
