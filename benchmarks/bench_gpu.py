@@ -201,7 +201,7 @@ def table4_model(kind: str, joint_dim: int, vocab: int, args):
     from fairseq_joint.loaders import model_from_flags
 
     d = str(args.dim)
-    flags = ["--arch", "joint_lstm_wmt17", "--output-layer", kind, "--joint-dim", str(joint_dim or args.dim),
+    flags = ["--arch", "joint_lstm_wmt17", "--output-layer", kind, *(["--joint-dim", str(joint_dim)] if joint_dim else []),
              "--encoder-embed-dim", d, "--decoder-embed-dim", d, "--encoder-hidden-size", d,
              "--decoder-hidden-size", d, "--decoder-out-embed-dim", d]
     torch.manual_seed(args.seed)

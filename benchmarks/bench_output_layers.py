@@ -207,7 +207,8 @@ def decoding_model(kind: str, args):
 
     d = args.dec_dim
     flags = [
-        "--arch", "joint_transformer", "--output-layer", kind, "--joint-dim", str(args.dec_joint_dim),
+        "--arch", "joint_transformer", "--output-layer", kind,
+        *(["--joint-dim", str(args.dec_joint_dim)] if kind == "joint" else []),  # dj of the joint layer alone
         "--encoder-layers", str(args.dec_layers), "--decoder-layers", str(args.dec_layers),
         "--encoder-embed-dim", str(d), "--decoder-embed-dim", str(d),
         "--encoder-ffn-embed-dim", str(4 * d), "--decoder-ffn-embed-dim", str(4 * d),

@@ -301,10 +301,9 @@ def checkpoint_checks(path: str, state: Dict[str, object], task, arg_overrides: 
     check_overrides(cfg, arg_overrides or {})
     if task is None:  # the checkpoint's own task is set up: it reads the files it records
         check_recorded_files(path, cfg, arg_overrides, command)
-    model = cfg.model if cfg.model is not None else {}  # a Namespace (a legacy model's), a DictConfig or a dict
-    named = vars(model) if isinstance(model, argparse.Namespace) else model.keys()
     # --model-overrides "{'cosine_prior': 5.0}" of a WAN model (a traceback at the first batch): the model's rules
-    validate(cfg, training=False, rules=("model",) if set(arg_overrides or {}) & set(named) else ())
+    declares = {f.name for config in declared(cfg, "model") for f in dataclasses.fields(config)}
+    validate(cfg, training=False, rules=("model",) if declares & set(arg_overrides or {}) else ())
 
 
 #: what fairseq's hub hands its loader as overrides besides options: ``from_pretrained(..., generation_args={...})``

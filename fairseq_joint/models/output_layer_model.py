@@ -6,6 +6,7 @@ The options' defaults live in :class:`OutputLayerConfig` (which takes them from
 :func:`output_layer_defaults`, so the builder reads ``args`` without fallbacks of its own.
 """
 
+import argparse
 import contextlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from fairseq_joint.modules.output_layers import (
     INIT_CHOICES,
     OUTPUT_LAYER_CHOICES,
     PAPER_EQUATION,
+    PRESETS,
     OutputLayer,
     OutputLayerSpec,
 )
@@ -83,6 +85,28 @@ class OutputLayerConfig(FairseqDataclass):
         if issubclass(registered(cfg, "criterion"), AdaptiveLoss):
             raise OptionError("--criterion adaptive_loss needs fairseq's adaptive softmax, not a fairseq-joint output "
                               "layer: use --criterion cross_entropy, or sampled_cross_entropy for large vocabularies")
+        # options the layer does not read, given (not the architecture's own values): ignored before without a word,
+        # and a tied run that recorded a --joint-dim was later refused as "another model" when resumed without it
+        unset = architecture_defaults(args, ("joint_dim", "joint_activation"))
+        if args.output_layer != "joint" and args.joint_dim != unset.joint_dim:
+            raise OptionError(f"--joint-dim {args.joint_dim} is dj of --output-layer joint; --output-layer "
+                              f"{args.output_layer} has no joint space of its own: drop --joint-dim, or use --output-layer "
+                              "joint")
+        if "nonlinear" not in PRESETS[str(args.output_layer)][:2]:  # softmax, tied, bilinear
+            if str(args.joint_activation) != str(unset.joint_activation):
+                raise OptionError(f"--joint-activation {args.joint_activation} is σ of a projected side (--output-layer "
+                                  f"label, context or joint); --output-layer {args.output_layer} has none: drop "
+                                  "--joint-activation")
+
+
+def architecture_defaults(args, names):
+    """The options ``names`` as ``args``' architecture (``--arch``) sets them where the command line does not give
+    them: its function applied to ``args`` without them (a legacy model's options; fairseq removes those not given)."""
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+
+    unset = argparse.Namespace(**{k: v for k, v in vars(args).items() if k not in names})
+    ARCH_CONFIG_REGISTRY[args.arch](unset)
+    return unset
 
 
 @dataclass

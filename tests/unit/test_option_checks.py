@@ -498,6 +498,13 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
     ([*LABEL_EMBEDDING, "--arch", "lstm", "--label-embedding-input-dim", "8"],
      r"^--criterion label_embedding_cross_entropy scores the --output-layer .* not --arch lstm \(LSTMModel\)"),
     (["--share-decoder-input-output-embed", "--output-layer", "joint"], "conflicts with --output-layer joint"),
+    # options the output layer does not read, given (the architecture's own values pass: test below)
+    (["--output-layer", "tied", "--joint-dim", "64"], "^--joint-dim 64 is dj of --output-layer joint; --output-layer "
+                                                      "tied has no joint space of its own: drop --joint-dim, or use "
+                                                      "--output-layer joint$"),
+    (["--output-layer", "bilinear", "--joint-activation", "relu"], "^--joint-activation relu is σ of a projected side "
+                                                                   r"\(--output-layer label, context or joint\); "
+                                                                   "--output-layer bilinear has none: drop"),
     (["--share-decoder-input-output-embed", "--arch", "joint_lstm_tiny"], "conflicts with --output-layer joint: use "
                                                                           "--output-layer tied"),
     (["--criterion", "adaptive_loss"], "^--criterion adaptive_loss needs fairseq's adaptive softmax"),
@@ -582,6 +589,8 @@ def test_each_rule_is_refused_before_fairseq_starts(flags, said):
 
 
 @pytest.mark.parametrize("flags", [[], [*SAMPLED, "--sample-rate", "0.25"], [*LABEL_EMBEDDING], GILE, GILE_LE,
+                                   ["--output-layer", "tied"], ["--arch", "joint_lstm_tiny", "--output-layer", "softmax"],
+                                   ["--output-layer", "label", "--joint-activation", "relu"],
                                    [*GILE, "--arch", "gile_pretrained", "--languages", "en,pl", "--encoder", "pretrained"]])
 def test_configurations_that_belong_together_pass(flags):
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf

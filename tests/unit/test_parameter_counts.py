@@ -14,7 +14,12 @@ def count(*flags):
 
 
 FLAGS = ["--arch", "joint_lstm", "--encoder-embed-dim", 64, "--decoder-embed-dim", 64, "--decoder-out-embed-dim", 64,
-         "--encoder-hidden-size", 64, "--decoder-hidden-size", 64, "--joint-dim", 96]
+         "--encoder-hidden-size", 64, "--decoder-hidden-size", 64]
+
+
+def layer_flags(kind):
+    """``--output-layer kind``, with dj = 96 for the joint layer (the others refuse a --joint-dim they do not read)."""
+    return ["--output-layer", kind, *(["--joint-dim", 96] if kind == "joint" else [])]
 
 
 # d = dh = 64 (embedding and decoder output), dj = 96, |V| = 5000, one bias per class: the paper's capacities
@@ -30,11 +35,11 @@ FLAGS = ["--arch", "joint_lstm", "--encoder-embed-dim", 64, "--decoder-embed-dim
     ],
 )
 def test_configuration_counts_follow_the_equations(kind, paper, biases):
-    r = count(*FLAGS, "--output-layer", kind, "--src-vocab", V, "--tgt-vocab", V)
+    r = count(*FLAGS, *layer_flags(kind), "--src-vocab", V, "--tgt-vocab", V)
     assert r["formula"] == paper and r["projection_biases"] == biases and r["vocab"] == V
     # what the built model owns: the output layer's parameters other than the decoder's input embedding E (which
     # tied, label and joint read), and every parameter in the total
-    model = model_from_flags([str(f) for f in (*FLAGS, "--output-layer", kind)], V, V)
+    model = model_from_flags([str(f) for f in (*FLAGS, *layer_flags(kind))], V, V)
     embedding = model.decoder.embed_tokens.weight
     owned = sum(p.numel() for p in model.decoder.output_projection.parameters() if p is not embedding)
     assert r["output_layer"] == owned == paper + biases
