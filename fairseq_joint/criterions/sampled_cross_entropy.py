@@ -79,8 +79,18 @@ class CandidateSamplingConfig(FairseqDataclass):
 
     @staticmethod
     def validate(cfg) -> None:
-        if cfg.criterion.sample_rate is not None and cfg.criterion.num_samples is not None:
+        c, unset = cfg.criterion, CandidateSamplingConfig()
+        if c.sample_rate is not None and c.num_samples is not None:
             raise OptionError("--sample-rate and --num-samples: give either --sample-rate or --num-samples, not both")
+        # how negatives are drawn, given where none are (ignored without a word before)
+        drawn = [option for option, given in (("--sampler", str(c.sampler) != unset.sampler),
+                                              ("--unigram-alpha", c.unigram_alpha != unset.unigram_alpha)) if given]
+        if drawn and not sampling_requested(c.sample_rate, c.num_samples):
+            raise OptionError(f"{' and '.join(drawn)} choose how negatives are drawn, and none are: add --sample-rate "
+                              f"< 1 or --num-samples, or drop {' and '.join(drawn)}")
+        if c.unigram_alpha != unset.unigram_alpha and str(c.sampler) != "unigram":
+            raise OptionError(f"--unigram-alpha {c.unigram_alpha} is the exponent of --sampler unigram's counts, not "
+                              f"--sampler {c.sampler}'s: add --sampler unigram, or drop --unigram-alpha")
 
 
 @dataclass

@@ -476,6 +476,13 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
     # each option in its range, refused naming it (a few of them; every range: the test above)
     ([*SAMPLED, "--sample-rate", "1.5"], r"^--sample-rate must be a finite number in \(0, 1\], got 1.5"),
     ([*SAMPLED, "--vocab-chunk-size", "0"], "^--vocab-chunk-size must be positive"),
+    # how negatives are drawn, where none are (ignored before without a word)
+    ([*SAMPLED, "--sampler", "unigram"], "^--sampler choose how negatives are drawn, and none are: add --sample-rate "
+                                         "< 1 or --num-samples, or drop --sampler$"),
+    ([*SAMPLED, "--sample-rate", "1", "--sampler", "unigram", "--unigram-alpha", "0.5"],
+     "^--sampler and --unigram-alpha choose how negatives are drawn, and none are"),
+    ([*LABEL_EMBEDDING, "--num-samples", "8", "--unigram-alpha", "0.5"], r"^--unigram-alpha 0.5 is the exponent of "
+     r"--sampler unigram's counts, not --sampler uniform's: add --sampler unigram, or drop --unigram-alpha$"),
     ([*LABEL_EMBEDDING, "--label-embedding-hinge-p", "3"], r"^--label-embedding-hinge-p must be 1 or 2 \(an integer"),
     ([*GILE, "--threshold", "-1"], r"^--threshold must be a finite number in \[0, 1\], got -1"),
     ([*GILE, "--seen-score-offset", "nan"], "^--seen-score-offset must be a float32 number .a finite number in "
@@ -589,6 +596,7 @@ def test_each_rule_is_refused_before_fairseq_starts(flags, said):
 
 
 @pytest.mark.parametrize("flags", [[], [*SAMPLED, "--sample-rate", "0.25"], [*LABEL_EMBEDDING], GILE, GILE_LE,
+                                   [*SAMPLED, "--num-samples", "8", "--sampler", "unigram", "--unigram-alpha", "1"],
                                    ["--output-layer", "tied"], ["--arch", "joint_lstm_tiny", "--output-layer", "softmax"],
                                    ["--output-layer", "label", "--joint-activation", "relu"],
                                    [*GILE, "--arch", "gile_pretrained", "--languages", "en,pl", "--encoder", "pretrained"]])
