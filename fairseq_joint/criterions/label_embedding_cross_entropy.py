@@ -71,7 +71,7 @@ from fairseq_joint.modules.label_embedding import (
 )
 from fairseq_joint.modules.output_layers import OutputLayer, OutputLayerSpec
 from fairseq_joint.modules.sampling import sampling_requested
-from fairseq_joint.options import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY, Range, registered
+from fairseq_joint.options import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY, Range, flag, registered
 from fairseq_joint.tasks.gile_classification import GileClassificationTask
 from fairseq_joint.text_files import check_exists
 
@@ -119,6 +119,22 @@ class LabelEmbeddingOptions(CandidateSamplingConfig):
         metadata={"help": "a checkpoint of an earlier label_embedding_cross_entropy run: use its label "
                           "embedding, frozen, without o2 (Appendix B, Eq. 17)"},
     )
+
+    #: the options of o2 and of the embedding it learns (Eqs. 10-12, 16), which Eq. 17 (--label-embedding-from) has not
+    O2_OPTIONS = ("label_embedding_dim", "label_embedding_tau", "label_embedding_alpha", "label_embedding_hinge_p",
+                  "label_embedding_two_sided_hinge")
+
+    @staticmethod
+    def validate(cfg) -> None:
+        """With --label-embedding-from, none of the options of o2 given: the loaded embedding is used frozen, without
+        o2 (Eq. 17); they were ignored without a word, and the checkpoint recorded a --label-embedding-dim other than
+        the loaded embedding's."""
+        c, unset = cfg.criterion, LabelEmbeddingOptions()
+        if c.label_embedding_from:
+            given = [flag(name) for name in LabelEmbeddingOptions.O2_OPTIONS if getattr(c, name) != getattr(unset, name)]
+            if given:
+                raise OptionError(f"--label-embedding-from uses its checkpoint's embedding, frozen, without o2 (Eq. 17): "
+                                  f"{' and '.join(given)} shape o2 and the embedding it learns: drop them")
 
 
 @dataclass

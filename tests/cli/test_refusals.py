@@ -88,8 +88,9 @@ def test_resuming_into_another_output_layer_names_the_difference(tiny_bin, tmp_p
     fix = "resume it with the checkpoint's options, or continue from its weights with a new optimizer state " \
           "(--reset-optimizer)"
     for extra, changed in (([], "--criterion cross_entropy (checkpoint: label_embedding_cross_entropy)"),
-                           ([*le, "--label-embedding-from", tmp_path / "le" / "checkpoint_last.pt"],
-                            f"--label-embedding-from {tmp_path}/le/checkpoint_last.pt (checkpoint: None)")):
+                           ([*le[:2], "--label-embedding-from", tmp_path / "le" / "checkpoint_last.pt"],
+                            f"--label-embedding-dim 100 (checkpoint: 8), --label-embedding-from {tmp_path}/le/"
+                            "checkpoint_last.pt (checkpoint: None)")):
         line = refusal(cli("fairseq-train", tiny_bin, *again, *extra, check=False))
         assert line == (f"error: {tmp_path}/le/checkpoint_last.pt holds the optimizer state of another criterion or "
                         f"optimizer than this run's ({changed}): {fix}"), line

@@ -481,6 +481,12 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
                                          "< 1 or --num-samples, or drop --sampler$"),
     ([*SAMPLED, "--sample-rate", "1", "--sampler", "unigram", "--unigram-alpha", "0.5"],
      "^--sampler and --unigram-alpha choose how negatives are drawn, and none are"),
+    # the options of o2, which the frozen embedding of --label-embedding-from (Eq. 17) has not
+    ([*LABEL_EMBEDDING, "--label-embedding-from", "ck.pt", "--label-embedding-dim", "50", "--label-embedding-tau", "5"],
+     "^--label-embedding-from uses its checkpoint's embedding, frozen, without o2 .Eq. 17.: --label-embedding-dim and "
+     "--label-embedding-tau shape o2 and the embedding it learns: drop them$"),
+    ([*GILE_LE, "--label-embedding-from", "ck.pt", "--label-embedding-two-sided-hinge"],
+     "^--label-embedding-from uses .*: --label-embedding-two-sided-hinge shape o2"),
     ([*LABEL_EMBEDDING, "--num-samples", "8", "--unigram-alpha", "0.5"], r"^--unigram-alpha 0.5 is the exponent of "
      r"--sampler unigram's counts, not --sampler uniform's: add --sampler unigram, or drop --unigram-alpha$"),
     ([*LABEL_EMBEDDING, "--label-embedding-hinge-p", "3"], r"^--label-embedding-hinge-p must be 1 or 2 \(an integer"),
@@ -597,6 +603,7 @@ def test_each_rule_is_refused_before_fairseq_starts(flags, said):
 
 @pytest.mark.parametrize("flags", [[], [*SAMPLED, "--sample-rate", "0.25"], [*LABEL_EMBEDDING], GILE, GILE_LE,
                                    [*SAMPLED, "--num-samples", "8", "--sampler", "unigram", "--unigram-alpha", "1"],
+                                   [*LABEL_EMBEDDING, "--label-embedding-from", "ck.pt", "--label-embedding-beta", "0.5"],
                                    ["--output-layer", "tied"], ["--arch", "joint_lstm_tiny", "--output-layer", "softmax"],
                                    ["--output-layer", "label", "--joint-activation", "relu"],
                                    [*GILE, "--arch", "gile_pretrained", "--languages", "en,pl", "--encoder", "pretrained"]])
