@@ -15,6 +15,7 @@ loaders), through the changes of ``fairseq_joint.fairseq_patches``:
 """
 
 import argparse
+import codecs
 import contextlib
 import dataclasses
 import functools
@@ -230,9 +231,15 @@ PREFIX_FIX = "fairseq-preprocess reads PREFIX.LANG for --source-lang and --targe
 
 def check_parallel_text(args: argparse.Namespace) -> None:
     """fairseq-preprocess's text (``--trainpref``, ``--validpref``, ``--testpref``, each ``PREFIX.LANG``): every file
-    there, UTF-8, none empty, and with ``--target-lang`` the two sides of a prefix of the same number of lines; fairseq
-    binarizes misaligned sides without a word (training then fails) and an empty side into an empty ``.bin``, and
-    fails on a byte that is not UTF-8 in a traceback ("negative seek position") that names neither file nor line."""
+    there, UTF-8 without a byte order mark, none empty, and with ``--target-lang`` the two sides of a prefix of the
+    same number of lines; a ``--srcdict``/``--tgtdict`` that holds words. fairseq binarizes misaligned sides without a
+    word (training then fails), an empty side into an empty ``.bin``, a byte order mark as part of the first word and
+    every word as ``<unk>`` with an empty dictionary, and fails on a byte that is not UTF-8 in a traceback ("negative
+    seek position") that names neither file nor line."""
+    for option in ("--srcdict", "--tgtdict"):  # fairseq binarized every word as <unk> with an empty one
+        path, fix = getattr(args, option[2:]), "give the dict.LANG.txt fairseq-preprocess wrote"
+        if path and not any(line.strip() for _, line in text_lines(path, option, fix)):
+            raise errors.InputError(f"{option} {path} holds no words: {fix}")
     langs = [lang for lang in (args.source_lang, None if args.only_source else args.target_lang) if lang]
     for option in ("--trainpref", "--validpref", "--testpref"):
         for prefix in filter(None, (getattr(args, option[2:]) or "").split(",")):
@@ -242,6 +249,11 @@ def check_parallel_text(args: argparse.Namespace) -> None:
                 counts[path] = sum(1 for _ in text_lines(path, f"{option} {prefix}:", PREFIX_FIX))
                 if counts[path] == 0:
                     raise errors.InputError(f"{option} {prefix}: {path} is empty: give a text with one sentence a line")
+                with open(path, "rb") as f:  # (read as text above, which drops it: fairseq reads the bytes)
+                    if f.read(len(codecs.BOM_UTF8)) == codecs.BOM_UTF8:
+                        raise errors.InputError(f"{option} {prefix}: {path} starts with a byte order mark, which "
+                                                "fairseq-preprocess binarizes as part of the first word: remove it "
+                                                f"(sed -i '1s/^\\xEF\\xBB\\xBF//' {path})")
             if len(set(counts.values())) > 1:
                 (a, na), (b, nb) = counts.items()
                 raise errors.InputError(f"{option} {prefix} is misaligned: {a} has {na} lines but {b} has {nb}; give "

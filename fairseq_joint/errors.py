@@ -146,6 +146,8 @@ def translate(err: BaseException) -> Optional[Refusal]:
       default ``train``: "Dataset not found");
     * fairseq read a binarized corpus whose ``.bin`` file is empty (fairseq-preprocess of an empty text), or whose
       source and target sides hold different numbers of sentences;
+    * fairseq read a dictionary whose line is not ``WORD COUNT``, or that gives a word twice (``--srcdict``, a data
+      directory's ``dict.LANG.txt``);
     * fairseq-validate was not told the task (``KeyError: None`` of fairseq's task registry) or the batch size (an
       ``AssertionError``);
     * fairseq refused a combination of options itself, in an ``AssertionError`` or ``ValueError`` whose message
@@ -194,6 +196,13 @@ def translate(err: BaseException) -> Optional[Refusal]:
             "the source and target sides"
         return InputError(f"{where} hold different numbers of sentences: line i of the source text must translate "
                           "line i of the target text; fix them (wc -l) and run fairseq-preprocess again")
+    if message.startswith(("Incorrect dictionary format", "Duplicate word found when loading Dictionary")):
+        reading = _frame_locals(err, "add_from_file")  # its file object, and the line or word it refused
+        path = getattr(reading.get("f"), "name", "a dictionary")
+        problem = (f"its line {str(reading.get('line', '')).strip()!r} is not 'WORD COUNT'"
+                   if message.startswith("Incorrect") else f"it gives the word {reading.get('word')!r} twice")
+        return InputError(f"{path}: {problem}: give a dictionary fairseq-preprocess wrote (dict.LANG.txt: one 'WORD "
+                          "COUNT' a line, each word once)")
     if message == "Must specify batch size either with --max-tokens or --batch-size":
         return OptionError("no batch size was given: add --max-tokens or --batch-size")
     if message == "Could not infer language pair, please provide it explicitly":

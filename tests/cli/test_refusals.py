@@ -144,6 +144,21 @@ def test_fairseq_preprocess_names_a_line_that_is_not_utf8_and_a_dictionary_it_wo
                     f"or binarize with that dictionary: --srcdict {tmp_path}/bin/dict.en.txt")
     line = refusal(cli(*preprocess, tmp_path / "bin", "--srcdict", tmp_path / "bin" / "dict.en.txt", check=False))
     assert line.endswith(f"--tgtdict {tmp_path}/bin/dict.de.txt")
+    # a byte order mark (binarized as part of the first word: a dictionary entry '\ufeffein'), a --srcdict that holds
+    # no word (every word binarized as <unk>) or is not WORD COUNT lines, or gives a word twice (fairseq's tracebacks)
+    (tmp_path / "train.de").write_bytes(BOM + "ein Haus am See\ndie Straße\n".encode())
+    line = refusal(cli(*preprocess, tmp_path / "bom", check=False))
+    assert line == (f"error: --trainpref {tmp_path}/train: {tmp_path}/train.de starts with a byte order mark, which "
+                    "fairseq-preprocess binarizes as part of the first word: remove it (sed -i '1s/^\\xEF\\xBB\\xBF//' "
+                    f"{tmp_path}/train.de)") and not (tmp_path / "bom").exists()
+    (tmp_path / "train.de").write_text("ein Haus am See\ndie Straße\n")
+    fix = "give a dictionary fairseq-preprocess wrote (dict.LANG.txt: one 'WORD COUNT' a line, each word once)"
+    for text, said in (("\n", "--srcdict {} holds no words: give the dict.LANG.txt fairseq-preprocess wrote"),
+                       ("a 1\nhouse\n", "{}: its line 'house' is not 'WORD COUNT': " + fix),
+                       ("a 1\na 2\n", "{}: it gives the word 'a' twice: " + fix)):
+        (tmp_path / "dict.txt").write_text(text)
+        line = refusal(cli(*preprocess, tmp_path / "new", "--srcdict", tmp_path / "dict.txt", check=False))
+        assert line == "error: " + said.format(tmp_path / "dict.txt"), line
 
 
 @pytest.fixture(scope="module")

@@ -760,7 +760,7 @@ def test_fairseq_preprocess_text_must_pair_up(tmp_path):
                         ("test.de", 0)):
         (tmp_path / name).write_text("a b\n" * lines, encoding="utf-8")
     args = argparse.Namespace(source_lang="en", target_lang="de", only_source=False, trainpref=str(tmp_path / "train"),
-                              validpref=None, testpref=None)
+                              validpref=None, testpref=None, srcdict=None, tgtdict=None)
     checks.check_parallel_text(args)
     args.validpref = f"{tmp_path}/train,{tmp_path}/valid"
     with pytest.raises(errors.InputError, match=f"^--validpref {tmp_path}/valid is misaligned: {tmp_path}/valid.en has "
