@@ -133,14 +133,20 @@ def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = ()) -
     """Refuse the first of :func:`fairseq_option_problems` (fairseq's commands, as they parse their arguments): one
     of the command line ``given`` first (an architecture copies ``--dropout`` into ``--decoder-dropout-in``); then
     options that contradict each other silently: ``--nbest`` above ``--beam`` (a beam search keeps ``--beam``
-    hypotheses, fairseq printed fewer than asked) and a ``--restore-file`` that does not exist (fairseq-train
-    trained from scratch without a word)."""
+    hypotheses, fairseq printed fewer than asked), a ``--restore-file`` that does not exist (fairseq-train
+    trained from scratch without a word) and one of ``--source-lang``/``--target-lang`` without the other (the
+    translation task infers both from DATA then, the one given ignored)."""
     typed = {arg.split("=", 1)[0] for arg in given}
     for name, value, allowed in sorted(fairseq_option_problems(args), key=lambda p: flag(p[0]) not in typed):
         check_number(flag(name), value, allowed)
     beam, nbest = getattr(args, "beam", None), getattr(args, "nbest", None)
     if isinstance(beam, int) and isinstance(nbest, int) and nbest > beam and not getattr(args, "sampling", False):
         raise errors.OptionError(f"--nbest {nbest} is above --beam {beam}: raise --beam to {nbest} or lower --nbest")
+    langs = {flag(name): getattr(args, name, None) for name in ("source_lang", "target_lang")}
+    if getattr(args, "task", None) == "translation" and sum(v is not None for v in langs.values()) == 1:
+        given, other = sorted(langs, key=lambda name: langs[name] is None)
+        raise errors.OptionError(f"{given} {langs[given]} without {other}: fairseq's translation task infers both from "
+                                 f"DATA's file names and ignores {given} then: give {other} too")
     restore = getattr(args, "restore_file", None)
     if restore and restore != "checkpoint_last.pt" and "://" not in restore and not os.path.isfile(restore):
         raise errors.MissingFileError(f"--restore-file {restore}: no such checkpoint: give an existing checkpoint, or "

@@ -26,6 +26,9 @@ import sys
 import traceback
 from typing import Optional
 
+from omegaconf import DictConfig
+from omegaconf.errors import MissingMandatoryValue
+
 #: set to 1 to see the traceback of a refusal
 DEBUG_ENV = "FAIRSEQ_JOINT_DEBUG"
 #: the exit status of a refused command, whichever command: argparse's for a command line it refuses
@@ -140,6 +143,7 @@ def translate(err: BaseException) -> Optional[Refusal]:
 
     * torch's ``weights_only`` unpickler refused a file (:func:`unsafe_checkpoint`; the file from ``torch.load``'s
       frame);
+    * fairseq's translation task found no dictionary of ``--source-lang`` or ``--target-lang`` in DATA;
     * a file named on the command line does not exist (fairseq-interactive ``--input``), exists where a new one is
       written, is a directory (``--path``), is under a file, or may not be read;
     * fairseq's translation task found no split of that name in DATA (``--gen-subset``, ``--valid-subset``, the
@@ -148,6 +152,8 @@ def translate(err: BaseException) -> Optional[Refusal]:
       source and target sides hold different numbers of sentences;
     * fairseq read a dictionary whose line is not ``WORD COUNT``, or that gives a word twice (``--srcdict``, a data
       directory's ``dict.LANG.txt``);
+    * an option a chosen ``--bpe`` (or another choice of fairseq's) needs was not given (omegaconf's
+      ``MissingMandatoryValue``: ``--bpe subword_nmt`` without ``--bpe-codes``);
     * fairseq-validate was not told the task (``KeyError: None`` of fairseq's task registry) or the batch size (an
       ``AssertionError``);
     * fairseq refused a combination of options itself, in an ``AssertionError`` or ``ValueError`` whose message
@@ -158,6 +164,13 @@ def translate(err: BaseException) -> Optional[Refusal]:
     if isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in str(err):
         path = _frame_locals(err, "load").get("f")
         return unsafe_checkpoint(path if isinstance(path, (str, os.PathLike)) else "the checkpoint", err)
+    dictionary = isinstance(err, FileNotFoundError) and err.filename is not None and re.fullmatch(
+        r"dict\.(.+)\.txt", os.path.basename(os.fsdecode(err.filename)))
+    if dictionary:  # fairseq's translation task reads DATA/dict.LANG.txt of --source-lang and --target-lang
+        data = os.path.dirname(os.fsdecode(err.filename))
+        return MissingFileError(f"{os.fsdecode(err.filename)}: no such file: {data} holds no dictionary of "
+                                f"'{dictionary.group(1)}': give --source-lang and --target-lang of the languages "
+                                f"binarized there (ls {data}/dict.*.txt)")
     said = next((m for kind, m in FILE_ERRORS.items() if isinstance(err, kind)), None)
     if said and err.filename is not None:
         name = os.fsdecode(err.filename)
@@ -203,6 +216,11 @@ def translate(err: BaseException) -> Optional[Refusal]:
                    if message.startswith("Incorrect") else f"it gives the word {reading.get('word')!r} twice")
         return InputError(f"{path}: {problem}: give a dictionary fairseq-preprocess wrote (dict.LANG.txt: one 'WORD "
                           "COUNT' a line, each word once)")
+    if isinstance(err, MissingMandatoryValue) and "." in str(err.full_key):  # a chosen group's option without default
+        group, name = str(err.full_key).split(".", 1)  # (--bpe subword_nmt's codes)
+        chosen = err.parent_node.get("_name") if isinstance(err.parent_node, DictConfig) else None
+        option = "--" + name.replace("_", "-")
+        return OptionError(f"{option} is missing: --{group}{f' {chosen}' if chosen else ''} needs it: add {option}")
     if message == "Must specify batch size either with --max-tokens or --batch-size":
         return OptionError("no batch size was given: add --max-tokens or --batch-size")
     if message == "Could not infer language pair, please provide it explicitly":

@@ -37,6 +37,7 @@ import os
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
+from omegaconf.errors import MissingMandatoryValue
 
 from fairseq_joint import errors
 from fairseq_joint.checks import SUBWORD_FILES
@@ -808,4 +809,9 @@ def load_translator(checkpoint: Union[str, "os.PathLike[str]"], data: Union[str,
     if not isinstance(models[0], FairseqEncoderDecoderModel):
         kind = type(models[0]).__name__
         raise CheckpointError(f"{checkpoint} holds a {kind}, not an encoder-decoder: give a translation checkpoint")
-    return GeneratorHubInterface(cfg, task, models)
+    try:
+        return GeneratorHubInterface(cfg, task, models)  # builds the tokenizer and the BPE
+    except MissingMandatoryValue as err:  # bpe="subword_nmt" without bpe_codes=
+        group, name = str(err.full_key).split(".", 1)
+        raise OptionError(f"{name} is missing: {group}={overrides.get(group)!r} needs it: give load_translator "
+                          f"{name}=") from err

@@ -163,6 +163,15 @@ def test_interactive_translates_what_beam_search_translates(tiny_bin, joint_chec
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert printed(proc.stdout, "H") == dict(enumerate(expected)), proc.stdout
+    # a BPE without its codes (omegaconf's MissingMandatoryValue traceback), a language DATA has no dictionary of
+    for extra, said in ((["--bpe", "subword_nmt"], "error: --bpe-codes is missing: --bpe subword_nmt needs it: add "
+                                                   "--bpe-codes"),
+                        (["--source-lang", "fr", "--target-lang", "de"], f"error: {tiny_bin}/dict.fr.txt: no such file: {tiny_bin} holds no "
+                                                  "dictionary of 'fr': give --source-lang and --target-lang of the "
+                                                  f"languages binarized there (ls {tiny_bin}/dict.*.txt)")):
+        proc = cli("fairseq-interactive", tiny_bin, "--user-dir", USER_DIR, "--path", joint_checkpoint, *extra,
+                   check=False)
+        assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == said, proc.stderr[-2000:]
 
 
 def test_generate_with_a_differently_preprocessed_dictionary_fails_clearly(tiny_text, tmp_path, joint_checkpoint):

@@ -163,6 +163,13 @@ def test_translation_keywords_are_fairseqs_options(translation_checkpoint, tiny_
         encoders.build_bpe(argparse.Namespace(bpe="subword_nmt", bpe_codes=codes, bpe_separator="@@"))
     with pytest.raises(errors.InputError, match=rf"^--sentencepiece-model {model}: sentencepiece cannot read it "):
         load_translator(translation_checkpoint, tiny_bin, bpe="sentencepiece", sentencepiece_model=model)
+    # a BPE without its file (omegaconf's MissingMandatoryValue), a language the data has no dictionary of
+    with pytest.raises(errors.OptionError, match=r"^bpe_codes is missing: bpe='subword_nmt' needs it: give "
+                                                 r"load_translator bpe_codes=$"):
+        load_translator(translation_checkpoint, tiny_bin, bpe="subword_nmt")
+    with pytest.raises(errors.MissingFileError, match=rf"^{tiny_bin}/dict.fr.txt: no such file: {tiny_bin} holds no "
+                                                      r"dictionary of 'fr': give --source-lang and --target-lang"):
+        load_translator(translation_checkpoint, tiny_bin, source_lang="fr", target_lang="de")
     translator = load_translator(translation_checkpoint, tiny_bin, generation={"max_len_b": 4}, bpe="characters")
     for keywords, message in ((dict(beam=0), r"^beam=0: must be positive \(an integer >= 1\), got 0: give a value"),
                               (dict(beem=2), r"^'beem' is no generation option of fairseq's: did you mean 'beam'\?$"),

@@ -443,6 +443,12 @@ def test_fairseq_options_are_checked_finite_and_in_range():
     # as fairseq's commands parse them (the option_numbers patch)
     with pytest.raises(errors.OptionError, match=r"^--dropout must be a finite number in \[0, 1\), got 1.5"):
         parsed("--dropout", "1.5")
+    # one language of a pair: fairseq's translation task infers both from DATA and ignores it
+    with pytest.raises(errors.OptionError, match=r"^--source-lang fr without --target-lang: fairseq's translation task "
+                                                 r"infers both from DATA's file names and ignores --source-lang then: "
+                                                 r"give --target-lang too$"):
+        parsed("--task", "translation", "--source-lang", "fr")
+    assert parsed("--task", "translation", "--source-lang", "fr", "--target-lang", "de").source_lang == "fr"
     with pytest.raises(errors.OptionError, match=r"^--dropout must be .*, got nan"):  # not the --decoder-dropout-in
         options.parse_args_and_arch(options.get_training_parser(), ["data", "--arch", "joint_lstm_tiny", "--dropout",
                                                                     "nan"])  # the LSTM architecture copies it into
