@@ -25,6 +25,8 @@ from fairseq_joint.text_files import check_new_output, read_text
 PROG = "fairseq-joint-score"
 #: the paired bootstrap's resamples: sacreBLEU draws them as one array of resamples x sentences
 BOOTSTRAP_SAMPLES = Range(1, 100_000, integer=True)
+#: the paired bootstrap's resamples when --bootstrap-samples is not given (sacreBLEU's default)
+DEFAULT_BOOTSTRAP_SAMPLES = 1000
 #: sacreBLEU's environment variable of the bootstrap's seed: 'none' (unseeded) or what numpy's default_rng takes
 SEED_ENV, SEED = "SACREBLEU_SEED", Range(0, integer=True)
 
@@ -61,7 +63,7 @@ def paired_bootstrap(baseline: List[str], system: List[str], refs: List[str], lo
 
 def score(hyp_path: str, ref_path: str, hyp_tok: Optional[str] = None, ref_tok: Optional[str] = None,
           baseline_hyp: Optional[str] = None, baseline_name: str = "baseline", system_name: str = "system",
-          lowercase: bool = False, n_samples: int = 1000) -> Dict[str, object]:
+          lowercase: bool = False, n_samples: int = DEFAULT_BOOTSTRAP_SAMPLES) -> Dict[str, object]:
     if bool(hyp_tok) != bool(ref_tok):  # tokenized BLEU was dropped without a word
         raise fail("tokenized BLEU needs both --hyp-tok and --ref-tok: give the other, or drop it")
     hyp, ref = read_text(hyp_path, "hypotheses"), read_text(ref_path, "reference")
@@ -109,21 +111,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--hyp-tok", help="Moses-tokenized hypotheses, for the paper's tokenized BLEU")
     p.add_argument("--ref-tok", help="Moses-tokenized references, for the paper's tokenized BLEU")
     p.add_argument("--baseline-hyp", help="detokenized hypotheses of the baseline for the paired bootstrap")
-    p.add_argument("--baseline-name", default="baseline", help="name of the baseline system in the report")
-    p.add_argument("--system-name", default="system", help="name of this system in the report")
+    p.add_argument("--baseline-name", help="--baseline-hyp: name of the baseline system in the report (default: "
+                   "baseline)")
+    p.add_argument("--system-name", help="--baseline-hyp: name of this system in the report (default: system)")
     p.add_argument("--lowercase", action="store_true", help="case-insensitive scores (lowercased corpora)")
-    p.add_argument("--bootstrap-samples", type=number(BOOTSTRAP_SAMPLES), default=1000,
-                   help=f"paired bootstrap resamples (at most {BOOTSTRAP_SAMPLES.high}: sacreBLEU holds them all)")
+    p.add_argument("--bootstrap-samples", type=number(BOOTSTRAP_SAMPLES),
+                   help=f"--baseline-hyp: paired bootstrap resamples (default {DEFAULT_BOOTSTRAP_SAMPLES}; at most "
+                   f"{BOOTSTRAP_SAMPLES.high}: "
+                   "sacreBLEU holds them all)")
     p.add_argument("--json", help="also write the scores to this JSON file")
     a = p.parse_args(argv)
+    paired = [option for option, value in (("--baseline-name", a.baseline_name), ("--system-name", a.system_name),
+                                           ("--bootstrap-samples", a.bootstrap_samples)) if value is not None]
+    if paired and not a.baseline_hyp:  # they were ignored without a word
+        raise fail(f"{' and '.join(paired)} set the paired bootstrap against --baseline-hyp, which is not given: add "
+                   f"--baseline-hyp, or drop {' and '.join(paired)}")
     seed = os.environ.get(SEED_ENV, "none")  # read by sacreBLEU's bootstrap, which failed in a traceback
     if a.baseline_hyp and seed.lower() != "none":
         check_number(SEED_ENV, as_number(seed, integer=True), SEED)
     if a.json:
         check_new_output(a.json, "--json", [("--hyp", a.hyp), ("--ref", a.ref), ("--hyp-tok", a.hyp_tok),
                                             ("--ref-tok", a.ref_tok), ("--baseline-hyp", a.baseline_hyp)])
-    s = score(a.hyp, a.ref, a.hyp_tok, a.ref_tok, a.baseline_hyp, a.baseline_name, a.system_name, a.lowercase,
-              a.bootstrap_samples)
+    s = score(a.hyp, a.ref, a.hyp_tok, a.ref_tok, a.baseline_hyp, a.baseline_name or "baseline",
+              a.system_name or "system", a.lowercase, a.bootstrap_samples or DEFAULT_BOOTSTRAP_SAMPLES)
     print(report(s))
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:

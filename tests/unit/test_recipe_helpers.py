@@ -101,6 +101,11 @@ def test_score_refuses_what_sacrebleu_would_fail_on_or_drop(tmp_path, monkeypatc
     with pytest.raises(SystemExit):
         run(["--hyp", str(hyp), "--ref", str(hyp), "--baseline-hyp", str(hyp), "--bootstrap-samples", "100001"])
     assert "argument --bootstrap-samples: must be an integer in [1, 100000], got 100001" in capsys.readouterr().err
+    # the paired bootstrap's options without the baseline it compares with (ignored before without a word)
+    with pytest.raises(Refusal, match=r"^--baseline-name and --bootstrap-samples set the paired bootstrap against "
+                                      r"--baseline-hyp, which is not given: add --baseline-hyp, or drop --baseline-name "
+                                      r"and --bootstrap-samples$"):
+        run(["--hyp", str(hyp), "--ref", str(hyp), "--baseline-name", "nmt", "--bootstrap-samples", "5"])
     for seed in ("abc", "-1"):
         monkeypatch.setenv("SACREBLEU_SEED", seed)
         with pytest.raises(OptionError, match=rf"^SACREBLEU_SEED must be an integer >= 0, got '?{seed}"):
