@@ -68,12 +68,13 @@ $TEXT detokenize --lang "$RECIPE_TGT" "$OUT/hyp.tok" "$OUT/hyp.detok"
 
 SYSTEM="$(sed -n 's/^TRAIN_SYSTEM=//p' "$SAVE_DIR/train-data.env")"
 SCORE_ARGS=(--hyp "$OUT/hyp.detok" --ref "$RECIPE_REF_RAW" --hyp-tok "$OUT/hyp.tok" --ref-tok "$RECIPE_REF_TOK"
-            --system-name "$SYSTEM" --json "$OUT/scores.json" "${LC[@]+"${LC[@]}"}")
+            --json "$OUT/scores.json" "${LC[@]+"${LC[@]}"}")
 BINS_ARGS=(--hyp "$SYSTEM=$OUT/hyp.tok")
 if [[ -n "$BASELINE" ]]; then
     [[ -f "$BASELINE/$EVAL_DIR/hyp.detok" ]] || die "--baseline $BASELINE: $BASELINE/$EVAL_DIR/hyp.detok not found; evaluate the baseline first"
     BASE_NAME="$(sed -n 's/^TRAIN_SYSTEM=//p' "$BASELINE/train-data.env" 2>/dev/null || true)"
-    SCORE_ARGS+=(--baseline-hyp "$BASELINE/$EVAL_DIR/hyp.detok" --baseline-name "${BASE_NAME:-baseline}")
+    SCORE_ARGS+=(--baseline-hyp "$BASELINE/$EVAL_DIR/hyp.detok" --baseline-name "${BASE_NAME:-baseline}"
+                 --system-name "$SYSTEM")
     BINS_ARGS=(--hyp "${BASE_NAME:-baseline}=$BASELINE/$EVAL_DIR/hyp.tok" "${BINS_ARGS[@]}")
 fi
 fairseq-joint-score "${SCORE_ARGS[@]}" | tee "$OUT/scores.txt"
