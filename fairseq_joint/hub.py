@@ -792,6 +792,8 @@ def load_translator(checkpoint: Union[str, "os.PathLike[str]"], data: Union[str,
     if "generation_args" in overrides:  # from_pretrained's; fairseq's loader would set it on the model's options
         raise OptionError("generation_args: give load_translator the generation options themselves (max_len_b=10), "
                           "or translate's (beam=5)")
+    if "path" in overrides:  # fairseq's option of the checkpoint, which the first argument gives: ignored before
+        raise OptionError(f"path={overrides['path']!r}: load_translator's checkpoint argument gives it: drop path=")
     files = {name: os.fspath(overrides[name]) for name in SUBWORD_FILES if overrides.get(name) is not None}
     overrides.update({name: os.path.abspath(path) for name, path in files.items()}, data=os.path.abspath(data))
     state = load_checkpoint(checkpoint, labels=False, overrides=overrides, command="load_translator")

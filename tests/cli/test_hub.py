@@ -153,6 +153,9 @@ def test_translation_keywords_are_fairseqs_options(translation_checkpoint, tiny_
         load_translator(translation_checkpoint, tiny_bin, lenpen=float("nan"))
     with pytest.raises(errors.OptionError, match=r"^generation_args: give load_translator the generation options"):
         load_translator(translation_checkpoint, tiny_bin, generation_args={"beam": 2})  # from_pretrained's: ignored
+    with pytest.raises(errors.OptionError, match=r"^path='other.pt': load_translator's checkpoint argument gives it: "
+                                                 r"drop path=$"):
+        load_translator(translation_checkpoint, tiny_bin, path="other.pt")  # ignored before
     codes, model = tmp_path / "bad.codes", tmp_path / "bad.model"
     codes.write_text("#version: 0.2\na b\nc d e\n", encoding="utf-8")
     model.write_bytes(b"not a sentencepiece model")
