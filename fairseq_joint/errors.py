@@ -169,8 +169,9 @@ def translate(err: BaseException) -> Optional[Refusal]:
     if dictionary:  # fairseq's translation task reads DATA/dict.LANG.txt of --source-lang and --target-lang
         data = os.path.dirname(os.fsdecode(err.filename))
         return MissingFileError(f"{os.fsdecode(err.filename)}: no such file: {data} holds no dictionary of "
-                                f"'{dictionary.group(1)}': give --source-lang and --target-lang of the languages "
-                                f"binarized there (ls {data}/dict.*.txt)")
+                                f"'{dictionary.group(1)}': give the directory fairseq-preprocess wrote for these "
+                                f"languages, or --source-lang and --target-lang of a pair binarized there (ls "
+                                f"{data}/dict.*.txt)")
     said = next((m for kind, m in FILE_ERRORS.items() if isinstance(err, kind)), None)
     if said and err.filename is not None:
         name = os.fsdecode(err.filename)

@@ -167,8 +167,14 @@ def test_interactive_translates_what_beam_search_translates(tiny_bin, joint_chec
     for extra, said in ((["--bpe", "subword_nmt"], "error: --bpe-codes is missing: --bpe subword_nmt needs it: add "
                                                    "--bpe-codes"),
                         (["--source-lang", "fr", "--target-lang", "de"], f"error: {tiny_bin}/dict.fr.txt: no such file: {tiny_bin} holds no "
-                                                  "dictionary of 'fr': give --source-lang and --target-lang of the "
-                                                  f"languages binarized there (ls {tiny_bin}/dict.*.txt)")):
+                                                  "dictionary of 'fr': give the directory fairseq-preprocess wrote for "
+                                                  "these languages, or --source-lang and --target-lang of a pair "
+                                                  f"binarized there (ls {tiny_bin}/dict.*.txt)"),
+                        # the other direction: over a dictionary both languages share it translated without a word
+                        (["--source-lang", "de", "--target-lang", "en"], f"error: {joint_checkpoint} translates en-de, "
+                                                                         "and this command de-en: give --source-lang en "
+                                                                         "--target-lang de (and data of that pair), or a "
+                                                                         "checkpoint trained on this one")):
         proc = cli("fairseq-interactive", tiny_bin, "--user-dir", USER_DIR, "--path", joint_checkpoint, *extra,
                    check=False)
         assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == said, proc.stderr[-2000:]
