@@ -19,8 +19,7 @@ plugin is loaded:
   command line's options anyway;
 * **absolute paths**: the data directory, label files and sentence encoder a checkpoint's configuration names
   (:data:`PATH_OPTIONS`) are saved absolute, so a command run from another directory finds them; a multilingual
-  model's label language is saved explicit (its default, the first of ``--languages``, follows their order), and a
-  translation model's language pair (fairseq infers it from the data's file names when it is not given);
+  model's label language is saved explicit (its default, the first of ``--languages``, follows their order);
 * **damaged files**: a checkpoint torch cannot read (a truncated zip archive) is refused with a one-line error that
   names the newest intact checkpoint beside it and the command that restores it; a file that is no checkpoint at all
   (a dictionary given to ``--path``) is refused as such.
@@ -244,30 +243,11 @@ def explicit_label_language(cfg: Dict[str, object]) -> None:
         task["label_language"] = parse_languages(task["languages"])[0]
 
 
-def explicit_language_pair(cfg: Dict[str, object]) -> None:
-    """A translation configuration's ``--source-lang``/``--target-lang`` recorded as the pair it trained on, in place:
-    fairseq infers them from DATA's file names when they are not given, and recorded None, so a command given the
-    other direction (``--source-lang de --target-lang en`` of an en-de model whose languages share one dictionary)
-    translated with the model without a word."""
-    from fairseq.data.data_utils import infer_language_pair
-
-    task = cfg.get("task")
-    if not isinstance(task, dict) or task.get("_name") != "translation" or not isinstance(task.get("data"), str):
-        return
-    first = task["data"].split(os.pathsep)[0]
-    if task.get("source_lang") is None and task.get("target_lang") is None and os.path.isdir(first):
-        source, target = infer_language_pair(first)  # as fairseq's translation task inferred them
-        if source and target:
-            task["source_lang"], task["target_lang"] = source, target
-
-
 def as_recorded(cfg: Dict[str, object]) -> None:
-    """A configuration (the dict fairseq saves) as a checkpoint records it, in place: :func:`absolute_paths`,
-    :func:`explicit_label_language` and :func:`explicit_language_pair` (also what a resume compares its own
-    configuration as)."""
+    """A configuration (the dict fairseq saves) as a checkpoint records it, in place: :func:`absolute_paths` and
+    :func:`explicit_label_language` (also what a resume compares its own configuration as)."""
     absolute_paths(cfg)
     explicit_label_language(cfg)
-    explicit_language_pair(cfg)
 
 
 def save(original, obj, filename, *args, **kwargs):

@@ -27,8 +27,6 @@ import pickle
 import sys
 from typing import Dict, FrozenSet, Iterable, Iterator, Optional, Sequence, Tuple
 
-from omegaconf import DictConfig
-
 from fairseq_joint import checkpoints, errors
 from fairseq_joint.models.gile_classifier import SENTENCE_ENCODERS, GileClassifier
 from fairseq_joint.options import (
@@ -319,34 +317,11 @@ def checkpoint_checks(path: str, state: Dict[str, object], task, arg_overrides: 
     if named is not None:
         check_checkpoint_kind(path, cfg, issubclass(named, GileClassificationTask), command)
     check_overrides(cfg, arg_overrides or {})
-    check_language_pair(path, cfg, task, arg_overrides or {})
     if task is None:  # the checkpoint's own task is set up: it reads the files it records
         check_recorded_files(path, cfg, arg_overrides, command)
     # --model-overrides "{'cosine_prior': 5.0}" of a WAN model (a traceback at the first batch): the model's rules
     declares = {f.name for config in declared(cfg, "model") for f in dataclasses.fields(config)}
     validate(cfg, training=False, rules=("model",) if declares & set(arg_overrides or {}) else ())
-
-
-def check_language_pair(path: str, cfg, task, overrides: dict) -> None:
-    """Refuse a translation checkpoint of the plugin's models (configuration ``cfg``) for another language pair than
-    the command's (its ``task``'s, else the ``source_lang``/``target_lang`` of ``overrides``): one trained en-de, given
-    ``--source-lang de --target-lang en`` over a dictionary both languages share, translated de-en without a word. A
-    checkpoint that records no pair (saved before :func:`fairseq_joint.checkpoints.explicit_language_pair`) is not
-    compared."""
-    from fairseq.models import ARCH_MODEL_REGISTRY
-    from fairseq.tasks.translation import TranslationTask
-
-    names = ("source_lang", "target_lang")
-    saved = tuple(cfg.task.get(name) for name in names) if isinstance(cfg.task, (dict, DictConfig)) else (None,)
-    ours = ARCH_MODEL_REGISTRY.get(arch(cfg.model), object).__module__.startswith("fairseq_joint.")
-    if not ours or None in saved:
-        return
-    now = tuple(getattr(task.cfg, name) for name in names) if isinstance(task, TranslationTask) else tuple(
-        overrides.get(name) for name in names)
-    if None not in now and now != saved:
-        raise errors.CheckpointError(f"{path} translates {saved[0]}-{saved[1]}, and this command {now[0]}-{now[1]}: "
-                                     f"give --source-lang {saved[0]} --target-lang {saved[1]} (and data of that pair), "
-                                     "or a checkpoint trained on this one")
 
 
 #: what fairseq's hub hands its loader as overrides besides options: ``from_pretrained(..., generation_args={...})``

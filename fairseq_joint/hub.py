@@ -40,7 +40,7 @@ import torch
 from omegaconf.errors import MissingMandatoryValue
 
 from fairseq_joint import errors
-from fairseq_joint.checks import SUBWORD_FILES, check_language_pair, checkpoint_cfg
+from fairseq_joint.checks import SUBWORD_FILES
 from fairseq_joint.criterions.multilabel_classification import MultilabelClassificationConfig, probabilities
 from fairseq_joint.data.gile_files import (
     LABEL_FILE,
@@ -785,7 +785,6 @@ def load_translator(checkpoint: Union[str, "os.PathLike[str]"], data: Union[str,
     ``source_lang``/``target_lang``. Paths are the caller's (relative to the working directory), unlike
     ``from_pretrained``'s ``data_name_or_path``, which a leading ``.`` makes relative to the checkpoint."""
     from fairseq import checkpoint_utils
-    from fairseq.dataclass.utils import overwrite_args_by_name
     from fairseq.hub_utils import GeneratorHubInterface
     from fairseq.models import FairseqEncoderDecoderModel
 
@@ -797,9 +796,7 @@ def load_translator(checkpoint: Union[str, "os.PathLike[str]"], data: Union[str,
         raise OptionError(f"path={overrides['path']!r}: load_translator's checkpoint argument gives it: drop path=")
     files = {name: os.fspath(overrides[name]) for name in SUBWORD_FILES if overrides.get(name) is not None}
     overrides.update({name: os.path.abspath(path) for name, path in files.items()}, data=os.path.abspath(data))
-    state = load_checkpoint(checkpoint, labels=False, command="load_translator")  # as saved: its language pair
-    check_language_pair(checkpoint, checkpoint_cfg(state), None, overrides)
-    overwrite_args_by_name(state["cfg"], overrides)  # as fairseq's loader applies arg_overrides
+    state = load_checkpoint(checkpoint, labels=False, overrides=overrides, command="load_translator")
     check_exists(data, "data directory", "give fairseq-preprocess's --destdir", directory=True)
     for name, path in files.items():
         check_exists(path, f"load_translator's {name}", "give an existing file (relative to the working directory)")

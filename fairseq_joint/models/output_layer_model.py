@@ -207,6 +207,10 @@ class UpdateCountMixin:
         self.num_updates = num_updates
 
 
+#: what a translation model's fingerprint of its --source-lang and --target-lang is named
+LANGUAGE_PAIR = "language pair (--source-lang, --target-lang)"
+
+
 class DataFingerprintMixin:
     """The model keeps a fingerprint of the data it was built for (dictionaries, label lists: their entries in order),
     saved with its weights (the buffer ``data_fingerprints``) and compared when a checkpoint is loaded into a model
@@ -221,8 +225,10 @@ class DataFingerprintMixin:
         values = [dictionary_fingerprint(e) for e in entries]
         self.register_buffer("data_fingerprints", torch.tensor(values, dtype=torch.long), persistent=True)
 
-    def check_data(self, state_dict):
-        """``state_dict`` with the data fingerprints checked (or, from an older checkpoint, filled in)."""
+    def check_data(self, state_dict, names=None):
+        """``state_dict`` with the data fingerprints checked (``names``: those of these :attr:`data_names` only), or,
+        from an older checkpoint, filled in: those it saved are compared, those it did not save yet are this
+        model's."""
         own = getattr(self, "data_fingerprints", None)
         if own is None:
             return state_dict
@@ -230,8 +236,10 @@ class DataFingerprintMixin:
         if saved is None:
             return {**state_dict, "data_fingerprints": own}
         for (what, fix), a, b in zip(self.data_names, saved.tolist(), own.tolist()):
-            if a != b:
+            if a != b and (names is None or what in names):
                 raise CheckpointError(f"the checkpoint's {what} has other entries than the data's: {fix}")
+        if len(saved) < len(own):
+            return {**state_dict, "data_fingerprints": torch.cat([saved, own[len(saved):]])}
         return state_dict
 
 
@@ -260,6 +268,10 @@ class OutputLayerModelMixin(UpdateCountMixin, DataFingerprintMixin, Configured):
                               "<checkpoint data dir>/dict.SRC.txt)"),
         ("target dictionary", "binarize the data with the checkpoint's dictionary (fairseq-preprocess --tgtdict "
                               "<checkpoint data dir>/dict.TGT.txt)"),
+        # an en-de model given --source-lang de --target-lang en over a dictionary both languages share translated
+        # de-en without a word
+        (LANGUAGE_PAIR, "translate in the direction it was trained for, from the language of its training source "
+                        "to that of its target"),
     )
 
     @classmethod
@@ -272,9 +284,15 @@ class OutputLayerModelMixin(UpdateCountMixin, DataFingerprintMixin, Configured):
         return model
 
     def record_dictionaries(self, task) -> None:
-        self.record_data(task.source_dictionary.symbols, task.target_dictionary.symbols)
+        """The task's dictionaries and, of a translation task, its language pair (which fairseq infers from the
+        data's file names where the command does not give it: the checkpoint's configuration does not say it)."""
+        from fairseq.tasks.translation import TranslationTask
+
+        pair = [[task.cfg.source_lang, task.cfg.target_lang]] if isinstance(task, TranslationTask) else []
+        self.record_data(task.source_dictionary.symbols, task.target_dictionary.symbols, *pair)
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        self.check_data(state_dict, names=(LANGUAGE_PAIR,))  # first: the other direction's dictionaries differ too
         check_dictionaries_match(self, state_dict)
         state_dict = self.check_data(state_dict)
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)

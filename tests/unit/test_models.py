@@ -228,6 +228,22 @@ def test_dictionary_mismatch_on_load(tiny_bin):
         model.load_state_dict(state)
 
 
+def test_a_model_of_the_other_language_pair_is_refused_on_load(joined_bin):
+    """Over one joined dictionary an en-de model given --source-lang de --target-lang en loaded and translated de-en
+    without a word: the model records the pair it was built for. A checkpoint saved before that loads as before."""
+    _, en_de = build(joined_bin, "joint_transformer_tiny", "--source-lang", "en", "--target-lang", "de")
+    _, de_en = build(joined_bin, "joint_transformer_tiny", "--source-lang", "de", "--target-lang", "en")
+    with pytest.raises(CheckpointError, match=r"^the checkpoint's language pair \(--source-lang, --target-lang\) has "
+                                              r"other entries than the data's: translate in the direction it was "
+                                              r"trained for"):
+        de_en.load_state_dict(en_de.state_dict())
+    older = {**en_de.state_dict(), "data_fingerprints": en_de.data_fingerprints[:2]}  # dictionaries only
+    _, again = build(joined_bin, "joint_transformer_tiny", "--source-lang", "en", "--target-lang", "de")
+    again.load_state_dict(older)
+    assert torch.equal(again.data_fingerprints, en_de.data_fingerprints)
+    de_en.load_state_dict(older)  # an older checkpoint says no pair: not compared
+
+
 def test_output_layer_configuration_mismatch_on_load(tiny_bin):
     _, a = build(tiny_bin, "joint_transformer_tiny", "--joint-dim", 8)
     _, b = build(tiny_bin, "joint_transformer_tiny", "--joint-dim", 12)
