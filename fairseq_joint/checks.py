@@ -17,6 +17,7 @@ loaders), through the changes of ``fairseq_joint.fairseq_patches``:
 import argparse
 import codecs
 import contextlib
+import copy
 import dataclasses
 import functools
 import inspect
@@ -210,8 +211,13 @@ def load_model_ensemble_and_task(original, filenames, arg_overrides=None, task=N
     for filename in filenames:
         first = checkpoint_utils.get_maybe_sharded_checkpoint_filename(filename, suffix, 0, num_shards)
         check_checkpoint_exists(first)
-        loaded = state if state is not None else checkpoint_utils.load_checkpoint_to_cpu(first, arg_overrides)
-        checkpoint_checks(first, loaded, task, arg_overrides, errors.program())
+        if state is not None:
+            loaded, saved = state, None  # the caller's, its overrides applied as it chose
+        else:
+            loaded = checkpoint_utils.load_checkpoint_to_cpu(first)
+            saved = copy.deepcopy(checkpoint_cfg(loaded))  # what the model was trained with, before the overrides
+            apply_overrides(loaded, arg_overrides or {})
+        checkpoint_checks(first, loaded, task, arg_overrides, errors.program(), saved=saved)
         states.append(loaded)
     handed = states[0] if len(filenames) == 1 and num_shards == 1 else state
     return original(filenames, arg_overrides, task, strict, suffix, num_shards, handed)
@@ -304,11 +310,36 @@ def check_checkpoint_kind(path: str, cfg, labels: bool, command: str) -> None:
 _training_kind: Dict[str, bool] = {}
 
 
-def checkpoint_checks(path: str, state: Dict[str, object], task, arg_overrides: Optional[dict], command: str) -> None:
+def apply_overrides(state: Dict[str, object], overrides: dict) -> None:
+    """fairseq's ``arg_overrides`` set on a checkpoint dict's configuration, in place, as its ``load_checkpoint_to_cpu``
+    sets them (on a legacy ``args`` namespace, and on ``cfg`` by option name)."""
+    from fairseq.dataclass.utils import overwrite_args_by_name
+
+    if overrides and state.get("args") is not None:
+        for name, value in overrides.items():
+            setattr(state["args"], name, value)
+    if overrides and state.get("cfg") is not None:
+        overwrite_args_by_name(state["cfg"], overrides)
+
+
+def model_rule_problem(cfg) -> Optional[str]:
+    """What the rules of a configuration's model section (and its numbers) refuse in ``cfg``, or None."""
+    try:
+        validate(cfg, training=False, rules=("model",))
+    except errors.OptionError as err:
+        return str(err)
+    return None
+
+
+def checkpoint_checks(path: str, state: Dict[str, object], task, arg_overrides: Optional[dict], command: str,
+                      saved=None) -> None:
     """What fairseq's ``load_model_ensemble_and_task`` is about to build from the checkpoint dict ``state`` of
     ``path``, checked first: the kind of model the command's task needs (``task``, or the ``task`` of
     ``arg_overrides``, fairseq-validate's; neither: the checkpoint's own task is used), the overrides' names
-    (:func:`check_overrides`) and the numbers of its options, overrides applied (:func:`validate`)."""
+    (:func:`check_overrides`) and the numbers of its options, overrides applied (:func:`validate`); with ``saved``
+    (its configuration before the overrides), the model's rules that overrides of its options break
+    (``--model-overrides "{'cosine_prior': 5.0}"`` of a WAN model failed in a traceback at the first batch), not
+    those the checkpoint broke already (it may be older than a rule)."""
     from fairseq.tasks import TASK_REGISTRY
 
     cfg = checkpoint_cfg(state)
@@ -319,9 +350,12 @@ def checkpoint_checks(path: str, state: Dict[str, object], task, arg_overrides: 
     check_overrides(cfg, arg_overrides or {})
     if task is None:  # the checkpoint's own task is set up: it reads the files it records
         check_recorded_files(path, cfg, arg_overrides, command)
-    # --model-overrides "{'cosine_prior': 5.0}" of a WAN model (a traceback at the first batch): the model's rules
+    validate(cfg, training=False)
     declares = {f.name for config in declared(cfg, "model") for f in dataclasses.fields(config)}
-    validate(cfg, training=False, rules=("model",) if declares & set(arg_overrides or {}) else ())
+    if saved is not None and declares & set(arg_overrides or {}):
+        problem = model_rule_problem(cfg)
+        if problem is not None and problem != model_rule_problem(saved):
+            raise errors.OptionError(problem)
 
 
 #: what fairseq's hub hands its loader as overrides besides options: ``from_pretrained(..., generation_args={...})``

@@ -260,9 +260,9 @@ def test_a_checkpoint_number_overridden_out_of_range_is_refused(tmp_path):
 
 def test_model_overrides_of_a_checkpoint_follow_the_models_rules(tmp_path):
     """--model-overrides "{'cosine_prior': 5.0}" of a WAN model ended at the first batch in an AttributeError
-    traceback (it has no sentence encoder): a checkpoint whose model options are overridden meets the model's rules,
-    which fairseq-train checks; one loaded as saved is not held to rules newer than it (a --pretrained-encoder that a
-    WAN model recorded before such a one was refused)."""
+    traceback (it has no sentence encoder): the overrides of a checkpoint's model options meet the model's rules,
+    which fairseq-train checks. A checkpoint is not held to rules newer than it: only what the overrides break is
+    refused (a --pretrained-encoder that a WAN model recorded before such a one was refused stays)."""
     from fairseq import checkpoint_utils
 
     from fairseq_joint.models.gile_classifier import GileClassifierConfig
@@ -270,19 +270,20 @@ def test_model_overrides_of_a_checkpoint_follow_the_models_rules(tmp_path):
 
     task = OmegaConf.to_container(OmegaConf.structured(GileClassificationConfig(data="x")), enum_to_str=True)
     model = OmegaConf.to_container(OmegaConf.structured(GileClassifierConfig(pretrained_encoder="gone")), enum_to_str=True)
-    path = fake_checkpoint(tmp_path / "gile.pt", "gile_classifier", "gile_classification",
-                           {**task, "_name": "gile_classification"}, {**model, "_name": "gile_classifier"})
-    for overrides in (None, {"seen_score_offset": 0.5}):  # as saved, or only the task's options overridden
-        checks.checkpoint_checks(str(path), checkpoint_utils.load_checkpoint_to_cpu(str(path), overrides), None,
-                                 overrides, "fairseq-validate")
-    for overrides, said in (({"cosine_prior": 5.0}, "^--cosine-prior 5.0 adds a frozen sentence encoder's cosine"),
-                            ({"joint_dropout": 0.1}, "^--pretrained-encoder gone is the sentence encoder of")):
-        with pytest.raises(errors.OptionError, match=said):
-            checks.checkpoint_checks(str(path), checkpoint_utils.load_checkpoint_to_cpu(str(path), overrides), None,
-                                     overrides, "fairseq-validate")
-    overrides = {"joint_dropout": 0.1, "pretrained_encoder": ""}  # the fix the refusal names
-    checks.checkpoint_checks(str(path), checkpoint_utils.load_checkpoint_to_cpu(str(path), overrides), None, overrides,
-                             "fairseq-validate")
+    path = str(fake_checkpoint(tmp_path / "gile.pt", "gile_classifier", "gile_classification",
+                               {**task, "_name": "gile_classification"}, {**model, "_name": "gile_classifier"}))
+    saved = checks.checkpoint_cfg(checkpoint_utils.load_checkpoint_to_cpu(path))
+
+    def load(overrides):
+        state = checkpoint_utils.load_checkpoint_to_cpu(path)
+        checks.apply_overrides(state, overrides or {})
+        checks.checkpoint_checks(path, state, None, overrides, "fairseq-validate", saved=saved)
+
+    for overrides in (None, {"seen_score_offset": 0.5}, {"joint_dim": "8"}):  # as saved; the task's; the model's, valid
+        load(overrides)
+    with pytest.raises(errors.OptionError, match="^--cosine-prior 5.0 adds a frozen sentence encoder's cosine"):
+        load({"cosine_prior": 5.0})
+    assert checks.model_rule_problem(saved).startswith("--pretrained-encoder gone is the sentence encoder of")
 
 
 # ---------------------------------------------------------------------------------------------- fairseq's own errors
