@@ -78,7 +78,10 @@ HEADS = {
     "gile_label_only": dict(kind="label", bias="none"),
     "gile_input_only": dict(kind="context", bias="none"),
 }
-NEEDS_JOINT_DIM = ("bil_yh15", "gile")
+#: the heads whose both sides project, into a joint space of size --joint-dim (bil_yh15, gile)
+NEEDS_JOINT_DIM = tuple(head for head, spec in HEADS.items() if OutputLayerSpec(**spec).has_joint_space)
+#: the heads whose σ (--joint-activation) acts: a side projected non-linearly (not linear, bil_n16)
+READS_ACTIVATION = tuple(head for head, spec in HEADS.items() if OutputLayerSpec(**spec).reads_activation)
 ENCODER_CHOICES = TEXT_ENCODER_CHOICES + ("pretrained", "hybrid")
 #: the encoders over a pretrained sentence encoder (--pretrained-encoder)
 SENTENCE_ENCODERS = ("pretrained", "hybrid")
@@ -284,7 +287,8 @@ class GileClassifierConfig(FairseqDataclass):
         m, gile_task = cfg.model, issubclass(registered(cfg, "task"), GileDataProvider)
         multilingual = gile_task and bool(cfg.task.languages)
         sentence, linear = m.encoder in SENTENCE_ENCODERS, m.head == "linear"
-        unset = GileClassifierConfig()  # the defaults (the presets set none of the options compared with them below)
+        unset = GileClassifierConfig()  # the defaults: where the rules below compare with them, no preset applies
+        # (the presets, gile_multilingual's --lexical-dim 128 among them, require a sentence encoder)
         needs = (("--arch {arch} is a gile_classifier, which only --task gile_classification trains (not --task "
                   "{cfg.task._name}): add --task gile_classification", not gile_task),
                  ("--joint-dim must be a positive integer or auto, got {m.joint_dim!r}",
@@ -324,8 +328,9 @@ class GileClassifierConfig(FairseqDataclass):
                  # --pretrained-encoder recorded by a WAN model was then asked for by every command loading it)
                  ("--joint-dim {m.joint_dim} is d_j of --head bil_yh15 or gile; --head {m.head} has no joint space of "
                   "that size: drop --joint-dim", str(m.joint_dim) != unset.joint_dim and m.head not in NEEDS_JOINT_DIM),
-                 ("--joint-activation/--joint-dropout shape a joint head's projections; --head linear has none: drop "
-                  "them", linear and (str(m.joint_activation) != unset.joint_activation or m.joint_dropout)),
+                 ("--joint-activation {m.joint_activation} is σ of a head's non-linear projection; --head {m.head} "
+                  "has none: drop --joint-activation",
+                  m.head not in READS_ACTIVATION and str(m.joint_activation) != unset.joint_activation),
                  ("--pretrained-encoder {m.pretrained_encoder} is the sentence encoder of --encoder pretrained or "
                   "hybrid; --encoder {m.encoder} reads none: drop it, or use --encoder pretrained",
                   m.pretrained_encoder and not sentence),

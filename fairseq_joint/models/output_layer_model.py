@@ -26,7 +26,6 @@ from fairseq_joint.modules.output_layers import (
     INIT_CHOICES,
     OUTPUT_LAYER_CHOICES,
     PAPER_EQUATION,
-    PRESETS,
     OutputLayer,
     OutputLayerSpec,
 )
@@ -88,11 +87,12 @@ class OutputLayerConfig(FairseqDataclass):
         # options the layer does not read, given (not the architecture's own values): ignored before without a word,
         # and a tied run that recorded a --joint-dim was later refused as "another model" when resumed without it
         unset = architecture_defaults(args, ("joint_dim", "joint_activation"))
-        if args.output_layer != "joint" and args.joint_dim != unset.joint_dim:
+        spec = OutputLayerSpec(str(args.output_layer))
+        if not spec.has_joint_space and args.joint_dim != unset.joint_dim:
             raise OptionError(f"--joint-dim {args.joint_dim} is dj of --output-layer joint; --output-layer "
                               f"{args.output_layer} has no joint space of its own: drop --joint-dim, or use --output-layer "
                               "joint")
-        if "nonlinear" not in PRESETS[str(args.output_layer)][:2]:  # softmax, tied, bilinear
+        if not spec.reads_activation:  # softmax, tied, bilinear
             if str(args.joint_activation) != str(unset.joint_activation):
                 raise OptionError(f"--joint-activation {args.joint_activation} is σ of a projected side (--output-layer "
                                   f"label, context or joint); --output-layer {args.output_layer} has none: drop "

@@ -167,6 +167,17 @@ class OutputLayerSpec:
         return self.context_projection or PRESETS[self.kind][1]
 
     @property
+    def reads_activation(self) -> bool:
+        """Whether σ (``--joint-activation``) acts: a side is projected non-linearly (label, context, joint; not
+        softmax, tied, bilinear)."""
+        return _NONLINEAR in (self.class_proj, self.ctx_proj)
+
+    @property
+    def has_joint_space(self) -> bool:
+        """Whether both sides project, into a joint space of free size dj (``--joint-dim``; Eq. 16)."""
+        return self.class_proj != _NONE and self.ctx_proj != _NONE
+
+    @property
     def proj_bias(self) -> bool:
         """Whether the non-linear projections carry a bias (b_u, b_v of Eqs. 12-13)."""
         return PRESETS[self.kind][2] if self.projection_bias is None else self.projection_bias
@@ -240,7 +251,7 @@ class OutputLayer(nn.Module):
 
     def _joint_space_dim(self) -> int:
         """k, the space both sides meet in."""
-        if self.class_proj != _NONE and self.ctx_proj != _NONE:
+        if self.spec.has_joint_space:
             return self.spec.joint_dim  # Eq. 16: a joint space of free size dj
         if self.ctx_proj != _NONE:
             return self.class_dim  # E (W h): W ∈ R^{d x dh} (Eqs. 6, 7b)
@@ -500,14 +511,15 @@ class OutputLayer(nn.Module):
 
     # ------------------------------------------------------------------ configuration check on load
     def configuration(self) -> Dict[str, object]:
-        """What a checkpoint must agree on to be loaded into this layer (saved in its state dict)."""
+        """What a checkpoint must agree on to be loaded into this layer (saved in its state dict); σ only where it
+        acts (a tied layer's recorded σ, which it never applied, is not held against a model built without it)."""
         return {
             "output_layer": self.output_layer,
             "num_classes": self.num_classes,
             "class_dim": self.class_dim,
             "input_dim": self.input_dim,
             "joint_dim": self.joint_dim,
-            "activation": self.activation_name,
+            **({"activation": self.activation_name} if self.spec.reads_activation else {}),
             "bias": self.bias_mode,
             "class_projection": self.class_proj,
             "context_projection": self.ctx_proj,

@@ -244,6 +244,21 @@ def test_a_model_of_the_other_language_pair_is_refused_on_load(joined_bin):
     de_en.load_state_dict(older)  # an older checkpoint says no pair: not compared
 
 
+def test_a_recorded_activation_a_layer_never_applied_is_not_held_against_it(tiny_bin):
+    """A tied layer has no σ: a checkpoint that recorded one (--joint-activation relu, ignored in training, now refused)
+    loads into the tied model built without it; a layer whose σ acts is still compared."""
+    _, tied = build(tiny_bin, "joint_transformer_tiny", "--output-layer", "tied")
+    state = tied.state_dict()
+    key = next(k for k in state if k.endswith("output_projection._extra_state"))
+    state[key]["fairseq_joint_output_layer"]["activation"] = "relu"  # as an older checkpoint recorded it
+    tied.load_state_dict(state)
+    _, label = build(tiny_bin, "joint_transformer_tiny", "--output-layer", "label")
+    state = label.state_dict()
+    state[key]["fairseq_joint_output_layer"]["activation"] = "relu"
+    with pytest.raises(CheckpointError, match=r"activation: checkpoint 'relu' vs model 'tanh'"):
+        label.load_state_dict(state)
+
+
 def test_output_layer_configuration_mismatch_on_load(tiny_bin):
     _, a = build(tiny_bin, "joint_transformer_tiny", "--joint-dim", 8)
     _, b = build(tiny_bin, "joint_transformer_tiny", "--joint-dim", 12)

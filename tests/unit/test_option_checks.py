@@ -552,9 +552,10 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
     # options the chosen head or encoder does not read (ignored before without a word)
     ([*GILE, "--head", "bil_n16", "--joint-dim", "8"], "^--joint-dim 8 is d_j of --head bil_yh15 or gile; --head "
                                                        "bil_n16 has no joint space of that size: drop --joint-dim$"),
-    ([*GILE, "--head", "linear", "--joint-dropout", "0.5"], "^--joint-activation/--joint-dropout shape a joint head's "
-                                                            "projections; --head linear has none: drop them$"),
-    ([*GILE, "--head", "linear", "--joint-activation", "tanh"], "^--joint-activation/--joint-dropout shape"),
+    ([*GILE, "--head", "bil_n16", "--joint-activation", "tanh"], "^--joint-activation tanh is σ of a head's non-linear "
+                                                                 "projection; --head bil_n16 has none: drop "
+                                                                 "--joint-activation$"),
+    ([*GILE, "--head", "linear", "--joint-activation", "tanh"], "^--joint-activation tanh is σ of a head's"),
     ([*GILE, "--pretrained-encoder", "enc"], "^--pretrained-encoder enc is the sentence encoder of --encoder pretrained "
                                              "or hybrid; --encoder wan reads none: drop it, or use --encoder pretrained$"),
     ([*GILE, "--lexical-dim", "8"], "^--lexical-dim 8 sizes the TF-IDF channel of --encoder hybrid; --encoder wan has "
@@ -613,6 +614,8 @@ def test_each_rule_is_refused_before_fairseq_starts(flags, said):
                                    [*LABEL_EMBEDDING, "--label-embedding-from", "ck.pt", "--label-embedding-beta", "0.5"],
                                    ["--output-layer", "tied"], ["--arch", "joint_lstm_tiny", "--output-layer", "softmax"],
                                    ["--output-layer", "label", "--joint-activation", "relu"],
+                                   [*GILE, "--head", "linear", "--joint-dropout", "0.5"],  # dropout acts on h there
+                                   [*GILE, "--head", "gile_label_only", "--joint-activation", "tanh"],
                                    [*GILE, "--arch", "gile_pretrained", "--languages", "en,pl", "--encoder", "pretrained"]])
 def test_configurations_that_belong_together_pass(flags):
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
