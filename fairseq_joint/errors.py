@@ -211,15 +211,19 @@ def translate(err: BaseException) -> Optional[Refusal]:
         return InputError(f"{where} hold different numbers of sentences: line i of the source text must translate "
                           "line i of the target text; fix them (wc -l) and run fairseq-preprocess again")
     if message.startswith(("Incorrect dictionary format", "Duplicate word found when loading Dictionary")):
-        reading = _frame_locals(err, "add_from_file")  # its file object, and the line or word it refused
+        reading = _frame_locals(err, "add_from_file")  # its file object and lines, the word it refused
         path = getattr(reading.get("f"), "name", "a dictionary")
-        problem = (f"its line {str(reading.get('line', '')).strip()!r} is not 'WORD COUNT'"
-                   if message.startswith("Incorrect") else f"it gives the word {reading.get('word')!r} twice")
+        if message.startswith("Incorrect"):  # fairseq's message quotes the line cut at its last space: find it
+            bad = next(((i, line) for i, line in enumerate(reading.get("lines") or [], 1)
+                        if not re.fullmatch(r".*\S.* -?\d+( #fairseq:overwrite)?", line.rstrip("\r\n"))), None)
+            problem = f"line {bad[0]} ({bad[1].strip()!r}) is not 'WORD COUNT'" if bad else "a line is not 'WORD COUNT'"
+        else:
+            problem = f"it gives the word {reading.get('word')!r} twice"
         return InputError(f"{path}: {problem}: give a dictionary fairseq-preprocess wrote (dict.LANG.txt: one 'WORD "
                           "COUNT' a line, each word once)")
-    if isinstance(err, MissingMandatoryValue) and "." in str(err.full_key):  # a chosen group's option without default
-        group, name = str(err.full_key).split(".", 1)  # (--bpe subword_nmt's codes)
-        chosen = err.parent_node.get("_name") if isinstance(err.parent_node, DictConfig) else None
+    missing = missing_value(err)
+    if missing is not None:
+        group, name, chosen = missing
         option = "--" + name.replace("_", "-")
         return OptionError(f"{option} is missing: --{group}{f' {chosen}' if chosen else ''} needs it: add {option}")
     if message == "Must specify batch size either with --max-tokens or --batch-size":
@@ -232,6 +236,16 @@ def translate(err: BaseException) -> Optional[Refusal]:
                           "--source-lang and --target-lang (a gile_classifier checkpoint is scored with "
                           "fairseq-joint-predict-labels, or fairseq-validate --task gile_classification)")
     return None
+
+
+def missing_value(err: BaseException) -> Optional[tuple]:
+    """``(group, option, choice)`` of omegaconf's refusal to read an option a chosen group's configuration needs and
+    was not given (``--bpe subword_nmt`` without ``--bpe-codes``: ``("bpe", "bpe_codes", "subword_nmt")``), or
+    None."""
+    if not isinstance(err, MissingMandatoryValue) or "." not in str(err.full_key):
+        return None
+    group, name = str(err.full_key).split(".", 1)
+    return group, name, err.parent_node.get("_name") if isinstance(err.parent_node, DictConfig) else None
 
 
 def one_line(err: BaseException) -> str:

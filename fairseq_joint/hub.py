@@ -814,6 +814,8 @@ def load_translator(checkpoint: Union[str, "os.PathLike[str]"], data: Union[str,
     try:
         return GeneratorHubInterface(cfg, task, models)  # builds the tokenizer and the BPE
     except MissingMandatoryValue as err:  # bpe="subword_nmt" without bpe_codes=
-        group, name = str(err.full_key).split(".", 1)
-        raise OptionError(f"{name} is missing: {group}={overrides.get(group)!r} needs it: give load_translator "
-                          f"{name}=") from err
+        missing = errors.missing_value(err)
+        if missing is None:
+            raise
+        group, name, chosen = missing
+        raise OptionError(f"{name} is missing: {group}={chosen!r} needs it: give load_translator {name}=") from err

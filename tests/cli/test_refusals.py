@@ -154,7 +154,7 @@ def test_fairseq_preprocess_names_a_line_that_is_not_utf8_and_a_dictionary_it_wo
     (tmp_path / "train.de").write_text("ein Haus am See\ndie Straße\n")
     fix = "give a dictionary fairseq-preprocess wrote (dict.LANG.txt: one 'WORD COUNT' a line, each word once)"
     for text, said in (("\n", "--srcdict {} holds no words: give the dict.LANG.txt fairseq-preprocess wrote"),
-                       ("a 1\nhouse\n", "{}: its line 'house' is not 'WORD COUNT': " + fix),
+                       ("a 1\nthe house\n", "{}: line 2 ('the house') is not 'WORD COUNT': " + fix),
                        ("a 1\na 2\n", "{}: it gives the word 'a' twice: " + fix)):
         (tmp_path / "dict.txt").write_text(text)
         line = refusal(cli(*preprocess, tmp_path / "new", "--srcdict", tmp_path / "dict.txt", check=False))
