@@ -6,6 +6,7 @@ The file is word2vec's text format, as fairseq's ``--encoder-embed-path`` reads 
 word. Rows of dictionary words that the file lacks keep their random initialization; the caller logs the coverage.
 """
 
+import logging
 from typing import Optional, Tuple
 
 import torch
@@ -13,6 +14,8 @@ import torch.nn as nn
 
 from fairseq_joint.errors import InputError
 from fairseq_joint.text_files import content_lines
+
+logger = logging.getLogger(__name__)
 
 
 def header_dim(first_line: str) -> Optional[int]:
@@ -28,11 +31,11 @@ def load_word_vectors_(embedding: nn.Embedding, dictionary, path: str, option: s
     Returns (dictionary words found in the file, vectors in the file). Refuses in one line that names the file (and
     line) a missing file (a ``MissingFileError``) or one without a line
     (:func:`~fairseq_joint.text_files.content_lines`), and as an ``InputError`` a malformed line, a value that is not
-    a finite float32 number, a word given twice, a dimension other than the embedding's, a header whose count of
-    vectors is not the file's, or a file that covers no dictionary word.
+    a finite float32 number, a dimension other than the embedding's, a header whose count of vectors is not the
+    file's, or a file that covers no dictionary word. A word given twice keeps its first vector, said in the log.
     """
     dim = embedding.embedding_dim
-    found, lines, count = set(), {}, None  # lines: the line of each word's vector
+    found, lines, count, repeated = set(), {}, None, []  # lines: the line of each word's vector
     with torch.no_grad():
         for i, (lineno, line) in enumerate(content_lines(path, option, "vectors", "give a word2vec text file")):
             parts = line.rstrip().split(" ")
@@ -53,15 +56,18 @@ def load_word_vectors_(embedding: nn.Embedding, dictionary, path: str, option: s
             if not torch.isfinite(vector).all():  # nan, inf, or beyond float32 (1e39): training ended in NaN gradients
                 raise InputError(f"{path}:{lineno}: the vector of {parts[0]!r} holds a value that is not a finite "
                                  "float32 number: fix the line, or leave the word out (it keeps a random vector)")
-            if parts[0] in lines:
-                raise InputError(f"{path}:{lineno}: {parts[0]!r} has a vector on line {lines[parts[0]]} already: give "
-                                 "each word once")
+            if parts[0] in lines:  # as gensim reads word2vec files (fastText's .vec hold a few): the first is kept
+                repeated.append(f"{parts[0]!r} (lines {lines[parts[0]]} and {lineno})")
+                continue
             lines[parts[0]] = lineno
             index = dictionary.index(parts[0])
             if index != dictionary.unk() or parts[0] == dictionary.unk_word:
                 embedding.weight[index] = vector
                 found.add(index)
-    total = len(lines)
+    total = len(lines) + len(repeated)
+    if repeated:
+        logger.warning(f"{option} {path}: {len(repeated)} word(s) given twice, the first vector of each kept: "
+                       + ", ".join(repeated[:3]) + (", ..." if len(repeated) > 3 else ""))
     if count is not None and count != total:
         raise InputError(f"{option} {path}: its header says {count} vectors but it holds {total}: give the whole file "
                          "(a copy cut short?), or correct the header's count")

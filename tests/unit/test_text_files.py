@@ -44,7 +44,7 @@ def test_label_files_with_a_byte_order_mark_and_latin1(tmp_path):
     assert read_label_lines(str(rows)) == [["A", "B"], ["B"]]
 
 
-def test_word_vectors_with_a_byte_order_mark_and_latin1(tmp_path):
+def test_word_vectors_with_a_byte_order_mark_and_latin1(tmp_path, caplog):
     from fairseq.data import Dictionary
 
     d = Dictionary()
@@ -69,15 +69,17 @@ def test_word_vectors_with_a_byte_order_mark_and_latin1(tmp_path):
     with pytest.raises(InputError, match=rf"^--embed-path {path} holds no vectors$"):
         load_word_vectors_(emb, d, str(path))
     # a value that is no finite float32 number (NaN gradients in training), a word twice (one vector kept without a
-    # word), a header whose count is not the file's (a copy cut short)
+    # word before), a header whose count is not the file's (a copy cut short)
     for value in (b"nan", b"inf", b"1e39"):
         path.write_bytes(b"1 2\napple 3 " + value + b"\n")
         with pytest.raises(InputError, match=rf"^{path}:2: the vector of 'apple' holds a value that is not a finite "
                                              r"float32 number: fix the line, or leave the word out"):
             load_word_vectors_(emb, d, str(path))
-    path.write_bytes(b"apple 3 4\npear 1 1\napple 5 6\n")
-    with pytest.raises(InputError, match=rf"^{path}:3: 'apple' has a vector on line 1 already: give each word once$"):
-        load_word_vectors_(emb, d, str(path))
+    path.write_bytes(b"apple 3 4\npear 1 1\napple 5 6\n")  # as gensim reads it: the first kept, and said
+    with caplog.at_level("WARNING"):
+        assert load_word_vectors_(emb, d, str(path)) == (1, 3) and emb.weight[d.index("apple")].tolist() == [3, 4]
+    assert f"--embed-path {path}: 1 word(s) given twice, the first vector of each kept: 'apple' (lines 1 and 3)" \
+        in caplog.text
     path.write_bytes(b"3 2\napple 3 4\npear 1 1\n")
     with pytest.raises(InputError, match=rf"^--embed-path {path}: its header says 3 vectors but it holds 2: give the "
                                          r"whole file \(a copy cut short\?\), or correct the header's count$"):
