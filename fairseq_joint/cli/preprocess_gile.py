@@ -15,7 +15,9 @@ language, and ``language.txt`` records it for the task to check against the dire
 the training texts (or on ``--lexical-texts``: e.g. every language's training file, one model for the languages of a
 multilingual model; ``--lexical-tokenizer gile`` for languages written without spaces), the lexical channel of
 ``--encoder hybrid``; ``--lexical-model FILE`` copies one fitted before (every language of a multilingual model reads
-the same). The files of an earlier run in ``--destdir`` that this one does not replace are removed, each logged.
+the same). In a ``--destdir`` of an earlier run, a split this run is not given stays if it was binarized with the
+same dictionary, and is refused otherwise, before anything is written; so is the earlier run's label file when this
+run is given none; its language and lexical model, which this run does not write, are removed (logged).
 
 Example::
 
@@ -156,6 +158,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if c >= args.min_count:
             dictionary.add_symbol(word, c)
     dictionary.finalize(padding_factor=8)
+    check_earlier_files(args.destdir, splits, dictionary, args.labels)
     dictionary.save(os.path.join(args.destdir, "dict.txt"))
 
     for split, rows in splits.items():
@@ -201,22 +204,34 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         lexical.save(lexical_path)
         logger.info(f"lexical features: {lexical.num_features} TF-IDF terms ({args.lexical_tokenizer}) fitted on "
                     f"{lexical.documents} texts of {len(sources)} file(s); wrote {lexical_path}")
-    remove_earlier_files(args.destdir, [*splits, *((LANGUAGE_FILE,) if args.lang is not None else ()),
-                                        *((LABEL_FILE,) if args.labels else ()),
-                                        *((LEXICAL_FILE,) if args.lexical_model or args.lexical_features else ())])
+    remove_derived_files(args.destdir, [name for name, written in ((LANGUAGE_FILE, args.lang is not None), (
+        LEXICAL_FILE, bool(args.lexical_model or args.lexical_features))) if not written])
     logger.info(f"dictionary: {len(dictionary)} types; {len(train_labels)} training labels; wrote {args.destdir}")
     return 0
 
 
-def remove_earlier_files(destdir: str, written) -> None:
-    """The files of DESTDIR an earlier run wrote and this run does not replace (``written``: the splits and the files
-    it wrote) removed, each said in the log: a split binarized with the earlier dictionary (read with this run's, its
-    documents would be other words), the earlier run's language, label file or lexical model (fitted on other
-    texts)."""
-    earlier = [name for split in ("train", "valid", "test") if split not in written
-               for name in (f"{split}.input.bin", f"{split}.input.idx", f"{split}.labels", RAW_TEXTS.format(split=split))]
-    earlier += [name for name in (LANGUAGE_FILE, LABEL_FILE, LEXICAL_FILE) if name not in written]
-    for name in earlier:
+def check_earlier_files(destdir: str, splits, dictionary: Dictionary, labels: Optional[str]) -> None:
+    """Refuse, before anything is written, a DESTDIR of an earlier run whose files this run would leave beside its
+    own to be read with them: a split it is not given, binarized with another dictionary than this run's (read with
+    this one, its documents would be other words; a split of the same dictionary stays), and the label file the
+    earlier run copied when this one is given none (its descriptions would be read with this run's data)."""
+    earlier = [split for split in ("train", "valid", "test") if split not in splits
+               and os.path.isfile(os.path.join(destdir, f"{split}.input.bin"))]
+    old_dictionary = os.path.join(destdir, "dict.txt")
+    if earlier and not (os.path.isfile(old_dictionary) and Dictionary.load(old_dictionary).symbols == dictionary.symbols):
+        given = " and ".join(f"--{split}" for split in earlier)
+        raise fail(f"--destdir {destdir} holds the {'/'.join(earlier)} split of an earlier run, binarized with another "
+                   f"dictionary than this run's: give {given} again, remove it ({destdir}/{earlier[0]}.*), or give "
+                   "another --destdir")
+    if not labels and os.path.isfile(os.path.join(destdir, LABEL_FILE)):
+        raise fail(f"--destdir {destdir} holds {LABEL_FILE} of an earlier run: give --labels "
+                   f"{os.path.join(destdir, LABEL_FILE)} to use it again, or remove it")
+
+
+def remove_derived_files(destdir: str, names) -> None:
+    """The files ``names`` of DESTDIR that an earlier run derived and this run does not write (its language, a
+    lexical model fitted on other texts) removed, each said in the log."""
+    for name in names:
         path = os.path.join(destdir, name)
         if os.path.isfile(path):
             os.remove(path)

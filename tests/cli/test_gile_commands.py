@@ -85,24 +85,33 @@ def test_train_validate_and_checkpoint_round_trip(gile_bin, tmp_path, head, extr
             predictor.embeddings(labels=(gile_bin / "labels.train.txt").read_text().split()[:1])  # a seen one
 
 
-def test_preprocessing_again_into_a_directory_removes_what_it_does_not_replace(tmp_path, caplog):
-    """A second run into the same --destdir without --valid, --lang, --labels or --lexical-features: the earlier run's
-    validation split was read with the new dictionary (other words, and an index past the embedding when the new one
-    was smaller), its language, label file and lexical model with the new data. They are removed, each logged; what
-    the run writes is what the directory holds."""
+def test_preprocessing_again_into_a_directory_of_an_earlier_run(tmp_path, caplog):
+    """A second run into the same --destdir read the earlier run's validation split with its new dictionary (other
+    words, and an index past the embedding when the new one was smaller), and its language, label file and lexical
+    model with the new data. A split of the same dictionary stays; one of another dictionary, and a label file when
+    this run is given none, are refused before anything is written; the derived files are removed, each logged."""
     raw, dest = sample_corpus(tmp_path / "raw", n_train=40, n_valid=10), tmp_path / "bin"
-    preprocess_command.main(["--train", str(raw / "train.jsonl"), "--valid", str(raw / "valid.jsonl"), "--labels",
-                             str(raw / "labels.tsv"), "--lang", "en", "--lexical-features", "100", "--destdir", str(dest)])
-    earlier = {"valid.input.bin", "valid.input.idx", "valid.labels", "valid.text", "language.txt", "labels.tsv",
-               "lexical.json"}
-    assert earlier <= {p.name for p in dest.iterdir()}
-    with caplog.at_level("INFO"):
-        preprocess_command.main(["--train", str(raw / "train.jsonl"), "--destdir", str(dest)])
-    assert {p.name for p in dest.iterdir()} == {"dict.txt", "train.input.bin", "train.input.idx", "train.labels",
-                                                "train.text", "labels.train.txt"}
-    removed = sorted(r.getMessage() for r in caplog.records if r.getMessage().startswith("removed "))
-    assert removed == sorted(f"removed {dest / name}: an earlier run's, which this run's files do not go with"
-                             for name in earlier)
+    labels = ["--labels", str(raw / "labels.tsv")]
+    preprocess_command.main(["--train", str(raw / "train.jsonl"), "--valid", str(raw / "valid.jsonl"), *labels,
+                             "--lang", "en", "--lexical-features", "100", "--destdir", str(dest)])
+    with caplog.at_level("INFO"):  # the same training texts: the same dictionary, so the validation split stays
+        preprocess_command.main(["--train", str(raw / "train.jsonl"), *labels, "--destdir", str(dest)])
+    assert {"valid.input.bin", "valid.labels", "labels.tsv"} <= {p.name for p in dest.iterdir()}
+    assert not (dest / "language.txt").exists() and not (dest / "lexical.json").exists()
+    assert sorted(r.getMessage() for r in caplog.records if r.getMessage().startswith("removed ")) == [
+        f"removed {dest / name}: an earlier run's, which this run's files do not go with"
+        for name in ("language.txt", "lexical.json")]
+    before = (dest / "dict.txt").read_text()
+    (raw / "few.jsonl").write_text("".join((raw / "train.jsonl").read_text().splitlines(keepends=True)[:20]))
+    for argv, said in (([*labels], f"--destdir {dest} holds the valid split of an earlier run, binarized with another "
+                                   f"dictionary than this run's: give --valid again, remove it ({dest}/valid.*), or give "
+                                   "another --destdir"),
+                       (["--valid", str(raw / "few.jsonl")], f"--destdir {dest} holds labels.tsv of an earlier run: "
+                                                                f"give --labels {dest}/labels.tsv to use it again, or "
+                                                                "remove it")):
+        with pytest.raises(CommandError, match=f"^{re.escape(said)}$"):
+            preprocess_command.main(["--train", str(raw / "few.jsonl"), *argv, "--destdir", str(dest)])
+    assert (dest / "dict.txt").read_text() == before  # nothing written
 
 
 def test_zero_shot_ranks_unseen_label_first(tmp_path):
