@@ -91,7 +91,8 @@ def load_translation_model(path: str):
     task = translation_task(weights["encoder.embed_tokens.weight"].shape[0], weights["decoder.embed_tokens.weight"].shape[0])
     model = task.build_model(cfg.model)
     if "data_fingerprints" in weights:  # a model that records its data (DataFingerprintMixin), as the one built here
-        model.data_fingerprints.copy_(weights["data_fingerprints"])  # stand-in dictionaries: take the checkpoint's
+        # stand-in dictionaries: the checkpoint's fingerprints (as many as it saved) are the model's
+        model.register_buffer("data_fingerprints", weights["data_fingerprints"].clone(), persistent=True)
     model.load_state_dict(weights, strict=True, model_cfg=cfg.model)
     return model
 

@@ -118,21 +118,23 @@ OPTIMIZER_MISMATCHES = ("Criterion does not match", "Optimizer does not match")
 #: how torch's ``Optimizer.load_state_dict`` refuses a state of other parameters (a criterion whose label embedding
 #: is now loaded and frozen: ``--label-embedding-from``)
 OPTIMIZER_GROUP_MISMATCH = "doesn't match the size of optimizer's group"
-#: the configuration groups that decide the optimizer's state
-OPTIMIZER_GROUPS = ("criterion", "optimizer")
+#: the configuration groups that decide the optimizer's state: its parameters (the model's, frozen or not, and the
+#: criterion's), the criterion, the optimizer
+OPTIMIZER_GROUPS = ("model", "criterion", "optimizer")
 
 
 def optimizer_mismatch(filename: str, cfg, err: BaseException) -> CheckpointError:
     """The refusal of a resume whose optimizer cannot take the checkpoint's state (fairseq's "Criterion does not
-    match; please reset the optimizer", torch's refusal of a state of other parameters: ``err``): the criterion and
-    optimizer options that differ from the checkpoint's, or else what fairseq said, and the two fixes."""
+    match; please reset the optimizer", torch's refusal of a state of other parameters: ``err``): the model, criterion
+    and optimizer options that differ from the checkpoint's (``--freeze-embed`` changes the parameters trained too),
+    or else what fairseq said, and the two fixes."""
     state = saved_checkpoint(filename) or {}
     saved = state.get("cfg")
     changed = changed_options(saved, current_configuration(cfg), OPTIMIZER_GROUPS) if saved is not None else []
     what = ", ".join(changed) if changed else " ".join(str(err).split())[:300]
-    return CheckpointError(f"{filename} holds the optimizer state of another criterion or optimizer than this run's "
-                           f"({what}): resume it with the checkpoint's options, or continue from its weights with a "
-                           "new optimizer state (--reset-optimizer)")
+    return CheckpointError(f"{filename} holds an optimizer state of other parameters, criterion or optimizer than "
+                           f"this run's ({what}): resume it with the checkpoint's options, or continue from its weights "
+                           "with a new optimizer state (--reset-optimizer)")
 
 
 def saved_checkpoint(filename: str):

@@ -180,7 +180,8 @@ def load_label_embedding(path: str, num_labels: Optional[int] = None, labels: Op
     if num_labels is not None and emb.num_labels != num_labels:
         raise CheckpointError(f"{option} {path}: its embedding has {emb.num_labels} labels but the target dictionary "
                               f"has {num_labels}; {fix}")
-    if labels is not None and recorded is not None and int(recorded[-1]) != dictionary_fingerprint(labels):
+    # the second fingerprint is of the labels: a translation model's target dictionary, a GILE model's training labels
+    if labels is not None and recorded is not None and int(recorded[1]) != dictionary_fingerprint(labels):
         raise CheckpointError(f"{option} {path}: its embedding is for other labels than this data's; {fix}")
     emb.load_state_dict(weights)
     return emb

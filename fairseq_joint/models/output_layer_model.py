@@ -288,7 +288,8 @@ class OutputLayerModelMixin(UpdateCountMixin, DataFingerprintMixin, Configured):
         data's file names where the command does not give it: the checkpoint's configuration does not say it)."""
         from fairseq.tasks.translation import TranslationTask
 
-        pair = [[task.cfg.source_lang, task.cfg.target_lang]] if isinstance(task, TranslationTask) else []
+        pair = [task.cfg.source_lang, task.cfg.target_lang] if isinstance(task, TranslationTask) else []
+        pair = [pair] if pair and None not in pair else []  # (a stand-in task of the loaders names no languages)
         self.record_data(task.source_dictionary.symbols, task.target_dictionary.symbols, *pair)
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):

@@ -92,8 +92,8 @@ def test_resuming_into_another_output_layer_names_the_difference(tiny_bin, tmp_p
                             f"--label-embedding-dim 100 (checkpoint: 8), --label-embedding-from {tmp_path}/le/"
                             "checkpoint_last.pt (checkpoint: None)")):
         line = refusal(cli("fairseq-train", tiny_bin, *again, *extra, check=False))
-        assert line == (f"error: {tmp_path}/le/checkpoint_last.pt holds the optimizer state of another criterion or "
-                        f"optimizer than this run's ({changed}): {fix}"), line
+        assert line == (f"error: {tmp_path}/le/checkpoint_last.pt holds an optimizer state of other parameters, "
+                        f"criterion or optimizer than this run's ({changed}): {fix}"), line
     cli("fairseq-train", tiny_bin, *again, "--reset-optimizer")
 
 
