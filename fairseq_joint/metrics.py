@@ -55,10 +55,14 @@ def score_matrices(scores, targets, seen=None, offsets=()):
         raise ValueError(f"{shapes}: expected n x L, n x L" + ("" if seen is None else ", L"))
     if not np.isfinite(scores).all():
         raise ValueError("the scores to rank hold a non-finite value")
-    with np.errstate(over="ignore"):  # the overflow is what is refused
-        largest = np.abs(np.asarray(offsets, dtype=np.float64)).max(initial=0.0) + np.abs(scores).max(initial=0.0)
-    if not np.isfinite(largest):  # a γ not finite, or one that the scores less it overflow with
-        raise ValueError(f"γ (seen_score_offset) {list(np.ravel(offsets))}: the scores less γ must be finite numbers")
+    offsets = np.asarray(offsets, dtype=np.float64).ravel()
+    lowered = scores[:, seen] if seen is not None else scores  # the scores γ is subtracted from
+    with np.errstate(over="ignore", invalid="ignore"):  # the overflow is what is refused
+        # the extremes of every score less every γ: the largest less the smallest γ, the smallest less the largest
+        extremes = [lowered.max() - offsets.min(), lowered.min() - offsets.max()] if lowered.size and offsets.size \
+            else list(offsets)
+    if not np.isfinite(offsets).all() or not np.isfinite(extremes).all():
+        raise ValueError(f"γ (seen_score_offset) {offsets.tolist()}: the scores less γ must be finite numbers")
     return scores, targets, seen
 
 

@@ -55,7 +55,7 @@ def test_gzsl_counts_only_documents_with_a_label_of_the_group():
         gzsl_metric_sums(np.zeros((3, 2)), gold, np.array([True]))
 
 
-@pytest.mark.parametrize("gamma,scores", [(float("nan"), 0.5), (float("inf"), 0.5), (1e308, 1e308), (0.0, np.nan)])
+@pytest.mark.parametrize("gamma,scores", [(float("nan"), 0.5), (float("inf"), 0.5), (1e308, -1e308), (0.0, np.nan)])
 def test_gzsl_refuses_scores_less_gamma_that_are_not_numbers(gamma, scores):
     """A NaN γ, or scores less γ that overflow to infinity, ranked the labels wrong: the metrics of both routes (one
     γ, many) refuse them instead of returning numbers; a large γ that does not overflow is ranked as any other."""
@@ -67,6 +67,8 @@ def test_gzsl_refuses_scores_less_gamma_that_are_not_numbers(gamma, scores):
         with pytest.raises(ValueError, match=message):
             metric(np.full((2, 2), scores))
     assert gzsl_summary(np.array([[2e307, 0.0], [0.0, 1e307]]), gold, seen, 1e307)["gzsl_h"] == pytest.approx(100.0)
+    # scores less γ that stay finite, however large both are, are ranked (1e308 less 1e308 is 0)
+    assert gzsl_metric_sums(np.full((2, 2), 1e308), gold, seen, 1e308)["seen"]["n"] == 1
 
 
 @pytest.mark.parametrize("chunk", [metrics.CHUNK, 7])  # 7 scores at a time: a relevant label per chunk
