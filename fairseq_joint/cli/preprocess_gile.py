@@ -124,7 +124,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if twice:  # its texts would count twice in the terms' document frequencies
         raise fail(f"--lexical-texts {twice[0]} is given twice: give each file once")
 
-    if os.path.lexists(args.destdir) and not os.path.isdir(args.destdir):  # (named by --labels too: this option)
+    if os.path.lexists(args.destdir) and not os.path.isdir(args.destdir):  # (the OS's error named --labels' path)
         raise fail(f"--destdir {args.destdir} is a file, not a directory: give a directory to write to")
     descriptions = read_label_file(args.labels) if args.labels else None
     if args.lang is not None and not is_language_name(args.lang):

@@ -117,8 +117,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--lowercase", action="store_true", help="case-insensitive scores (lowercased corpora)")
     p.add_argument("--bootstrap-samples", type=number(BOOTSTRAP_SAMPLES),
                    help=f"--baseline-hyp: paired bootstrap resamples (default {DEFAULT_BOOTSTRAP_SAMPLES}; at most "
-                   f"{BOOTSTRAP_SAMPLES.high}: "
-                   "sacreBLEU holds them all)")
+                   f"{BOOTSTRAP_SAMPLES.high}: sacreBLEU holds them all)")
     p.add_argument("--json", help="also write the scores to this JSON file")
     a = p.parse_args(argv)
     paired = [option for option, value in (("--baseline-name", a.baseline_name), ("--system-name", a.system_name),
