@@ -19,6 +19,8 @@ import numbers
 import os
 from typing import Callable, Dict, Iterable, Iterator, Optional, Sequence, Tuple
 
+import numpy as np
+
 from fairseq_joint.errors import OptionError
 
 #: the metadata key of a dataclass field's :class:`Range`
@@ -62,9 +64,9 @@ FRACTION = Range(0, 1, low_open=True)
 DROPOUT = Range(0, 1, high_open=True)
 POSITIVE_INT = Range(1, integer=True, name="positive")
 NON_NEGATIVE_INT = Range(0, integer=True)
-#: the largest float32 (torch.finfo(torch.float32).max): a number added to float32 scores (GILE's γ, the cosine prior's
-#: λ) beyond it made every score ±inf
-FLOAT32_MAX = 3.4028234663852886e38
+#: the largest float32: a number added to float32 scores (GILE's γ, the cosine prior's λ) beyond it made every score
+#: ±inf
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 #: what a float32 holds: values that end up in float32 tensors (a float64 such as 1e39 passed as finite, then turned
 #: every score into -inf)
 FLOAT32 = Range(-FLOAT32_MAX, FLOAT32_MAX, name="a float32 number")
