@@ -287,8 +287,7 @@ class GileClassifierConfig(FairseqDataclass):
         m, gile_task = cfg.model, issubclass(registered(cfg, "task"), GileDataProvider)
         multilingual = gile_task and bool(cfg.task.languages)
         sentence, linear = m.encoder in SENTENCE_ENCODERS, m.head == "linear"
-        unset = GileClassifierConfig()  # the defaults: where the rules below compare with them, no preset applies
-        # (the presets, gile_multilingual's --lexical-dim 128 among them, require a sentence encoder)
+        unset = PRESETS.get(arch(m), GileClassifierConfig())  # what --arch sets: an option of another value was given
         needs = (("--arch {arch} is a gile_classifier, which only --task gile_classification trains (not --task "
                   "{cfg.task._name}): add --task gile_classification", not gile_task),
                  ("--joint-dim must be a positive integer or auto, got {m.joint_dim!r}",
@@ -335,7 +334,7 @@ class GileClassifierConfig(FairseqDataclass):
                   "hybrid; --encoder {m.encoder} reads none: drop it, or use --encoder pretrained",
                   m.pretrained_encoder and not sentence),
                  ("--lexical-dim {m.lexical_dim} sizes the TF-IDF channel of --encoder hybrid; --encoder {m.encoder} "
-                  "has none: drop it", m.lexical_dim != unset.lexical_dim and not sentence),
+                  "has none: drop it", m.lexical_dim != unset.lexical_dim and m.encoder != "hybrid"),
                  ("--sentence-encoder and --sentence-end-tokens shape HAN's sentence level; --encoder {m.encoder} has "
                   "none: use --encoder han, or drop them", m.encoder != "han" and (
                       str(m.sentence_encoder) != unset.sentence_encoder or m.sentence_end_tokens != unset.sentence_end_tokens)))
@@ -764,8 +763,7 @@ def gile_pretrained(args) -> None:
     linearly to 0, it scored seen AvgPr above TF-IDF + logistic regression and unseen AvgPr above the encoder's cosine.
     ``--encoder pretrained`` drops the lexical channel (data without ``lexical.json``). Other options keep
     ``gile_classifier``'s defaults; any of these can still be given."""
-    preset(args, "gile_pretrained", GileClassifierConfig(encoder="hybrid", head="gile", similarity_init=True,
-                                                         seen_label_bias=True, cosine_prior=20.0))
+    preset(args, "gile_pretrained")
 
 
 @register_model_architecture("gile_classifier", "gile_multilingual")
@@ -779,16 +777,22 @@ def gile_multilingual(args) -> None:
     each language's. Trained 1 epoch with the learning rate decayed linearly to 0 (a second one overfits the smaller
     languages' seen labels). examples/gile/multilingual.sh makes the student, the data and the model;
     studies/gile-multilingual.md measured it."""
-    preset(args, "gile_multilingual", GileClassifierConfig(encoder="hybrid", head="gile", similarity_init=True,
-                                                           seen_label_bias=True, cosine_prior=20.0, lexical_dim=128))
+    preset(args, "gile_multilingual")
 
 
-def preset(args, name: str, defaults: "GileClassifierConfig") -> None:
-    """Fill the options ``args`` leaves unset with ``defaults`` (a preset architecture's), then refuse an encoder
-    that is not a pretrained sentence encoder."""
+#: the options of the preset architectures, by ``--arch``; every other option keeps ``gile_classifier``'s default
+PRESETS = {"gile_pretrained": GileClassifierConfig(encoder="hybrid", head="gile", similarity_init=True,
+                                                   seen_label_bias=True, cosine_prior=20.0),
+           "gile_multilingual": GileClassifierConfig(encoder="hybrid", head="gile", similarity_init=True,
+                                                     seen_label_bias=True, cosine_prior=20.0, lexical_dim=128)}
+
+
+def preset(args, name: str) -> None:
+    """Fill the options ``args`` leaves unset with :data:`PRESETS` ``[name]`` (a preset architecture's), then refuse an
+    encoder that is not a pretrained sentence encoder."""
     for field_name in GileClassifierConfig.__dataclass_fields__:
         if not field_name.startswith("_") and getattr(args, field_name, None) is None:
-            setattr(args, field_name, getattr(defaults, field_name))
+            setattr(args, field_name, getattr(PRESETS[name], field_name))
     if getattr(args, "encoder", None) not in SENTENCE_ENCODERS:
         raise OptionError(f"--arch {name} is GILE over a pretrained sentence encoder (--encoder hybrid or "
                           f"pretrained), not --encoder {args.encoder}: use --arch gile_classifier")

@@ -560,6 +560,10 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
                                              "or hybrid; --encoder wan reads none: drop it, or use --encoder pretrained$"),
     ([*GILE, "--lexical-dim", "8"], "^--lexical-dim 8 sizes the TF-IDF channel of --encoder hybrid; --encoder wan has "
                                     "none: drop it$"),
+    ([*GILE, "--encoder", "pretrained", "--lexical-dim", "32"], "^--lexical-dim 32 sizes the TF-IDF channel of "
+                                                                 "--encoder hybrid; --encoder pretrained has none"),
+    ([*GILE, "--arch", "gile_multilingual", "--languages", "en,pl", "--encoder", "pretrained", "--lexical-dim", "64"],
+     "^--lexical-dim 64 sizes the TF-IDF channel"),  # the preset's 128 is not given: any other value is
     ([*GILE, "--sentence-encoder", "gru"], "^--sentence-encoder and --sentence-end-tokens shape HAN's sentence level; "
                                            "--encoder wan has none: use --encoder han, or drop them$"),
     ([*GILE, "--encoder", "pretrained", "--sentence-end-tokens", "."], "^--sentence-encoder and --sentence-end-tokens "
@@ -616,7 +620,9 @@ def test_each_rule_is_refused_before_fairseq_starts(flags, said):
                                    ["--output-layer", "label", "--joint-activation", "relu"],
                                    [*GILE, "--head", "linear", "--joint-dropout", "0.5"],  # dropout acts on h there
                                    [*GILE, "--head", "gile_label_only", "--joint-activation", "tanh"],
-                                   [*GILE, "--arch", "gile_pretrained", "--languages", "en,pl", "--encoder", "pretrained"]])
+                                   [*GILE, "--arch", "gile_pretrained", "--languages", "en,pl", "--encoder", "pretrained"],
+                                   [*GILE, "--arch", "gile_multilingual", "--languages", "en,pl", "--encoder",
+                                    "pretrained"]])  # the preset's --lexical-dim 128, unread there, was not given
 def test_configurations_that_belong_together_pass(flags):
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
