@@ -388,8 +388,10 @@ def check_overrides(cfg, overrides: dict) -> None:
     the keywords of ``from_pretrained`` and ``load_translator``), a group's given as a dict of its options too: each
     the name of one of fairseq's options (:func:`option_names`; fairseq sets any other on a legacy model's options
     without a word: a misspelled ``beem=3`` was ignored), a registry's choice (``bpe``, ``tokenizer``, ...) one it
-    holds (fairseq failed in a ``KeyError``), its numbers as fairseq's commands check theirs. The overrides of
-    fairseq's own models are left to fairseq (BART's hub passes keys of its own)."""
+    holds (fairseq failed in a ``KeyError``) and not another than the checkpoint's (fairseq kept the checkpoint's
+    without a word: fairseq-validate ``--criterion`` scored with the criterion trained with), its numbers as fairseq's
+    commands check theirs. The overrides of fairseq's own models are left to fairseq (BART's hub passes keys of its
+    own)."""
     from fairseq.models import ARCH_MODEL_REGISTRY
     from fairseq.registry import REGISTRIES
 
@@ -401,6 +403,11 @@ def check_overrides(cfg, overrides: dict) -> None:
     for group in REGISTRIES.keys() & overrides.keys():
         if isinstance(overrides[group], str):
             check_choice(group, overrides[group], list(REGISTRIES[group]["registry"]))
+            saved = getattr(cfg.get(group), "_name", None)  # fairseq replaces a group the checkpoint has none of only
+            if saved not in (None, overrides[group]):
+                raise errors.OptionError(f"{flag(group)} {overrides[group]}: the checkpoint was trained with {flag(group)} "
+                                         f"{saved}, which fairseq keeps (a group of a checkpoint's options is not "
+                                         f"replaced): drop {flag(group)}")
     check_fairseq_options(argparse.Namespace(**overrides))
 
 

@@ -87,6 +87,12 @@ checkpoint_kind    ``checkpoint_utils.load_model_ensemble_and``  a ``--path`` th
                                                                  (``checks.check_checkpoint_exists``,
                                                                  ``check_checkpoint_kind``, ``check_overrides``,
                                                                  ``validate``)
+trained_criterion  ``checkpoint_utils.load_model_ensemble_and``  a checkpoint of the label-embedding criteria: the
+                   ``_task``                                     configuration fairseq-validate builds the criterion
+                                                                 from points at the checkpoint's criterion state, so
+                                                                 o2 and the label embedding are the trained ones, not
+                                                                 drawn at random (``criterions.label_embedding_cross_
+                                                                 entropy.trained_criterion``)
 hub_options        ``hub_utils.GeneratorHubInterface.generate``  ``translate``/``sample``/``generate`` of fairseq's hub
                                                                  interface: a keyword that is no generation option,
                                                                  or a number out of range (``beam=0``), is refused in
@@ -164,6 +170,8 @@ PATCHES: Tuple[Patch, ...] = (
     Patch("verified_load", "fairseq.checkpoint_utils:load_checkpoint_to_cpu", "checks.load_checkpoint_to_cpu"),
     Patch("checkpoint_kind", "fairseq.checkpoint_utils:load_model_ensemble_and_task",
           "checks.load_model_ensemble_and_task"),
+    Patch("trained_criterion", "fairseq.checkpoint_utils:load_model_ensemble_and_task",
+          "criterions.label_embedding_cross_entropy.trained_criterion"),
     Patch("hub_options", "fairseq.hub_utils:GeneratorHubInterface.generate", "checks.hub_generate"),
     Patch("readable_subwords", "fairseq.data.encoders:build_bpe", "checks.build_bpe"),
     Patch("exact_scores", "fairseq.sequence_scorer:SequenceScorer.generate",
@@ -254,7 +262,7 @@ def apply() -> List[str]:
         return []
     # the modules of the table's logic (the checks of fairseq's configurations import fairseq's registries: here)
     from fairseq_joint import checkpoint_allowlist, checkpoints, checks, command_line, precision, resume  # noqa: F401
-    from fairseq_joint.criterions import sampled_cross_entropy  # noqa: F401
+    from fairseq_joint.criterions import label_embedding_cross_entropy, sampled_cross_entropy  # noqa: F401
 
     done = []
     on = chosen()

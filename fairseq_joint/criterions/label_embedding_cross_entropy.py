@@ -40,6 +40,7 @@ Logged besides ``loss`` (Eq. 14, or Eq. 17) and ``nll_loss`` (H(y, z1'), hence `
 o2 predicts correctly (those the embedding learns from).
 """
 
+import inspect
 import logging
 import math
 from dataclasses import dataclass, field
@@ -48,7 +49,7 @@ from typing import Optional, Sequence
 from fairseq import checkpoint_utils, metrics
 from fairseq.criterions import register_criterion
 from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEntropyCriterion
-from omegaconf import II
+from omegaconf import II, open_dict
 
 from fairseq_joint.checkpoints import dictionary_fingerprint
 from fairseq_joint.criterions.decoder_features import (
@@ -62,7 +63,7 @@ from fairseq_joint.criterions.sampled_cross_entropy import (
     log_candidates,
     target_dictionary_sampler,
 )
-from fairseq_joint.errors import CheckpointError, InputError, OptionError
+from fairseq_joint.errors import CheckpointError, InputError, OptionError, one_line
 from fairseq_joint.modules.label_embedding import (
     LABEL_EMBEDDING_TERMS,
     LabelEmbedding,
@@ -118,6 +119,12 @@ class LabelEmbeddingOptions(CandidateSamplingConfig):
         default=None,
         metadata={"help": "a checkpoint of an earlier label_embedding_cross_entropy run: use its label "
                           "embedding, frozen, without o2 (Appendix B, Eq. 17)"},
+    )
+    label_embedding_state_from: Optional[str] = field(
+        default=None,
+        metadata={"help": "a checkpoint of a run of this criterion: start o2 and the label embedding from the values "
+                          "it saved (its criterion state). fairseq-validate sets it to --path: it builds the "
+                          "checkpoint's criterion afresh, and its loss was that of an o2 drawn at random on each run"},
     )
 
     #: the options of o2 and of the embedding it learns (Eqs. 10-12, 16), which Eq. 17 (--label-embedding-from) has not
@@ -194,7 +201,8 @@ class LabelEmbeddingCrossEntropyCriterion(DecoderFeaturesCriterion):
     def __init__(self, task, sentence_avg, ignore_prefix_size=0, sampler="uniform", sample_rate=None, num_samples=None,
                  unigram_alpha=0.75, label_embedding_dim=100, label_embedding_tau=2.0, label_embedding_alpha=0.9,
                  label_embedding_hinge_p=1, label_embedding_two_sided_hinge=False, label_embedding_beta=None,
-                 label_embedding_warmup_updates=0, label_embedding_from=None, label_embedding_input_dim=None):
+                 label_embedding_warmup_updates=0, label_embedding_from=None, label_embedding_state_from=None,
+                 label_embedding_input_dim=None):
         super().__init__(task)
         self.sentence_avg = sentence_avg
         self.ignore_prefix_size = ignore_prefix_size
@@ -215,13 +223,31 @@ class LabelEmbeddingCrossEntropyCriterion(DecoderFeaturesCriterion):
                                                         self.label_names(task)).freeze_()
             self.o2 = None
             logger.info(f"label embedding ({self.label_embedding.extra_repr()}) from {label_embedding_from}, frozen (Eq. 17)")
-            return
-        self.o2 = OutputLayer(OutputLayerSpec("softmax"), num_classes=num_labels,
-                              input_dim=self.feature_dim(task, label_embedding_input_dim))
-        self.label_embedding = LabelEmbedding(num_labels, label_embedding_dim)
-        if not label_embedding_dim:
-            logger.info(f"full {num_labels} x {num_labels} label embedding: {full_embedding_bytes(num_labels)} "
-                        "(use --label-embedding-dim h for the compressed form)")
+        else:
+            self.o2 = OutputLayer(OutputLayerSpec("softmax"), num_classes=num_labels,
+                                  input_dim=self.feature_dim(task, label_embedding_input_dim))
+            self.label_embedding = LabelEmbedding(num_labels, label_embedding_dim)
+            if not label_embedding_dim:
+                logger.info(f"full {num_labels} x {num_labels} label embedding: {full_embedding_bytes(num_labels)} "
+                            "(use --label-embedding-dim h for the compressed form)")
+        if label_embedding_state_from:
+            self.load_state_from(label_embedding_state_from)
+
+    def load_state_from(self, path: str) -> None:
+        """o2 and the label embedding as checkpoint ``path`` saved them (its criterion state, as fairseq-train's
+        resume loads it)."""
+        check_exists(path, "--label-embedding-state-from", "give the checkpoint_*.pt of a run of this criterion")
+        saved = checkpoint_utils.load_checkpoint_to_cpu(path).get("criterion")
+        if not saved:
+            raise CheckpointError(f"--label-embedding-state-from {path}: the checkpoint holds no criterion state; give "
+                                  f"one of a run trained with --criterion {self.name}")
+        try:
+            self.load_state_dict(saved)
+        except RuntimeError as err:  # torch names each tensor that differs
+            raise CheckpointError(f"--label-embedding-state-from {path}: its o2 and label embedding are not of this "
+                                  f"criterion's options ({one_line(err)}): give a checkpoint trained with the "
+                                  "same --label-embedding-* options and data") from None
+        logger.info(f"o2 and the label embedding from {path}'s criterion state")
 
     #: the candidate sampler over the labels (:func:`target_dictionary_sampler`: the target words)
     build_sampler = staticmethod(target_dictionary_sampler)
@@ -320,3 +346,23 @@ def log_terms(logging_outputs) -> None:
     if any("le_correct" in log for log in logging_outputs):
         correct = sum(float(log.get("le_correct", 0)) for log in logging_outputs)
         metrics.log_scalar("le_o2_acc", 100.0 * correct / tokens, tokens, round=2)
+
+
+def trained_criterion(original, filenames, *args, **kwargs):
+    """fairseq's ``load_model_ensemble_and_task`` (the ``trained_criterion`` patch), the configuration it returns of a
+    checkpoint of this criterion (either form) pointing it at the checkpoint's criterion state
+    (``label_embedding_state_from``): fairseq-validate builds the criterion from that configuration afresh, so the
+    loss it printed (Eq. 14's o2 terms) was that of an o2 drawn at random, another on each run. An ensemble's is the
+    first checkpoint's."""
+    from fairseq.criterions import CRITERION_DATACLASS_REGISTRY
+
+    models, cfg, task = original(filenames, *args, **kwargs)
+    criterion = cfg.get("criterion") if cfg is not None else None
+    declared = CRITERION_DATACLASS_REGISTRY.get(criterion.get("_name")) if criterion is not None else None
+    if declared is not None and issubclass(declared, LabelEmbeddingOptions):
+        bound = inspect.signature(original).bind(filenames, *args, **kwargs)
+        suffix, shards = bound.arguments.get("suffix", ""), bound.arguments.get("num_shards", 1)
+        with open_dict(criterion):
+            criterion.label_embedding_state_from = checkpoint_utils.get_maybe_sharded_checkpoint_filename(
+                filenames[0], suffix, 0, shards)
+    return models, cfg, task

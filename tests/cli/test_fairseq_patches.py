@@ -63,6 +63,7 @@ WRAPPED_AT = {
     "checksums": "fairseq.checkpoint_utils:torch_persistent_save",
     "verified_load": "fairseq.checkpoint_utils:load_checkpoint_to_cpu",
     "checkpoint_kind": "fairseq.checkpoint_utils:load_model_ensemble_and_task",
+    "trained_criterion": "fairseq.checkpoint_utils:load_model_ensemble_and_task",
     "resume": "fairseq.tasks.fairseq_task:FairseqTask.get_batch_iterator",
     "hub_options": "fairseq.hub_utils:GeneratorHubInterface.generate",
     "readable_subwords": "fairseq.data.encoders:build_bpe",

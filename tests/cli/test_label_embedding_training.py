@@ -21,8 +21,9 @@ from conftest import (
 )
 
 
-def train(data, save_dir, updates, *extra, arch="joint_lstm_tiny"):
-    return train_joint(data, save_dir, arch, updates, "--criterion", "label_embedding_cross_entropy", *extra)
+def train(data, save_dir, updates, *extra, arch="joint_lstm_tiny", check=True):
+    return train_joint(data, save_dir, arch, updates, "--criterion", "label_embedding_cross_entropy", *extra,
+                       check=check)
 
 
 def checkpoint(path):
@@ -154,3 +155,28 @@ def test_gile_multiclass_classification_with_the_label_embedding_loss(tmp_path):
         f"error: --eval-label-file {raw / 'eval.tsv'} lacks 1 training label(s) (first: {first!r}), which --criterion "
         "gile_label_embedding_cross_entropy scores at validation too (Eq. 14): add a 'label<TAB>description' line for "
         "each") and not list((tmp_path / "ck4").glob("*.pt"))  # refused before training
+
+
+def test_fairseq_validate_scores_with_the_trained_o2_and_embedding(tiny_bin, joint_checkpoint, tmp_path):
+    """fairseq-validate builds a checkpoint's criterion afresh: before the ``trained_criterion`` patch its loss was that
+    of an o2 drawn at random, another on each run. Now it is the loss fairseq-train's own validation printed for the
+    same model. A --label-embedding-state-from without o2 and embedding (a cross-entropy run's) is refused."""
+    with_validation = [x for x in TRAIN_FAST if x != "--disable-validation"]
+    trained = cli("fairseq-train", tiny_bin, "--user-dir", USER_DIR, "--arch", "joint_lstm_tiny", "--output-layer",
+                  "joint", "--joint-dim", 24, "--criterion", "label_embedding_cross_entropy", "--label-embedding-dim",
+                  8, "--save-dir", tmp_path, "--max-epoch", 1, *with_validation)
+    during = valid_line(trained.stdout)
+    validate = ["fairseq-validate", tiny_bin, "--user-dir", USER_DIR, "--task", "translation", "--path",
+                tmp_path / "checkpoint_last.pt", "--max-tokens", 1000]
+    after = [valid_line(cli(*validate).stdout) for _ in range(2)]
+    for key in ("loss", "nll_loss", "le_hard2", "le_emb", "le_o2_acc"):
+        assert after[0][key] == after[1][key] == during[key], (key, during, after)
+    # the criterion fairseq-validate scores with is the checkpoint's: another one given is refused, not ignored
+    other = cli(*validate, "--criterion", "cross_entropy", check=False)
+    assert other.returncode == 2 and other.stderr.strip().splitlines()[-1] == (
+        "error: --criterion cross_entropy: the checkpoint was trained with --criterion label_embedding_cross_entropy, "
+        "which fairseq keeps (a group of a checkpoint's options is not replaced): drop --criterion"), other.stderr
+    bad = train(tiny_bin, tmp_path / "bad", 1, "--label-embedding-state-from", joint_checkpoint, check=False)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1] == (
+        f"error: --label-embedding-state-from {joint_checkpoint}: the checkpoint holds no criterion state; give one of "
+        "a run trained with --criterion label_embedding_cross_entropy"), bad.stderr
