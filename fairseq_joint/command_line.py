@@ -1,6 +1,7 @@
 """fairseq's command lines as the plugin reads them: ``--help`` lists the options of the ``--task``, ``--arch`` and
-``--criterion`` given, and ``--lr-scheduler polynomial_decay`` gets its documented default (the ``full_help`` and
-``decay_updates`` changes of ``fairseq_joint.fairseq_patches``, which installs them; docs/fairseq-patches.md says why).
+``--criterion`` given, ``--lr-scheduler polynomial_decay`` gets its documented default, and fairseq-generate and
+-validate batch every sentence of a split (the ``full_help``, ``decay_updates`` and ``whole_splits`` changes of
+``fairseq_joint.fairseq_patches``, which installs them; docs/fairseq-patches.md says why).
 """
 
 import logging
@@ -32,6 +33,26 @@ def decay_updates(original, parser, input_args=None, parse_known=False, *args, *
                                          f"{a.max_epoch} ({per_epoch} an epoch)")
     if not a.total_num_update:
         raise errors.OptionError("--lr-scheduler polynomial_decay needs --total-num-update: give it or --max-update")
+    return parsed
+
+
+#: fairseq's programs that translate or score a whole split, whose batches are any size (``whole_splits``)
+WHOLE_SPLITS = ("fairseq-generate", "fairseq-validate")
+#: what a batch's size is a multiple of, fairseq's option (default 8)
+MULTIPLE = "--required-batch-size-multiple"
+
+
+def whole_splits(original, parser, input_args=None, parse_known=False, *args, **kwargs):
+    """The ``whole_splits`` change: fairseq's ``parse_args_and_arch`` (``original``), then for fairseq-generate and
+    fairseq-validate without ``--required-batch-size-multiple`` that option at 1: fairseq's default, 8, drops the last
+    batch of a split when it is smaller (fairseq issue #5036): fairseq-generate translated 496 of the bundled 501 test
+    sentences, exit 0. fairseq-train keeps fairseq's batches (the runs the studies measured)."""
+    parsed = original(parser, input_args, parse_known, *args, **kwargs)
+    a = parsed[0] if parse_known else parsed
+    given = sys.argv[1:] if input_args is None else [str(arg) for arg in input_args]
+    if errors.program() in WHOLE_SPLITS and "required_batch_size_multiple" in a \
+            and not any(arg.split("=", 1)[0] == MULTIPLE for arg in given):
+        a.required_batch_size_multiple = 1
     return parsed
 
 

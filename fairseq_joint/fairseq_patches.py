@@ -45,6 +45,11 @@ full_help          ``options.parse_args_and_arch``               ``-h``/``--help
                                                                  fairseq prints lists the options of the --task,
                                                                  --arch and --criterion given (the plugin's too)
                                                                  (``command_line.full_help``)
+whole_splits       ``options.parse_args_and_arch``               under fairseq-generate and -validate only: without
+                                                                 ``--required-batch-size-multiple``, batches of any
+                                                                 size, so the last partial batch of a split is
+                                                                 translated or scored, not dropped
+                                                                 (``command_line.whole_splits``)
 checks             ``distributed.utils.call_main``               fairseq-train/-validate/-interactive: the plugin's
                                                                  option checks before any data is loaded
                                                                  (``checks.before_main``); SIGTERM stops fairseq-train
@@ -162,6 +167,7 @@ PATCHES: Tuple[Patch, ...] = (
     Patch("option_numbers", "fairseq.options:parse_args_and_arch", "checks.parse_args_and_arch"),
     Patch("full_help", "fairseq.options:parse_args_and_arch", "command_line.full_help"),
     Patch("decay_updates", "fairseq.options:parse_args_and_arch", "command_line.decay_updates"),
+    Patch("whole_splits", "fairseq.options:parse_args_and_arch", "command_line.whole_splits", programs_only=True),
     Patch("checks", "fairseq.distributed.utils:call_main", "checks.call_main"),
     Patch("bf16_on_cuda", "fairseq.distributed.utils:call_main", "precision.bf16_call_main"),
     Patch("parallel_text", "fairseq_cli.preprocess:main", "checks.preprocess"),

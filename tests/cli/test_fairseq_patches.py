@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SMALL_TRANSFORMER, TRAIN_FAST, USER_DIR, cli, state
+from conftest import REPO, SMALL_TRANSFORMER, TRAIN_FAST, USER_DIR, binarize, cli, state, valid_line, write_slice
 
 OFF = {"FAIRSEQ_JOINT_PATCHES": "0"}
 #: every change off but the allowlist of fairseq's checkpoint classes (torch's weights_only check stays on)
@@ -74,6 +74,7 @@ WRAPPED_AT = {
     "option_numbers": "fairseq.options:parse_args_and_arch",
     "full_help": "fairseq.options:parse_args_and_arch",
     "decay_updates": "fairseq.options:parse_args_and_arch",
+    "whole_splits": "fairseq.options:parse_args_and_arch",
     "parallel_text": "fairseq_cli.preprocess:main",
 }
 
@@ -148,6 +149,25 @@ def test_with_the_changes_off_fairseq_trains_and_decodes_as_it_does_without_the_
     assert proc.returncode == 1 and "Traceback (most recent call last)" in proc.stderr
     assert "fairseq_joint.errors.OptionError: --num-samples 100000 is larger than the" in proc.stderr
     assert "[de] dictionary:" in proc.stdout  # fairseq set the task up first: no check before call_main
+
+
+def test_generate_and_validate_take_every_sentence_of_a_split(tiny_bin, joint_checkpoint, tmp_path):
+    """fairseq's default --required-batch-size-multiple 8 dropped the last partial batch of a split (fairseq #5036):
+    of 45 test sentences fairseq-generate translated 40. With the whole_splits change it translates 45, and
+    fairseq-validate scores them as with the option at 1; given, the option is fairseq's."""
+    text = write_slice(tmp_path / "text", 300, 45)
+    data = binarize(text, tmp_path / "bin", "--srcdict", tiny_bin / "dict.en.txt", "--tgtdict", tiny_bin / "dict.de.txt")
+    generate = ["fairseq-generate", data, "--user-dir", USER_DIR, "--path", joint_checkpoint, "--beam", 1,
+                "--max-len-b", 3, "--batch-size", 16]
+    without = {"FAIRSEQ_JOINT_PATCHES": "safe_checkpoints"}  # fairseq as it is, its checkpoints loaded safely
+    for extra, env, translated in (([], None, 45), (["--required-batch-size-multiple", 8], None, 40), ([], without, 40)):
+        out = cli(*generate, *extra, env=env).stdout
+        assert len(re.findall(r"^H-\d+", out, re.M)) == translated, (extra, env)
+    validate = ["fairseq-validate", data, "--user-dir", USER_DIR, "--task", "translation", "--path", joint_checkpoint,
+                "--batch-size", 16, "--valid-subset", "test"]
+    scored = [valid_line(cli(*validate, *extra).stdout, "test") for extra in ([], ["--required-batch-size-multiple", 1],
+                                                                           ["--required-batch-size-multiple", 8])]
+    assert scored[0] == scored[1] and scored[0]["loss"] != scored[2]["loss"], scored
 
 
 #: --help of each fairseq command, given a task, model or criterion: (command, choices, the plugin's options it lists,
