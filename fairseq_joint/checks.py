@@ -52,7 +52,7 @@ from fairseq_joint.options import (
 )
 from fairseq_joint.precision import check_precision
 from fairseq_joint.tasks.gile_classification import GileClassificationTask
-from fairseq_joint.text_files import check_exists, text_lines
+from fairseq_joint.text_files import check_exists, content_lines, text_lines
 
 
 def plugin_configs() -> Tuple[type, ...]:
@@ -149,9 +149,9 @@ def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = ()) -
         raise errors.OptionError(f"{given} {langs[given]} without {other}: fairseq's translation task infers both from "
                                  f"DATA's file names and ignores {given} then: give {other} too")
     restore = getattr(args, "restore_file", None)
-    if restore and restore != "checkpoint_last.pt" and "://" not in restore and not os.path.isfile(restore):
-        raise errors.MissingFileError(f"--restore-file {restore}: no such checkpoint: give an existing checkpoint, or "
-                                      "drop --restore-file to resume from --save-dir's checkpoint_last.pt")
+    if restore and restore != "checkpoint_last.pt" and "://" not in restore:
+        check_exists(restore, "--restore-file", "give an existing checkpoint, or drop --restore-file to resume from "
+                     "--save-dir's checkpoint_last.pt")
 
 
 # ---------------------------------------------------------------------------------------------- the patches' logic
@@ -249,9 +249,9 @@ def check_parallel_text(args: argparse.Namespace) -> None:
     every word as ``<unk>`` with an empty dictionary, and fails on a byte that is not UTF-8 in a traceback ("negative
     seek position") that names neither file nor line."""
     for option in ("--srcdict", "--tgtdict"):  # fairseq binarized every word as <unk> with an empty one
-        path, fix = getattr(args, option[2:]), "give the dict.LANG.txt fairseq-preprocess wrote"
-        if path and not any(line.strip() for _, line in text_lines(path, option, fix)):
-            raise errors.InputError(f"{option} {path} holds no words: {fix}")
+        if getattr(args, option[2:]):
+            next(content_lines(getattr(args, option[2:]), option, "words",
+                               "give the dict.LANG.txt fairseq-preprocess wrote"))
     langs = [lang for lang in (args.source_lang, None if args.only_source else args.target_lang) if lang]
     for option in ("--trainpref", "--validpref", "--testpref"):
         for prefix in filter(None, (getattr(args, option[2:]) or "").split(",")):

@@ -66,19 +66,19 @@ def _decoded(f, name: str) -> Iterator[Tuple[int, str]]:
 def content_lines(path: str, what: str = "", holds: str = "lines", fix: str = "give the path of an existing file"
                   ) -> Iterator[Tuple[int, str]]:
     """The lines of :func:`text_lines` that are not blank; a file without one is refused once it is read (``holds``:
-    what its lines are, e.g. ``"labels"``). The file is opened at the call, as by :func:`text_lines` (``fix``: of a
-    missing one)."""
-    return _not_blank(text_lines(path, what, fix), f"{what} {path}".strip(), holds)
+    what its lines are, e.g. ``"labels"``; ``fix``: the file to give, of a missing one and of an empty one). The file
+    is opened at the call, as by :func:`text_lines`."""
+    return _not_blank(text_lines(path, what, fix), f"{what} {path}".strip(), holds, fix)
 
 
-def _not_blank(lines: Iterator[Tuple[int, str]], name: str, holds: str) -> Iterator[Tuple[int, str]]:
+def _not_blank(lines: Iterator[Tuple[int, str]], name: str, holds: str, fix: str) -> Iterator[Tuple[int, str]]:
     found = False
     for lineno, line in lines:
         if line.strip():
             found = True
             yield lineno, line
     if not found:
-        raise InputError(f"{name} holds no {holds}")
+        raise InputError(f"{name} holds no {holds}: {fix}")
 
 
 def read_text(path: str, what: str = "") -> List[str]:

@@ -192,7 +192,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             f.write(args.lang + "\n")
     lexical_path = os.path.join(args.destdir, LEXICAL_FILE)
     if args.lexical_model:
-        LexicalModel.load(args.lexical_model).save(lexical_path)
+        LexicalModel.load(args.lexical_model, "--lexical-model").save(lexical_path)
         logger.info(f"lexical features: copied {args.lexical_model} to {lexical_path}")
     elif args.lexical_features:
         sources = args.lexical_texts or [args.train]

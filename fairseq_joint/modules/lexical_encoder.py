@@ -44,10 +44,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from fairseq_joint.errors import CheckpointError, InputError, MissingFileError, OptionError
+from fairseq_joint.errors import CheckpointError, InputError
 from fairseq_joint.modules.sentence_encoder import PretrainedSentenceEncoder
 from fairseq_joint.modules.tokenizer import tokenize
 from fairseq_joint.options import Range, check_number
+from fairseq_joint.text_files import check_exists
 
 #: the TfidfVectorizer settings of the lexical channel (the study's TF-IDF + logistic regression baseline's)
 TFIDF_OPTIONS = {"ngram_range": [1, 2], "sublinear_tf": True, "min_df": 2, "lowercase": True}
@@ -140,11 +141,9 @@ class LexicalModel:
 
     @classmethod
     def load(cls, path: str, option: str = "") -> "LexicalModel":
-        """The model of ``path``; a missing, unreadable or altered file is refused in one line, a missing one as an
-        ``OptionError`` of ``option`` where an option needs it (``--encoder hybrid``), else a ``MissingFileError``."""
-        if not os.path.isfile(path):
-            refusal = OptionError if option else MissingFileError  # a file an option needs, or one given by path
-            raise refusal(f"{option + ': ' if option else ''}{path} is missing: {REFIT} (e.g. {DEFAULT_MAX_FEATURES})")
+        """The model of ``path``; a missing, unreadable or altered file is refused in one line naming ``option`` (what
+        needs or gave it: ``--encoder hybrid``)."""
+        check_exists(path, f"{option}:" if option else "", f"{REFIT} (e.g. {DEFAULT_MAX_FEATURES})")
         try:
             with open(path, encoding="utf-8") as f:
                 content = json.load(f)

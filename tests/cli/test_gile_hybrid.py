@@ -56,5 +56,5 @@ def test_hybrid_encoder_trains_scores_unseen_labels_and_refuses_other_lexical_da
     missing = cli("fairseq-joint-predict-labels", "--checkpoint", checkpoint, "--labels", labels, "--input", texts,
                   "--data", other, check=False)
     assert missing.returncode != 0 and missing.stderr.strip().splitlines() == [
-        f"error: --encoder hybrid: {other / 'lexical.json'} is missing: re-run fairseq-joint-preprocess-gile with "
+        f"error: --encoder hybrid: {other / 'lexical.json'}: no such file: re-run fairseq-joint-preprocess-gile with "
         "--lexical-features (e.g. 32768)"]

@@ -110,7 +110,7 @@ def test_stored_model_round_trip_and_refusals(tmp_path):
     path.write_text("{not json")
     with pytest.raises(InputError, match="not a lexical feature file.*--lexical-features"):
         LexicalModel.load(str(path))
-    with pytest.raises(MissingFileError, match="missing.*re-run fairseq-joint-preprocess-gile with --lexical-features"):
+    with pytest.raises(MissingFileError, match=r"^\S+none.json: no such file: re-run fairseq-joint-preprocess-gile with "):
         LexicalModel.load(str(tmp_path / "none.json"))
 
 
@@ -129,6 +129,6 @@ def test_hybrid_encoder_refusals_before_any_model_is_loaded(tmp_path):
     from fairseq_joint.models.gile_classifier import GileClassifierConfig, pretrained_sentence_encoder
 
     cfg = GileClassifierConfig(encoder="hybrid", pretrained_encoder=str(tmp_path / "none"))
-    with pytest.raises(OptionError, match=rf"^--encoder hybrid: {tmp_path}/lexical.json is missing: re-run "
+    with pytest.raises(MissingFileError, match=rf"^--encoder hybrid: {tmp_path}/lexical.json: no such file: re-run "
                        "fairseq-joint-preprocess-gile with --lexical-features"):
         pretrained_sentence_encoder(cfg, str(tmp_path))

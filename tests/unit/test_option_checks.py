@@ -464,7 +464,7 @@ def test_fairseq_options_are_checked_finite_and_in_range():
         parsed("--seed", str(2 ** 40))  # numpy's seeding
     with pytest.raises(errors.OptionError, match="^--nbest 3 is above --beam 2: raise --beam to 3 or lower --nbest$"):
         options.parse_args_and_arch(options.get_generation_parser(), ["data", "--nbest", "3", "--beam", "2"])
-    with pytest.raises(errors.MissingFileError, match="^--restore-file none.pt: no such checkpoint: give an existing "
+    with pytest.raises(errors.MissingFileError, match="^--restore-file none.pt: no such file: give an existing "
                        "checkpoint, or drop --restore-file"):
         parsed("--restore-file", "none.pt")
     # a plugin option named as one of fairseq's declares the same range

@@ -66,7 +66,7 @@ def test_word_vectors_with_a_byte_order_mark_and_latin1(tmp_path, caplog):
     with pytest.raises(InputError, match=rf"^--embed-path {path}: the vectors have 3 dimensions but --embed-dim is 2"):
         load_word_vectors_(emb, d, str(path))
     path.write_bytes(b"\n\n")
-    with pytest.raises(InputError, match=rf"^--embed-path {path} holds no vectors$"):
+    with pytest.raises(InputError, match=rf"^--embed-path {path} holds no vectors: give a word2vec text file$"):
         load_word_vectors_(emb, d, str(path))
     # a value that is no finite float32 number (NaN gradients in training), a word twice (one vector kept without a
     # word before), a header whose count is not the file's (a copy cut short)
@@ -112,11 +112,11 @@ def test_a_missing_directory_or_empty_file_is_refused_by_the_one_reader(tmp_path
         read_parallel_documents("pl", str(tmp_path / "none.jsonl"))
     blank = tmp_path / "blank.tsv"
     blank.write_text("\n  \n", encoding="utf-8")
-    with pytest.raises(InputError, match=rf"^label file {blank} holds no labels$"):
+    with pytest.raises(InputError, match=rf"^label file {blank} holds no labels: give a label<TAB>description file$"):
         read_label_file(str(blank))
-    with pytest.raises(InputError, match=rf"^{blank} holds no examples$"):
+    with pytest.raises(InputError, match=rf"^{blank} holds no examples: give a JSONL or TSV file of \(text, labels\)$"):
         read_examples(str(blank))
-    with pytest.raises(InputError, match=rf"^--aligned pl: {blank} holds no documents$"):
+    with pytest.raises(InputError, match=rf"^--aligned pl: {blank} holds no documents: give a JSONL file of documents$"):
         read_parallel_documents("pl", str(blank))
 
 
