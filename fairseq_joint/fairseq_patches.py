@@ -71,6 +71,10 @@ parallel_text      ``fairseq_cli.preprocess:main``               fairseq-preproc
                                                                  or two sides of other line counts, is refused in one
                                                                  line before anything is binarized
                                                                  (``checks.check_parallel_text``)
+whole_binaries     ``data.indexed_dataset.MMapIndexedDataset``   a binarized corpus whose ``.bin`` file is shorter or
+                   ``._do_init``                                 longer than its ``.idx`` file indexes is refused in one
+                                                                 line naming both, when it is opened
+                                                                 (``data.binarized.checked_init``)
 atomic_copy        ``file_io.PathManager.copy``                  local files only: copied through ``<name>.tmp`` and a
                                                                  rename (``checkpoints.copy``)
 checksums          ``checkpoint_utils.torch_persistent_save``    checkpoint dicts only: a CRC-32 of every tensor and
@@ -171,6 +175,7 @@ PATCHES: Tuple[Patch, ...] = (
     Patch("checks", "fairseq.distributed.utils:call_main", "checks.call_main"),
     Patch("bf16_on_cuda", "fairseq.distributed.utils:call_main", "precision.bf16_call_main"),
     Patch("parallel_text", "fairseq_cli.preprocess:main", "checks.preprocess"),
+    Patch("whole_binaries", "fairseq.data.indexed_dataset:MMapIndexedDataset._do_init", "data.binarized.checked_init"),
     Patch("atomic_copy", "fairseq.file_io:PathManager.copy", "checkpoints.copy"),
     Patch("checksums", "fairseq.checkpoint_utils:torch_persistent_save", "checkpoints.save"),
     Patch("verified_load", "fairseq.checkpoint_utils:load_checkpoint_to_cpu", "checks.load_checkpoint_to_cpu"),
@@ -269,6 +274,7 @@ def apply() -> List[str]:
     # the modules of the table's logic (the checks of fairseq's configurations import fairseq's registries: here)
     from fairseq_joint import checkpoint_allowlist, checkpoints, checks, command_line, precision, resume  # noqa: F401
     from fairseq_joint.criterions import label_embedding_cross_entropy, sampled_cross_entropy  # noqa: F401
+    from fairseq_joint.data import binarized  # noqa: F401
 
     done = []
     on = chosen()

@@ -60,6 +60,7 @@ WRAPPED_AT = {
     "checks": "fairseq.distributed.utils:call_main",
     "bf16_on_cuda": "fairseq.distributed.utils:call_main",
     "atomic_copy": "fairseq.file_io:PathManager.copy",
+    "whole_binaries": "fairseq.data.indexed_dataset:MMapIndexedDataset._do_init",
     "checksums": "fairseq.checkpoint_utils:torch_persistent_save",
     "verified_load": "fairseq.checkpoint_utils:load_checkpoint_to_cpu",
     "checkpoint_kind": "fairseq.checkpoint_utils:load_model_ensemble_and_task",

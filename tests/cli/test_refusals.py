@@ -273,6 +273,30 @@ def test_fairseq_s_own_error_of_an_empty_corpus_is_one_line(tmp_path, monkeypatc
     assert line.startswith(f"error: {data}/train.en-de.en.bin is empty (no sentence was binarized)")
 
 
+def test_a_binarized_corpus_whose_bin_is_not_what_its_idx_indexes(tiny_bin, joint_checkpoint, tmp_path):
+    """fairseq read sentence i where the .idx said, without comparing the files: a .bin cut short failed at the first
+    batch reaching past its end (a numpy ValueError naming no file), a longer one was read as other sentences."""
+    import shutil
+
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    from fairseq_joint.data.binarized import indexed_bytes
+
+    whole = tiny_bin / "test.en-de.de"
+    assert indexed_bytes(MMapIndexedDataset(str(whole))._index) == os.path.getsize(f"{whole}.bin") > 0
+    for name, change, said in (("short", lambda f: f.truncate(100), "a copy cut short"),
+                               ("long", lambda f: f.write(b"\0" * 8), "the two files are of two binarizations")):
+        data = shutil.copytree(tiny_bin, tmp_path / name)
+        with open(data / "test.en-de.de.bin", "r+b" if name == "short" else "ab") as f:
+            change(f)
+        size = os.path.getsize(data / "test.en-de.de.bin")
+        line = refusal(cli("fairseq-generate", data, "--user-dir", USER_DIR, "--path", joint_checkpoint, "--beam", 1,
+                           check=False))
+        assert line == (f"error: {data}/test.en-de.de.bin holds {size} bytes but {data}/test.en-de.de.idx indexes "
+                        f"{os.path.getsize(f'{whole}.bin')}: {said}: copy both again, or run "
+                        "fairseq-preprocess again"), line
+
+
 def test_word_vectors_refuse_what_gensim_would_fail_on(tmp_path, capsys):
     texts = tmp_path / "t.txt"
     texts.write_text("a python library\na rust library\n")
