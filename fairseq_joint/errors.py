@@ -150,6 +150,7 @@ def translate(err: BaseException) -> Optional[Refusal]:
       default ``train``: "Dataset not found");
     * fairseq read a binarized corpus whose ``.bin`` file is empty (fairseq-preprocess of an empty text), or whose
       source and target sides hold different numbers of sentences;
+    * fairseq-interactive read an ``--input`` (or stdin) that is not UTF-8;
     * fairseq read a dictionary whose line is not ``WORD COUNT``, or that gives a word twice (``--srcdict``, a data
       directory's ``dict.LANG.txt``);
     * an option a chosen ``--bpe`` (or another choice of fairseq's) needs was not given (omegaconf's
@@ -226,6 +227,11 @@ def translate(err: BaseException) -> Optional[Refusal]:
         group, name, chosen = missing
         option = "--" + name.replace("_", "-")
         return OptionError(f"{option} is missing: --{group}{f' {chosen}' if chosen else ''} needs it: add {option}")
+    reading = isinstance(err, UnicodeDecodeError) and _frame_locals(err, "buffered_read")  # fairseq-interactive's
+    if reading and "input" in reading:
+        source = "stdin" if reading["input"] == "-" else f"--input {reading['input']}"
+        return InputError(f"{source}: not UTF-8 (byte 0x{err.object[err.start]:02x}): save the text as UTF-8 (e.g. "
+                          "iconv -f LATIN1 -t UTF-8)")
     if message == "Must specify batch size either with --max-tokens or --batch-size":
         return OptionError("no batch size was given: add --max-tokens or --batch-size")
     if message == "Could not infer language pair, please provide it explicitly":

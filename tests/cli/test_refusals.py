@@ -116,7 +116,13 @@ def test_gile_inputs_that_are_not_utf8_or_start_with_a_byte_order_mark(tmp_path)
     assert f"{texts}:2: not UTF-8" in line
 
 
-def test_translation_inputs_that_are_not_utf8(tmp_path):
+def test_translation_inputs_that_are_not_utf8(tmp_path, tiny_bin, joint_checkpoint):
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes(b"a house by the lake\n" + LATIN1 + b"\n")  # fairseq-interactive: a UnicodeDecodeError traceback
+    line = refusal(cli("fairseq-interactive", tiny_bin, "--user-dir", USER_DIR, "--path", joint_checkpoint, "--input",
+                       latin, "--beam", 1, check=False))
+    assert line == f"error: --input {latin}: not UTF-8 (byte 0xdf): save the text as UTF-8 (e.g. iconv -f LATIN1 -t " \
+                   "UTF-8)", line  # ß
     hyp, ref = tmp_path / "hyp.txt", tmp_path / "ref.txt"
     hyp.write_bytes(b"a house by the lake\n" + LATIN1 + b"\n")
     ref.write_bytes(BOM + b"a house by the lake\nthe street is long and wide\n")
