@@ -203,8 +203,9 @@ def load_checkpoint_to_cpu(original, path, *args, **kwargs):
 def load_model_ensemble_and_task(original, filenames, arg_overrides=None, task=None, strict=True, suffix="",
                                  num_shards=1, state=None):
     """fairseq's ``load_model_ensemble_and_task`` after :func:`checkpoint_checks` of each file (a missing one refused
-    first: :func:`check_checkpoint_exists`; the ``checkpoint_kind`` patch); one checkpoint is read once (its state is
-    handed on), an ensemble's twice."""
+    first: :func:`check_checkpoint_exists`; the ``checkpoint_kind`` patch); each checkpoint is read once (its state is
+    handed on), an ensemble's one by one, so that a refusal of one of them (other dictionaries than the data's) names
+    it."""
     from fairseq import checkpoint_utils
 
     states = []
@@ -219,8 +220,18 @@ def load_model_ensemble_and_task(original, filenames, arg_overrides=None, task=N
             apply_overrides(loaded, arg_overrides or {})
         checkpoint_checks(first, loaded, task, arg_overrides, errors.program(), saved=saved)
         states.append(loaded)
-    handed = states[0] if len(filenames) == 1 and num_shards == 1 else state
-    return original(filenames, arg_overrides, task, strict, suffix, num_shards, handed)
+    if num_shards != 1 or state is not None:
+        return original(filenames, arg_overrides, task, strict, suffix, num_shards, state)
+    ensemble, cfg = [], None
+    for filename, loaded in zip(filenames, states):  # as fairseq's loop: the task of the first, the cfg of the last
+        try:
+            models, cfg, task = original([filename], arg_overrides, task, strict, suffix, num_shards, loaded)
+        except errors.CheckpointError as err:
+            if len(filenames) == 1:
+                raise
+            raise errors.CheckpointError(f"{filename}: {err}") from err
+        ensemble += models
+    return ensemble, cfg, task
 
 
 def before_main(cfg, main) -> None:

@@ -25,6 +25,7 @@ from conftest import (
     state,
     train_joint,
     training_args,
+    write_slice,
 )
 from fairseq import checkpoint_utils
 
@@ -243,3 +244,16 @@ def test_two_process_gloo_training(tiny_bin, tmp_path):
     assert {"o2.weight", "label_embedding.A", "label_embedding.B"} <= set(a["criterion"])
     for part in ("model", "criterion"):
         assert_same_tensors(a[part], b[part], part)
+
+
+def test_an_ensemble_loads_each_checkpoint_and_names_the_one_refused(tiny_bin, joint_checkpoint, tmp_path):
+    """An ensemble's checkpoints are loaded one by one (each file read once): one trained with other dictionaries than
+    the data's is refused naming it; fairseq's refusal did not say which of the --path files it was."""
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(joint_checkpoint)] * 2)
+    assert len(models) == 2 and models[0] is not models[1] and len(task.tgt_dict) == len(models[1].decoder.dictionary)
+    other = write_slice(tmp_path / "text", 200, 40)
+    train_joint(binarize(other, tmp_path / "bin"), tmp_path / "other", "joint_transformer_tiny", 1)
+    proc = cli("fairseq-generate", tiny_bin, "--user-dir", USER_DIR, "--path",
+               f"{joint_checkpoint}:{tmp_path / 'other' / 'checkpoint_last.pt'}", "--beam", 1, check=False)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].startswith(
+        f"error: {tmp_path / 'other' / 'checkpoint_last.pt'}: the checkpoint's source dictionary has "), proc.stderr
