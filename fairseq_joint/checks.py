@@ -400,7 +400,9 @@ def check_overrides(cfg, overrides: dict) -> None:
     the name of one of fairseq's options (:func:`option_names`; fairseq sets any other on a legacy model's options
     without a word: a misspelled ``beem=3`` was ignored), a registry's choice (``bpe``, ``tokenizer``, ...) one it
     holds (fairseq failed in a ``KeyError``) and not another than the checkpoint's (fairseq kept the checkpoint's
-    without a word: fairseq-validate ``--criterion`` scored with the criterion trained with), its numbers as fairseq's
+    without a word: fairseq-validate ``--criterion`` scored with the criterion trained with), no ``beam`` (the hub
+    interface's ``translate`` sets its own, 5 unless given, on every call: ``load_translator(..., beam=3)`` translated
+    with 5), its numbers as fairseq's
     commands check theirs. The overrides of fairseq's own models are left to fairseq (BART's hub passes keys of its
     own)."""
     from fairseq.models import ARCH_MODEL_REGISTRY
@@ -419,6 +421,10 @@ def check_overrides(cfg, overrides: dict) -> None:
                 raise errors.OptionError(f"{flag(group)} {overrides[group]}: the checkpoint was trained with {flag(group)} "
                                          f"{saved}, which fairseq keeps (a group of a checkpoint's options is not "
                                          f"replaced): drop {flag(group)}")
+    beam = overrides.get("beam", (overrides.get("generation") or {}).get("beam"))
+    if beam is not None:  # the hub interface's translate() sets its own (default 5) on every call
+        raise errors.OptionError(f"beam={beam!r}: a checkpoint's beam is not read: give it where the translation is "
+                                 f"made (translate(text, beam={beam!r}), fairseq-generate --beam {beam!r})")
     check_fairseq_options(argparse.Namespace(**overrides))
 
 

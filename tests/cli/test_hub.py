@@ -151,6 +151,11 @@ def test_translation_keywords_are_fairseqs_options(translation_checkpoint, tiny_
         load_translator(translation_checkpoint, tiny_bin, bpe="nope")  # fairseq's KeyError
     with pytest.raises(errors.OptionError, match=r"^--lenpen must be a finite number, got nan"):
         load_translator(translation_checkpoint, tiny_bin, lenpen=float("nan"))
+    for overrides in (dict(beam=3), dict(generation={"beam": 3})):  # translate(beam=5) set 5 on every call
+        with pytest.raises(errors.OptionError, match=r"^beam=3: a checkpoint's beam is not read: give it where the "
+                                                     r"translation is made \(translate\(text, beam=3\), fairseq-generate "
+                                                     r"--beam 3\)$"):
+            load_translator(translation_checkpoint, tiny_bin, **overrides)
     with pytest.raises(errors.OptionError, match=r"^generation_args: give load_translator the generation options"):
         load_translator(translation_checkpoint, tiny_bin, generation_args={"beam": 2})  # from_pretrained's: ignored
     with pytest.raises(errors.OptionError, match=r"^path='other.pt': load_translator's checkpoint argument gives it: "
