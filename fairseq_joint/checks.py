@@ -135,8 +135,9 @@ def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = ()) -
     of the command line ``given`` first (an architecture copies ``--dropout`` into ``--decoder-dropout-in``); then
     options that contradict each other silently: ``--nbest`` above ``--beam`` (a beam search keeps ``--beam``
     hypotheses, fairseq printed fewer than asked), a ``--restore-file`` that does not exist (fairseq-train
-    trained from scratch without a word) and one of ``--source-lang``/``--target-lang`` without the other (the
-    translation task infers both from DATA then, the one given ignored)."""
+    trained from scratch without a word), one of ``--source-lang``/``--target-lang`` without the other (the
+    translation task infers both from DATA then, the one given ignored) and an option of the plugin's models or
+    criteria given to fairseq-generate, which builds the checkpoint's model (``--output-layer tied`` was ignored)."""
     typed = {arg.split("=", 1)[0] for arg in given}
     for name, value, allowed in sorted(fairseq_option_problems(args), key=lambda p: flag(p[0]) not in typed):
         check_number(flag(name), value, allowed)
@@ -148,10 +149,25 @@ def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = ()) -
         given, other = sorted(langs, key=lambda name: langs[name] is None)
         raise errors.OptionError(f"{given} {langs[given]} without {other}: fairseq's translation task infers both from "
                                  f"DATA's file names and ignores {given} then: give {other} too")
+    unused = next((arg for arg in typed if arg in training_flags()), None) if errors.program() == "fairseq-generate" \
+        else None  # its parser takes the options of any --arch and --criterion given, and ignores them
+    if unused:
+        raise errors.OptionError(f"{unused} is a training option (of a model or a criterion), which fairseq-generate "
+                                 "does not read: the checkpoint's model translates as it was trained: drop it")
     restore = getattr(args, "restore_file", None)
     if restore and restore != "checkpoint_last.pt" and "://" not in restore:
         check_exists(restore, "--restore-file", "give an existing checkpoint, or drop --restore-file to resume from "
                      "--save-dir's checkpoint_last.pt")
+
+
+@functools.lru_cache(maxsize=1)
+def training_flags() -> FrozenSet[str]:
+    """The flags of the options of the plugin's models and criteria (what its tasks declare excluded)."""
+    from fairseq.tasks import TASK_DATACLASS_REGISTRY
+
+    tasks = set(TASK_DATACLASS_REGISTRY.values())
+    return frozenset(flag(f.name) for c in plugin_configs() if c not in tasks for f in dataclasses.fields(c)
+                     if not f.name.startswith("_"))
 
 
 # ---------------------------------------------------------------------------------------------- the patches' logic

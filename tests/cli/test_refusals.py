@@ -246,6 +246,17 @@ def test_a_misspelled_model_override_is_named(tiny_bin, joint_checkpoint):
     assert line == "error: 'beem' is no option of fairseq's (an override of the checkpoint's): did you mean 'beam'?"
 
 
+def test_training_options_given_to_fairseq_generate_are_refused(tiny_bin, joint_checkpoint):
+    """fairseq-generate's parser takes the options of any --arch and --criterion given, and translated with the
+    checkpoint's model as trained: --output-layer tied changed nothing, without a word."""
+    for extra, option in ((["--arch", "joint_transformer", "--output-layer", "tied"], "--output-layer"),
+                          (["--criterion", "sampled_cross_entropy", "--sample-rate=0.5"], "--sample-rate")):
+        line = refusal(cli("fairseq-generate", tiny_bin, "--user-dir", USER_DIR, "--path", joint_checkpoint, *extra,
+                           check=False))
+        assert line == f"error: {option} is a training option (of a model or a criterion), which fairseq-generate " \
+                       "does not read: the checkpoint's model translates as it was trained: drop it", line
+
+
 def test_a_subword_file_its_library_cannot_read_is_named(tiny_bin, joint_checkpoint, tmp_path):
     """subword-nmt printed two lines of its own and ended the process (sys.exit(1)) on a malformed codes file."""
     codes = tmp_path / "bad.codes"
