@@ -75,6 +75,9 @@ def test_full_embedding_then_generate_then_pretrained_eq17_then_export(tiny_bin,
     assert checkpoint(second / "checkpoint_last.pt").get("criterion") is None  # rebuilt from its source on resume
     resumed = train(tiny_bin, second, 4, "--label-embedding-from", ckpt, arch="joint_transformer_tiny")
     assert "frozen (Eq. 17)" in resumed.stdout + resumed.stderr
+    validated = cli("fairseq-validate", tiny_bin, "--user-dir", USER_DIR, "--task", "translation", "--path",
+                    second / "checkpoint_last.pt", "--max-tokens", 1000)  # its embedding read again from its source
+    assert "frozen (Eq. 17)" in validated.stdout + validated.stderr and valid_line(validated.stdout)["le_soft1"] > 0
 
     png = tmp_path / "heat.png"
     out = cli("fairseq-joint-export-label-embedding", ckpt, "--output", tmp_path / "emb.pt", "--top-k", 3,
