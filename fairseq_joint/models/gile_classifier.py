@@ -85,6 +85,8 @@ READS_ACTIVATION = tuple(head for head, spec in HEADS.items() if OutputLayerSpec
 ENCODER_CHOICES = TEXT_ENCODER_CHOICES + ("pretrained", "hybrid")
 #: the encoders over a pretrained sentence encoder (--pretrained-encoder)
 SENTENCE_ENCODERS = ("pretrained", "hybrid")
+#: the options only WAN and HAN read (their word embedding E and word encoder), which a sentence encoder replaces
+WORD_ENCODER_OPTIONS = ("embed_path", "freeze_embed", "word_encoder", "attention_dim", "encoder_activation", "dropout")
 
 
 #: the head's parameters one joint space shares across the languages of a multilingual model (GILE Sec. 3.3):
@@ -288,6 +290,7 @@ class GileClassifierConfig(FairseqDataclass):
         multilingual = gile_task and bool(cfg.task.languages)
         sentence, linear = m.encoder in SENTENCE_ENCODERS, m.head == "linear"
         unset = PRESETS.get(arch(m), GileClassifierConfig())  # what --arch sets: an option of another value was given
+        words = [flag(name) for name in WORD_ENCODER_OPTIONS if str(getattr(m, name)) != str(getattr(unset, name))]
         needs = (("--arch {arch} is a gile_classifier, which only --task gile_classification trains (not --task "
                   "{cfg.task._name}): add --task gile_classification", not gile_task),
                  ("--joint-dim must be a positive integer or auto, got {m.joint_dim!r}",
@@ -333,6 +336,8 @@ class GileClassifierConfig(FairseqDataclass):
                  ("--pretrained-encoder {m.pretrained_encoder} is the sentence encoder of --encoder pretrained or "
                   "hybrid; --encoder {m.encoder} reads none: drop it, or use --encoder pretrained",
                   m.pretrained_encoder and not sentence),
+                 ("{words} shape{s} the word encoder of --encoder wan and han (its embedding E, g_w, the attention); "
+                  "--encoder {m.encoder} reads the texts with its sentence encoder: drop {words}", sentence and words),
                  ("--lexical-dim {m.lexical_dim} sizes the TF-IDF channel of --encoder hybrid; --encoder {m.encoder} "
                   "has none: drop it", m.lexical_dim != unset.lexical_dim and m.encoder != "hybrid"),
                  ("--sentence-encoder and --sentence-end-tokens shape HAN's sentence level; --encoder {m.encoder} has "
@@ -340,7 +345,8 @@ class GileClassifierConfig(FairseqDataclass):
                       str(m.sentence_encoder) != unset.sentence_encoder or m.sentence_end_tokens != unset.sentence_end_tokens)))
         for message, refused in needs:
             if refused:
-                raise OptionError(message.format(m=m, cfg=cfg, arch=arch(m)))
+                raise OptionError(message.format(m=m, cfg=cfg, arch=arch(m), words=" and ".join(words),
+                                                 s="s" if len(words) == 1 else ""))
 
 
 def encoder_layers(cfg) -> Tuple[str, ...]:

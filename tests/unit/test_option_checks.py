@@ -560,6 +560,13 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
                                              "or hybrid; --encoder wan reads none: drop it, or use --encoder pretrained$"),
     ([*GILE, "--lexical-dim", "8"], "^--lexical-dim 8 sizes the TF-IDF channel of --encoder hybrid; --encoder wan has "
                                     "none: drop it$"),
+    ([*GILE, "--encoder", "pretrained", "--dropout", "0.5"], "^--dropout shapes the word encoder of --encoder wan and "
+                                                             "han .its embedding E, g_w, the attention.; --encoder "
+                                                             "pretrained reads the texts with its sentence encoder: "
+                                                             "drop --dropout$"),
+    ([*GILE, "--encoder", "hybrid", "--embed-path", "v.txt", "--freeze-embed"], "^--embed-path and --freeze-embed shape "
+                                                                               "the word encoder"),
+    ([*GILE, "--arch", "gile_pretrained", "--attention-dim", "32"], "^--attention-dim shapes the word encoder"),
     ([*GILE, "--encoder", "pretrained", "--lexical-dim", "32"], "^--lexical-dim 32 sizes the TF-IDF channel of "
                                                                  "--encoder hybrid; --encoder pretrained has none"),
     ([*GILE, "--arch", "gile_multilingual", "--languages", "en,pl", "--encoder", "pretrained", "--lexical-dim", "64"],
