@@ -254,11 +254,14 @@ def gzsl_summary(scores, targets, seen, seen_score_offset: float = 0.0) -> Dict[
 
 
 def seen_offsets(scores, steps: int = 41) -> np.ndarray:
-    """The values of γ calibration tries: a grid over the spread of the scores (from -1/4 to 1 times the 1st-99th
-    percentile range), and γ = 0."""
+    """The values of γ calibration tries: a grid over the spread of the scores, the 1st-99th percentile range, from -1
+    to 1 times it (``steps`` of them from -1/4 up, the grid of earlier versions, then as far below at the same step:
+    unseen labels scored above the seen ones, as a cosine prior adds to them, need γ < 0), and γ = 0."""
     scores = np.asarray(scores, dtype=np.float64)
     span = float(np.percentile(scores, 99) - np.percentile(scores, 1)) or 1.0
-    return np.unique(np.append(np.linspace(-0.25 * span, span, steps), 0.0))
+    step = 1.25 * span / (steps - 1)
+    below = -0.25 * span - step * np.arange(1, round(0.75 * span / step) + 1)
+    return np.unique(np.concatenate([below, np.linspace(-0.25 * span, span, steps), [0.0]]))
 
 
 #: values of ``gzsl_h`` (%) closer than this are equal to calibration: the same H reached by two rankings differs by

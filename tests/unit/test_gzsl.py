@@ -218,3 +218,19 @@ def test_retrieval_precision_at_1_centres_each_language_and_counts_the_diagonal(
     assert retrieval_precision_at_1(src, src @ np.array([[0.0, 1.0], [-1.0, 0.0]])) == 0.0
     with pytest.raises(ValueError, match="two n x d matrices"):
         retrieval_precision_at_1(src, src[:3])
+
+
+def test_calibration_reaches_gamma_below_zero_as_far_as_above():
+    """Unseen labels scored far above the seen ones (a cosine prior adds to them) need γ well below 0: the grid spans
+    -1 to 1 times the scores' spread; it stopped at -1/4, so the best γ there was out of reach and a worse one saved."""
+    rng = np.random.default_rng(0)
+    gold = rng.random((60, 10)) < 0.3
+    seen = np.arange(10) < 5
+    scores = gold + rng.normal(0, 0.3, gold.shape) + np.where(seen, 0.0, 8.0)  # unseen shifted up by 8
+    span = np.percentile(scores, 99) - np.percentile(scores, 1)
+    grid = seen_offsets(scores)
+    assert grid.min() == pytest.approx(-span) and grid.max() == pytest.approx(span)
+    on_grid = grid / (span / 32)  # one step throughout: whole steps from -32 to 32 (and γ = 0)
+    assert np.allclose(on_grid[np.abs(grid) > 1e-9], np.round(on_grid[np.abs(grid) > 1e-9])) and len(grid) in (65, 66)
+    gamma = calibrate_seen_offset(scores, gold, seen)
+    assert gamma < -0.25 * span and gamma == pytest.approx(-8.0, abs=1.0), (gamma, span)  # the shift, out of reach
