@@ -149,8 +149,8 @@ def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = ()) -
         given, other = sorted(langs, key=lambda name: langs[name] is None)
         raise errors.OptionError(f"{given} {langs[given]} without {other}: fairseq's translation task infers both from "
                                  f"DATA's file names and ignores {given} then: give {other} too")
-    unused = next((arg for arg in typed if arg in training_flags()), None) if errors.program() == "fairseq-generate" \
-        else None  # its parser takes the options of any --arch and --criterion given, and ignores them
+    unused = next((arg.split("=", 1)[0] for arg in given if arg.split("=", 1)[0] in training_flags()), None) \
+        if errors.program() == "fairseq-generate" else None  # its parser takes any --arch's and --criterion's options
     if unused:
         raise errors.OptionError(f"{unused} is a training option (of a model or a criterion), which fairseq-generate "
                                  "does not read: the checkpoint's model translates as it was trained: drop it")

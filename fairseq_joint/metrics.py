@@ -259,7 +259,7 @@ def seen_offsets(scores, steps: int = 41) -> np.ndarray:
     unseen labels scored above the seen ones, as a cosine prior adds to them, need γ < 0), and γ = 0."""
     scores = np.asarray(scores, dtype=np.float64)
     span = float(np.percentile(scores, 99) - np.percentile(scores, 1)) or 1.0
-    step = 1.25 * span / (steps - 1)
+    step = 1.25 * span / max(steps - 1, 1)
     below = -0.25 * span - step * np.arange(1, round(0.75 * span / step) + 1)
     return np.unique(np.concatenate([below, np.linspace(-0.25 * span, span, steps), [0.0]]))
 

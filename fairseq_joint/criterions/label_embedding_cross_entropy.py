@@ -356,12 +356,15 @@ def trained_criterion(original, filenames, *args, **kwargs):
     first checkpoint's."""
     from fairseq.criterions import CRITERION_DATACLASS_REGISTRY
 
+    bound = inspect.signature(original).bind(filenames, *args, **kwargs)
+    if "label_embedding_state_from" in (bound.arguments.get("arg_overrides") or {}):
+        raise OptionError("--label-embedding-state-from: fairseq-validate scores a checkpoint with the criterion state "
+                          "it saved, which --path gives: drop --label-embedding-state-from")
     models, cfg, task = original(filenames, *args, **kwargs)
     criterion = cfg.get("criterion") if cfg is not None else None
     declared = CRITERION_DATACLASS_REGISTRY.get(criterion.get("_name")) if criterion is not None else None
     # (a run of Eq. 17 saves no criterion state: its frozen embedding is read again from --label-embedding-from)
     if declared is not None and issubclass(declared, LabelEmbeddingOptions) and not criterion.get("label_embedding_from"):
-        bound = inspect.signature(original).bind(filenames, *args, **kwargs)
         suffix, shards = bound.arguments.get("suffix", ""), bound.arguments.get("num_shards", 1)
         with open_dict(criterion):
             criterion.label_embedding_state_from = checkpoint_utils.get_maybe_sharded_checkpoint_filename(

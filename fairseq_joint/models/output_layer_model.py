@@ -8,6 +8,7 @@ The options' defaults live in :class:`OutputLayerConfig` (which takes them from
 
 import argparse
 import contextlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -113,24 +114,31 @@ class InitSeedConfig(FairseqDataclass):
     init_seed: Optional[int] = field(
         default=None,
         metadata={
-            "help": "draw the model's initial parameters (and a criterion's: label_embedding_cross_entropy's o2 and "
-            "embedding) from this seed instead of --seed; the batches' order and the dropout masks still follow "
-            "--seed. Two runs with one --seed and two --init-seed values differ in their random start only (how "
-            "much a start alone moves a result); --init-seed equal to --seed is the "
-            "default run",
+            "help": "draw the model's initial parameters from this seed instead of --seed; the batches' order and "
+            "the dropout masks still follow --seed. Two runs with one --seed and two --init-seed values differ in "
+            "the model's random start only (how much a start alone moves a result); --init-seed equal to --seed "
+            "starts the model as the default run. A criterion's own parameters (label_embedding_cross_entropy's o2 "
+            "and embedding) are drawn after the model from --seed's stream, the same for every --init-seed",
             "range": SEED,
         },
     )
 
 
-def seed_initial_parameters(args) -> None:
-    """With ``--init-seed S``, reseed the random stream (the CPU's and the GPUs') with S before the model is built:
-    its parameters, and those of a criterion built after it (label_embedding_cross_entropy's o2 and label embedding),
-    are drawn from S; S equal to ``--seed`` is the default run, which fairseq seeds with ``--seed`` before it builds
-    them. fairseq reseeds with ``--seed`` (and the update's number) before every update, so the dropout masks, and the
-    sampled candidates, are the same for every S. Without ``--init-seed`` nothing changes."""
-    if getattr(args, "init_seed", None) is not None:
-        torch.manual_seed(args.init_seed)
+@contextmanager
+def initial_parameters_seed(args):
+    """Build the model's parameters inside this block: with ``--init-seed S`` they are drawn from seed S and the
+    random stream is left as it was before the block, so whatever fairseq draws next (it reseeds with --seed before
+    every update anyway) is the same for every S. Without ``--init-seed`` the block changes nothing."""
+    seed = getattr(args, "init_seed", None)
+    if seed is None:
+        yield
+        return
+    # the CPU stream and this process's GPU's (torch.manual_seed reseeds the GPUs too); naming the device keeps
+    # fork_rng quiet on multi-GPU machines, where each process uses one
+    cuda = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=cuda):
+        torch.manual_seed(seed)
+        yield
 
 
 _DEFAULTS = OutputLayerConfig()
@@ -269,10 +277,10 @@ class OutputLayerModelMixin(UpdateCountMixin, DataFingerprintMixin, Configured):
 
     @classmethod
     def build_seeded(cls, args, task, build):
-        """The model ``build(args, task)`` returns, its parameters drawn after :func:`seed_initial_parameters`, with
+        """The model ``build(args, task)`` returns, its parameters drawn inside :func:`initial_parameters_seed`, with
         the task's dictionaries recorded (checked when a checkpoint is loaded)."""
-        seed_initial_parameters(args)
-        model = build(args, task)
+        with initial_parameters_seed(args):
+            model = build(args, task)
         model.record_dictionaries(task)
         return model
 

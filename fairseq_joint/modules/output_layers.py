@@ -310,32 +310,30 @@ class OutputLayer(nn.Module):
     # ------------------------------------------------------------------ parameters
     def reset_parameters(self) -> None:
         params = [p for _, p in self.named_parameters(recurse=False)]
-        # --output-layer-init uniform and identity are one change against the default: their values come from a fork
-        # of the random stream and fairseq's draws below are still made, so with the same --seed every layer built
-        # after this one (a Transformer decoder's layers) starts as in the default run, and every later random draw
-        # is the default run's
-        cuda = sorted({p.device.index if p.device.index is not None else torch.cuda.current_device()
-                       for p in params if p.is_cuda})
         uniform = None
-        if self.init == "uniform":  # the original code's start, drawn where fairseq's start would draw (the values
-            # earlier versions drew)
+        if self.init == "uniform":
+            # The original code's start, as one change against the default: its values come from a fork of the
+            # random stream, and fairseq's draws below are still made, so with the same --seed every layer built
+            # after this one (a Transformer decoder's layers) starts as in the default run, and every later random
+            # draw is the default run's. Drawn where fairseq's start would draw: the values earlier versions drew.
+            cuda = sorted({p.device.index if p.device.index is not None else torch.cuda.current_device()
+                           for p in params if p.is_cuda})
             with torch.random.fork_rng(devices=cuda):
                 uniform = [nn.init.uniform_(torch.empty_like(p), -0.1, 0.1) for p in params]
         for name, p in self.named_parameters(recurse=False):
-            if name == "context_scale":
-                nn.init.ones_(p)
-            elif name.endswith("bias"):
-                nn.init.zeros_(p)
-            else:  # (out x in) weight: fairseq's N(0, in^-1/2) for output projections
-                nn.init.normal_(p, mean=0.0, std=p.size(1) ** -0.5)
             if self.init == "identity" and name in ("class_weight", "context_weight"):
                 # Eq. 14's k-th joint coordinate is σ(u_k·e) σ(v_k·h) w_k: were the extra rows u_k and v_k both
                 # small, each one's gradient would be scaled by the other's tiny output (a saddle: a wide joint
                 # space would train as if k = min(d, dh)). So only the class side starts small, which keeps
                 # the first scores at the similarity; the context side's extra rows get fairseq's full scale.
                 both = self.class_proj != _NONE and self.ctx_proj != _NONE
-                with torch.random.fork_rng(devices=cuda):
-                    identity_init_(p, 1.0 if both and name == "context_weight" else IDENTITY_EXTRA_ROW_SCALE)
+                identity_init_(p, 1.0 if both and name == "context_weight" else IDENTITY_EXTRA_ROW_SCALE)
+            elif name == "context_scale":
+                nn.init.ones_(p)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
+            else:  # (out x in) weight: fairseq's N(0, in^-1/2) for output projections
+                nn.init.normal_(p, mean=0.0, std=p.size(1) ** -0.5)
         if uniform is not None:
             with torch.no_grad():
                 for p, u in zip(params, uniform):

@@ -179,6 +179,11 @@ def test_fairseq_validate_scores_with_the_trained_o2_and_embedding(tiny_bin, joi
     assert other.returncode == 2 and other.stderr.strip().splitlines()[-1] == (
         "error: --criterion cross_entropy: the checkpoint was trained with --criterion label_embedding_cross_entropy, "
         "which fairseq keeps (a group of a checkpoint's options is not replaced): drop --criterion"), other.stderr
+    given = cli(*validate, "--criterion", "label_embedding_cross_entropy", "--label-embedding-state-from",
+                joint_checkpoint, check=False)  # was replaced by --path without a word
+    assert given.returncode == 2 and given.stderr.strip().splitlines()[-1] == (
+        "error: --label-embedding-state-from: fairseq-validate scores a checkpoint with the criterion state it saved, "
+        "which --path gives: drop --label-embedding-state-from"), given.stderr
     bad = train(tiny_bin, tmp_path / "bad", 1, "--label-embedding-state-from", joint_checkpoint, check=False)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1] == (
         f"error: --label-embedding-state-from {joint_checkpoint}: the checkpoint holds no criterion state; give one of "
