@@ -236,9 +236,12 @@ def assert_same_tensors(a, b, what=""):
 
 
 # ---------------------------------------------------------------------------------------------- GILE data
-GILE_FAST = ["--optimizer", "adam", "--lr", "2e-3", "--batch-size", "32", "--no-progress-bar", "--log-interval", "1",
-             "--seed", "1", "--num-workers", "0", "--no-epoch-checkpoints", "--embed-dim", "16", "--encoder-dim", "16",
-             "--attention-dim", "16"]
+#: the training options of the GILE tests over a sentence encoder, which has no word encoder to size (--attention-dim
+#: is refused there)
+GILE_SENTENCE_FAST = ["--optimizer", "adam", "--lr", "2e-3", "--batch-size", "32", "--no-progress-bar", "--log-interval",
+                      "1", "--seed", "1", "--num-workers", "0", "--no-epoch-checkpoints", "--embed-dim", "16",
+                      "--encoder-dim", "16"]
+GILE_FAST = [*GILE_SENTENCE_FAST, "--attention-dim", "16"]
 GILE_TRAIN = ["--user-dir", USER_DIR, "--task", "gile_classification", "--arch", "gile_classifier"]
 
 

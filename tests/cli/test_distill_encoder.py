@@ -8,7 +8,7 @@ import re
 
 import pytest
 import torch
-from conftest import GILE_FAST, GILE_TRAIN, REPO, cli, preprocess_gile, valid_line
+from conftest import GILE_SENTENCE_FAST, GILE_TRAIN, REPO, cli, preprocess_gile, valid_line
 
 from fairseq_joint.cli import distill_encoder
 from fairseq_joint.cli.common import run
@@ -137,7 +137,7 @@ def test_a_static_student_fine_tunes_inside_gile(teacher, tmp_path):
     run = cli("fairseq-train", data, *GILE_TRAIN, "--languages", "en,pl", "--encoder", "pretrained",
               "--pretrained-encoder", tmp_path / "s", "--finetune-encoder", "--head", "gile", "--similarity-init",
               "--seen-label-bias", "--criterion", "multilabel_classification", "--max-epoch", "2", "--save-dir", save,
-              *GILE_FAST)
+              *GILE_SENTENCE_FAST)
     stats = valid_line(run.stdout + run.stderr)
     assert "fine-tuned, one encoder for en, pl" in run.stdout + run.stderr
     assert stats["en_docs"] == 60 and stats["pl_docs"] == 60

@@ -14,6 +14,7 @@ import pytest
 import torch
 from conftest import (
     GILE_FAST,
+    GILE_SENTENCE_FAST,
     GILE_TRAIN,
     REPO,
     SAMPLE,
@@ -35,11 +36,12 @@ TEXTS = ["a text editor for programmers", "network audio streaming server", "pyt
          "a game of strategy"]
 
 
-def train_gile(data, save, *extra):
-    """checkpoint_last.pt of one epoch of fairseq-train (its log in ``save``/train.log)."""
+def train_gile(data, save, *extra, fast=GILE_FAST):
+    """checkpoint_last.pt of one epoch of fairseq-train (its log in ``save``/train.log; ``fast``: GILE_SENTENCE_FAST
+    over a sentence encoder)."""
     save.mkdir(parents=True, exist_ok=True)
     cli("fairseq-train", data, *GILE_TRAIN, "--criterion", "multilabel_classification",
-        "--max-epoch", "1", "--save-dir", save, "--log-file", save / "train.log", *GILE_FAST, *extra)
+        "--max-epoch", "1", "--save-dir", save, "--log-file", save / "train.log", *fast, *extra)
     return save / "checkpoint_last.pt"
 
 
@@ -307,7 +309,7 @@ def test_pretrained_encoder_predictions_with_the_calibrated_gamma_equal_the_comm
     data = tmp_path / "bin"
     shutil.copytree(gile_bin, data)
     flags = ["--encoder", "pretrained", "--pretrained-encoder", sentence_encoder, "--head", "gile", "--similarity-init"]
-    checkpoint = train_gile(data, tmp_path / "ck", *flags)
+    checkpoint = train_gile(data, tmp_path / "ck", *flags, fast=GILE_SENTENCE_FAST)
     calibrated = torch.load(checkpoint, weights_only=True)["task_state"]
     gamma = calibrated[CALIBRATED_OFFSET]
     assert gamma != 0 and valid_line((tmp_path / "ck" / "train.log").read_text())["gamma"] == round(gamma, 4)
@@ -332,7 +334,7 @@ def test_pretrained_encoder_predictions_with_the_calibrated_gamma_equal_the_comm
     # resumed for an epoch saved without a validation (--validate-interval 5): the checkpoint keeps the γ it resumed
     epoch = torch.load(checkpoint, weights_only=True)["extra_state"]["train_iterator"]["epoch"]
     cli("fairseq-train", data, *GILE_TRAIN, "--criterion", "multilabel_classification", "--max-epoch", "2",
-        "--validate-interval", "5", "--save-dir", tmp_path / "ck", *GILE_FAST, *flags)
+        "--validate-interval", "5", "--save-dir", tmp_path / "ck", *GILE_SENTENCE_FAST, *flags)
     resumed = torch.load(checkpoint, weights_only=True)
     assert resumed["extra_state"]["train_iterator"]["epoch"] == epoch + 1
     assert resumed["task_state"] == {CALIBRATED_OFFSET: gamma, CALIBRATED_THRESHOLD: calibrated[CALIBRATED_THRESHOLD]}
