@@ -418,9 +418,8 @@ def check_overrides(cfg, overrides: dict) -> None:
     holds (fairseq failed in a ``KeyError``) and not another than the checkpoint's (fairseq kept the checkpoint's
     without a word: fairseq-validate ``--criterion`` scored with the criterion trained with), no ``beam`` (the hub
     interface's ``translate`` sets its own, 5 unless given, on every call: ``load_translator(..., beam=3)`` translated
-    with 5), its numbers as fairseq's
-    commands check theirs. The overrides of fairseq's own models are left to fairseq (BART's hub passes keys of its
-    own)."""
+    with 5), its numbers as fairseq's commands check theirs. The overrides of fairseq's own models are left to fairseq
+    (BART's hub passes keys of its own)."""
     from fairseq.models import ARCH_MODEL_REGISTRY
     from fairseq.registry import REGISTRIES
 
@@ -434,9 +433,9 @@ def check_overrides(cfg, overrides: dict) -> None:
             check_choice(group, overrides[group], list(REGISTRIES[group]["registry"]))
             saved = getattr(cfg.get(group), "_name", None)  # fairseq replaces a group the checkpoint has none of only
             if saved not in (None, overrides[group]):
-                raise errors.OptionError(f"{flag(group)} {overrides[group]}: the checkpoint was trained with {flag(group)} "
-                                         f"{saved}, which fairseq keeps (a group of a checkpoint's options is not "
-                                         f"replaced): drop {flag(group)}")
+                raise errors.OptionError(f"{flag(group)} {overrides[group]}: the checkpoint was trained with "
+                                         f"{flag(group)} {saved}, which fairseq keeps (a group of a checkpoint's "
+                                         f"options is not replaced): drop {flag(group)}")
     beam = overrides.get("beam", (overrides.get("generation") or {}).get("beam"))
     if beam is not None:  # the hub interface's translate() sets its own (default 5) on every call
         raise errors.OptionError(f"beam={beam!r}: a checkpoint's beam is not read: give it where the translation is "

@@ -364,7 +364,8 @@ def trained_criterion(original, filenames, *args, **kwargs):
     criterion = cfg.get("criterion") if cfg is not None else None
     declared = CRITERION_DATACLASS_REGISTRY.get(criterion.get("_name")) if criterion is not None else None
     # (a run of Eq. 17 saves no criterion state: its frozen embedding is read again from --label-embedding-from)
-    if declared is not None and issubclass(declared, LabelEmbeddingOptions) and not criterion.get("label_embedding_from"):
+    if declared is not None and issubclass(declared, LabelEmbeddingOptions) \
+            and not criterion.get("label_embedding_from"):
         suffix, shards = bound.arguments.get("suffix", ""), bound.arguments.get("num_shards", 1)
         with open_dict(criterion):
             criterion.label_embedding_state_from = checkpoint_utils.get_maybe_sharded_checkpoint_filename(
