@@ -163,6 +163,14 @@ class LabelEmbeddingCrossEntropyConfig(LabelEmbeddingOptions):
         check_translation_model(cfg)
 
 
+def read_checkpoint(path: str, option: str) -> dict:
+    """The checkpoint dict of ``path``, whose criterion state (``criterion``) a label-embedding criterion reads; a
+    missing file is refused naming ``option``, the option that gave it."""
+    check_exists(path, option, "give the checkpoint_*.pt of a run trained with --criterion "
+                 "label_embedding_cross_entropy")
+    return checkpoint_utils.load_checkpoint_to_cpu(path)
+
+
 def load_label_embedding(path: str, num_labels: Optional[int] = None, labels: Optional[Sequence[str]] = None,
                          option: str = "--label-embedding-from", state: Optional[dict] = None,
                          fix: str = "use a checkpoint trained on the same binarized data") -> LabelEmbedding:
@@ -170,10 +178,7 @@ def load_label_embedding(path: str, num_labels: Optional[int] = None, labels: Op
     already loaded from it); ``num_labels`` / ``labels``: the labels it must be for (compared with the checkpoint's
     model's record of its labels: the target dictionary, or GILE's training labels); ``option``: what gave ``path``,
     named in a refusal, with ``fix``."""
-    if state is None:
-        check_exists(path, option, "give the checkpoint_*.pt of a run trained with --criterion "
-                     "label_embedding_cross_entropy")
-        state = checkpoint_utils.load_checkpoint_to_cpu(path)
+    state = read_checkpoint(path, option) if state is None else state
     crit = state.get("criterion") or {}
     weights = {k[len("label_embedding."):]: v for k, v in crit.items() if k.startswith("label_embedding.")}
     if not weights:
@@ -236,8 +241,7 @@ class LabelEmbeddingCrossEntropyCriterion(DecoderFeaturesCriterion):
     def load_state_from(self, path: str) -> None:
         """o2 and the label embedding as checkpoint ``path`` saved them (its criterion state, as fairseq-train's
         resume loads it)."""
-        check_exists(path, "--label-embedding-state-from", "give the checkpoint_*.pt of a run of this criterion")
-        saved = checkpoint_utils.load_checkpoint_to_cpu(path).get("criterion")
+        saved = read_checkpoint(path, "--label-embedding-state-from").get("criterion")
         if not saved:
             raise CheckpointError(f"--label-embedding-state-from {path}: the checkpoint holds no criterion state; give "
                                   f"one of a run trained with --criterion {self.name}")
