@@ -188,3 +188,22 @@ def test_fairseq_validate_scores_with_the_trained_o2_and_embedding(tiny_bin, joi
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1] == (
         f"error: --label-embedding-state-from {joint_checkpoint}: the checkpoint holds no criterion state; give one of "
         "a run trained with --criterion label_embedding_cross_entropy"), bad.stderr
+    # a run started from them starts where the checkpoint's criterion ended (one update at lr 1e-9 moves them by
+    # ~1e-9), not at a fresh draw
+    saved = checkpoint(tmp_path / "checkpoint_last.pt")["criterion"]
+    train(tiny_bin, tmp_path / "from", 1, "--label-embedding-dim", 8, "--lr", "1e-9", "--label-embedding-state-from",
+          tmp_path / "checkpoint_last.pt")
+    started = checkpoint(tmp_path / "from" / "checkpoint_last.pt")["criterion"]
+    assert saved.keys() == started.keys()
+    for name, value in saved.items():
+        assert (torch.allclose(started[name], value, rtol=0, atol=1e-6) if torch.is_tensor(value)
+                else started[name] == value), name
+    # o2 and the embedding of other --label-embedding-* options than the run's are refused, naming what differs
+    other_dim = train(tiny_bin, tmp_path / "other", 1, "--label-embedding-dim", 4, "--label-embedding-state-from",
+                      tmp_path / "checkpoint_last.pt", check=False)
+    refusal = other_dim.stderr.strip().splitlines()[-1]
+    assert other_dim.returncode == 2 and refusal.startswith(
+        f"error: --label-embedding-state-from {tmp_path / 'checkpoint_last.pt'}: its o2 and label embedding are not "
+        "of this criterion's options (") and "size mismatch" in refusal and refusal.endswith(
+        "give a checkpoint trained with the same --label-embedding-* options and data"), other_dim.stderr
+    assert not list((tmp_path / "other").glob("*.pt"))  # refused before training
