@@ -144,13 +144,12 @@ def translate(err: BaseException) -> Optional[Refusal]:
     * torch's ``weights_only`` unpickler refused a file (:func:`unsafe_checkpoint`; the file from ``torch.load``'s
       frame);
     * fairseq's translation task found no dictionary of ``--source-lang`` or ``--target-lang`` in DATA;
-    * a file named on the command line does not exist (fairseq-interactive ``--input``), exists where a new one is
-      written, is a directory (``--path``), is under a file, or may not be read;
+    * a file named on the command line that fairseq opens itself does not exist, exists where a new one is written,
+      is a directory (``--path``), is under a file (``--results-path``), or may not be read;
     * fairseq's translation task found no split of that name in DATA (``--gen-subset``, ``--valid-subset``, the
       default ``train``: "Dataset not found");
     * fairseq read a binarized corpus whose ``.bin`` file is empty (fairseq-preprocess of an empty text), or whose
       source and target sides hold different numbers of sentences;
-    * fairseq-interactive read an ``--input`` (or stdin) that is not UTF-8;
     * fairseq read a dictionary whose line is not ``WORD COUNT``, or that gives a word twice (``--srcdict``, a data
       directory's ``dict.LANG.txt``);
     * an option a chosen ``--bpe`` (or another choice of fairseq's) needs was not given (omegaconf's
@@ -227,11 +226,6 @@ def translate(err: BaseException) -> Optional[Refusal]:
         group, name, chosen = missing
         option = "--" + name.replace("_", "-")
         return OptionError(f"{option} is missing: --{group}{f' {chosen}' if chosen else ''} needs it: add {option}")
-    reading = isinstance(err, UnicodeDecodeError) and _frame_locals(err, "buffered_read")  # fairseq-interactive's
-    if reading and "input" in reading:
-        source = "stdin" if reading["input"] == "-" else f"--input {reading['input']}"
-        return InputError(f"{source}: not UTF-8 (byte 0x{err.object[err.start]:02x}): save the text as UTF-8 (e.g. "
-                          "iconv -f LATIN1 -t UTF-8)")
     if message == "Must specify batch size either with --max-tokens or --batch-size":
         return OptionError("no batch size was given: add --max-tokens or --batch-size")
     if message == "Could not infer language pair, please provide it explicitly":

@@ -111,6 +111,12 @@ readable_subwords  ``data.encoders.build_bpe``                   a subword file 
                                                                  read is refused in one line naming it, by
                                                                  fairseq-interactive, -generate and the hub interface
                                                                  alike (``checks.build_bpe``)
+utf8_input         ``fairseq_cli.interactive:buffered_read``     fairseq-interactive's ``--input`` and stdin: read as
+                                                                 the plugin reads every text (``text_files``), so a
+                                                                 line that is not UTF-8 is refused in one line naming
+                                                                 it (stdin's bytes were unknown words without a word
+                                                                 under a C.UTF-8 locale) and a byte order mark dropped
+                                                                 (``text_files.buffered_read``)
 exact_scores       ``sequence_scorer.SequenceScorer.generate``   ``fairseq-generate --score-reference`` of the plugin's
                                                                  models: each target's log-probability from the
                                                                  exact softmax in chunks, without the B x T x |V|
@@ -185,6 +191,7 @@ PATCHES: Tuple[Patch, ...] = (
           "criterions.label_embedding_cross_entropy.trained_criterion"),
     Patch("hub_options", "fairseq.hub_utils:GeneratorHubInterface.generate", "checks.hub_generate"),
     Patch("readable_subwords", "fairseq.data.encoders:build_bpe", "checks.build_bpe"),
+    Patch("utf8_input", "fairseq_cli.interactive:buffered_read", "text_files.buffered_read"),
     Patch("exact_scores", "fairseq.sequence_scorer:SequenceScorer.generate",
           "criterions.sampled_cross_entropy.exact_scores"),
     Patch("resume", "fairseq.tasks:FairseqTask.get_batch_iterator", "resume.get_batch_iterator"),
@@ -272,7 +279,15 @@ def apply() -> List[str]:
     if not enabled():
         return []
     # the modules of the table's logic (the checks of fairseq's configurations import fairseq's registries: here)
-    from fairseq_joint import checkpoint_allowlist, checkpoints, checks, command_line, precision, resume  # noqa: F401
+    from fairseq_joint import (  # noqa: F401
+        checkpoint_allowlist,
+        checkpoints,
+        checks,
+        command_line,
+        precision,
+        resume,
+        text_files,
+    )
     from fairseq_joint.criterions import label_embedding_cross_entropy, sampled_cross_entropy  # noqa: F401
     from fairseq_joint.data import binarized  # noqa: F401
 

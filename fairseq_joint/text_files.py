@@ -86,6 +86,29 @@ def read_text(path: str, what: str = "") -> List[str]:
     return [line for _, line in text_lines(path, what)]
 
 
+def buffered_read(original, input: str, buffer_size: int) -> Iterator[List[str]]:
+    """fairseq-interactive's ``buffered_read`` (``original``, replaced) through :func:`text_lines` (the ``utf8_input``
+    patch of ``fairseq_joint.fairseq_patches``): the lines of ``--input`` (``-``: stdin, read as it comes) in lists of
+    ``buffer_size``, each stripped as fairseq strips them. A line that is not UTF-8 is refused with its number:
+    fairseq read stdin with Python's surrogate escapes under a C or C.UTF-8 locale, so that its bytes were translated
+    as unknown words without a word (a file's failed in a ``UnicodeDecodeError`` traceback); a byte order mark is
+    dropped (fairseq kept it in the first word)."""
+    if input == "-":
+        source = getattr(sys.stdin, "buffer", None)  # a text stream put in its place (io.StringIO) has none
+        lines = _decoded(source if source is not None else (line.encode("utf-8", "surrogateescape")
+                                                             for line in sys.stdin), "stdin")
+    else:
+        lines = text_lines(input, "--input")
+    buffer = []
+    for _, line in lines:
+        buffer.append(line.strip())
+        if len(buffer) >= buffer_size:
+            yield buffer
+            buffer = []
+    if buffer:
+        yield buffer
+
+
 def read_stdin() -> List[str]:
     """Every line of the standard input, read as a file is (:func:`text_lines`: UTF-8, a byte-order mark dropped, lines
     ended by \\n alone, not by a form feed or U+2028 as ``str.splitlines`` ends them)."""

@@ -6,6 +6,7 @@
 Test modules import helpers from here only, never from each other.
 """
 
+import contextlib
 import os
 import random
 import re
@@ -61,16 +62,20 @@ def log_records(text: str, kind: str, subset: str = "valid") -> list:
 
 
 
-def cli(tool: str, *args, check: bool = True, env=None, timeout: int = 600, cwd=None) -> subprocess.CompletedProcess:
+def cli(tool: str, *args, check: bool = True, env=None, timeout: int = 600, cwd=None, stdin=None
+        ) -> subprocess.CompletedProcess:
     """Run a console script of the environment (``fairseq-train``, ``fairseq-joint-...``) or any program; fail with
-    its output. Runs in the repository root unless ``cwd`` says otherwise. A console script starts warm (fairseq
-    already imported: tests/warm_commands.py) unless ``FAIRSEQ_JOINT_TESTS_COLD=1``."""
+    its output. Runs in the repository root unless ``cwd`` says otherwise, reading the file ``stdin`` (its bytes as
+    they are) if given. A console script starts warm (fairseq already imported: tests/warm_commands.py) unless
+    ``FAIRSEQ_JOINT_TESTS_COLD=1``."""
     exe = str(BIN / tool) if (BIN / tool).exists() else tool
     cmd = [exe, *map(str, args)]
     run_env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     run_env.update(env or {})
     cmd, run_env = WARM.command(cmd, run_env)
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=run_env, timeout=timeout, cwd=str(cwd or REPO))
+    with open(stdin, "rb") if stdin is not None else contextlib.nullcontext() as source:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=run_env, timeout=timeout, cwd=str(cwd or REPO),
+                              stdin=source)
     if check and proc.returncode != 0:
         raise AssertionError(
             f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}"

@@ -22,7 +22,7 @@ import argparse, importlib, inspect, json, logging, sys, warnings
 sys.argv = ["fairseq-train"]
 import fairseq, fairseq.options, fairseq.checkpoint_utils, fairseq.distributed.utils, fairseq.file_io, fairseq.tasks, fairseq.trainer
 import fairseq.sequence_scorer, fairseq.hub_utils, fairseq.data.encoders
-import fairseq_cli.train, fairseq_cli.preprocess
+import fairseq_cli.train, fairseq_cli.preprocess, fairseq_cli.interactive
 
 def snapshot():
     out = {}
@@ -77,6 +77,7 @@ WRAPPED_AT = {
     "decay_updates": "fairseq.options:parse_args_and_arch",
     "whole_splits": "fairseq.options:parse_args_and_arch",
     "parallel_text": "fairseq_cli.preprocess:main",
+    "utf8_input": "fairseq_cli.interactive:buffered_read",
 }
 
 

@@ -119,10 +119,23 @@ def test_gile_inputs_that_are_not_utf8_or_start_with_a_byte_order_mark(tmp_path)
 def test_translation_inputs_that_are_not_utf8(tmp_path, tiny_bin, joint_checkpoint):
     latin = tmp_path / "latin.txt"
     latin.write_bytes(b"a house by the lake\n" + LATIN1 + b"\n")  # fairseq-interactive: a UnicodeDecodeError traceback
-    line = refusal(cli("fairseq-interactive", tiny_bin, "--user-dir", USER_DIR, "--path", joint_checkpoint, "--input",
-                       latin, "--beam", 1, check=False))
-    assert line == f"error: --input {latin}: not UTF-8 (byte 0xdf): save the text as UTF-8 (e.g. iconv -f LATIN1 -t " \
-                   "UTF-8)", line  # ß
+    interactive = ["fairseq-interactive", tiny_bin, "--user-dir", USER_DIR, "--path", joint_checkpoint, "--beam", 1]
+    line = refusal(cli(*interactive, "--input", latin, check=False))
+    assert line == f"error: --input {latin}:2: not UTF-8 (byte 0xdf at column 5): save the file as UTF-8 (e.g. iconv " \
+                   "-f LATIN1 -t UTF-8)", line  # ß
+    # stdin too: Python reads it with surrogate escapes under a C or C.UTF-8 locale, and fairseq translated the bytes
+    # as unknown words without a word
+    for locale in ("C.UTF-8", "C"):
+        line = refusal(cli(*interactive, stdin=latin, env={"LC_ALL": locale}, check=False))
+        assert line == "error: stdin:2: not UTF-8 (byte 0xdf at column 5): save the file as UTF-8 (e.g. iconv -f " \
+                       "LATIN1 -t UTF-8)", (locale, line)
+    # a byte order mark is not part of the first word: the same translation as without it
+    plain, marked = tmp_path / "plain.txt", tmp_path / "marked.txt"
+    plain.write_bytes(b"a house by the lake\n")
+    marked.write_bytes(BOM + plain.read_bytes())
+    said = [[x for x in cli(*interactive, stdin=path).stdout.splitlines() if x.startswith(("S-", "H-"))]
+            for path in (plain, marked)]
+    assert said[0] == said[1] != [], said
     hyp, ref = tmp_path / "hyp.txt", tmp_path / "ref.txt"
     hyp.write_bytes(b"a house by the lake\n" + LATIN1 + b"\n")
     ref.write_bytes(BOM + b"a house by the lake\nthe street is long and wide\n")
