@@ -24,7 +24,6 @@ import shutil
 from typing import Dict, Optional
 
 from fairseq_joint.errors import CheckpointError, MissingFileError, OptionError
-from fairseq_joint.metrics import derived_meters
 from fairseq_joint.options import arch, declared, flag
 from fairseq_joint.text_files import check_exists
 
@@ -228,25 +227,3 @@ def training_command(cfg) -> str:
                 given.add(option)
                 words += [option] if isinstance(value, bool) else [option, _argument(value)]
     return " ".join(words)
-
-
-#: fairseq's throughput meters, logged beside a validation's figures
-THROUGHPUT = ("wps", "wpb", "bsz", "ups", "wall", "gnorm", "clip", "lr", "num_updates", "train_wall", "gb_free")
-
-
-def validation_figures(state: dict) -> Dict[str, float]:
-    """The figures of the last validation a checkpoint dict ``state`` saved (fairseq keeps the meters of ``valid`` in
-    ``extra_state``), rounded as fairseq logs them, with the ones fairseq derives at logging time, which it does not
-    save, derived as training logged them (:func:`~fairseq_joint.metrics.derived_meters`: micro-F1 from its counts,
-    GZSL H from the two AvgPr); empty when the checkpoint saved none."""
-    from fairseq.logging.meters import MetersDict
-
-    saved = ((state.get("extra_state") or {}).get("metrics") or {}).get("valid")
-    if not saved:
-        return {}
-    meters = MetersDict()
-    meters.load_state_dict(saved)
-    values = {k: float(v) for k, v in meters.get_smoothed_values().items()
-              if not k.startswith("_") and k not in THROUGHPUT}
-    values.update({name: figure(meters) for name, figure in derived_meters(list(meters)).items()})
-    return values

@@ -656,7 +656,7 @@ class TrainedLabelPredictor(LabelPredictor):
         model = cfg.model
         encoder = self.sentence_encoder
         updates = (state.get("optimizer_history") or [{}])[-1].get("num_updates")
-        figures = bundles.validation_figures(state)
+        figures = self.task.last_validation
         gamma, gamma_origin = self.gamma()
         lines = [
             "# A fairseq-joint label predictor", "",
@@ -679,7 +679,8 @@ class TrainedLabelPredictor(LabelPredictor):
             lines += [f"The last validation before this checkpoint was saved ({updates} updates):", "",
                       "| figure | value |", "|---|---|"] + [f"| {k} | {v:g} |" for k, v in figures.items()]
         else:
-            lines += ["The checkpoint holds no validation figures (trained without a validation)."]
+            lines += ["The checkpoint holds no validation figures (trained without a validation, or by an "
+                      "earlier fairseq-joint, which did not record them)."]
         lines += ["", f"γ = {gamma:g} ({gamma_origin}) is subtracted from the scores of the training labels."]
         if self.probability_kind is not None:
             threshold = self.task.calibrated_threshold

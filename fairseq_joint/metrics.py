@@ -195,20 +195,6 @@ def meter_gzsl_h(prefix: str = "") -> Callable[[Mapping], float]:
     return lambda m: round(harmonic_mean(m[f"{prefix}gzsl_seen_avgpr"].avg, m[f"{prefix}gzsl_unseen_avgpr"].avg), 2)
 
 
-def derived_meters(names: Sequence[str]) -> Dict[str, Callable[[Mapping], float]]:
-    """The figures fairseq derives at logging time from a validation's meters ``names`` (a checkpoint saves the
-    meters, not what is derived from them), by name: each counted group's micro-F1 (:func:`meter_f1`) and each GZSL
-    H (:func:`meter_gzsl_h`)."""
-    out = {}
-    for name in names:
-        if name.startswith("_") and name.endswith("_tp"):
-            out[f"{name[1:-3]}_f1"] = meter_f1(name[1:-3])
-        if name.endswith("gzsl_seen_avgpr") and name.replace("gzsl_seen_avgpr", "gzsl_unseen_avgpr") in names:
-            prefix = name[:-len("gzsl_seen_avgpr")]
-            out[f"{prefix}gzsl_h"] = meter_gzsl_h(prefix)
-    return out
-
-
 def gzsl_average_precision(scores, targets, seen, offsets) -> Tuple[np.ndarray, np.ndarray]:
     """GZSL's AvgPr sums of the seen and the unseen group at each γ of ``offsets`` (k x 2), and each group's number of
     documents (2,): :func:`gzsl_metric_sums`'s ``avgpr`` and ``n`` at k values of γ at once. Each group is ranked once

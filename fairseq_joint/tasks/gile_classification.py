@@ -76,6 +76,9 @@ from fairseq_joint.options import FLOAT32, arch, registered
 MODE_CHOICES = ("multilabel", "multiclass")
 CALIBRATED_OFFSET = "calibrated_seen_score_offset"  #: the key of γ calibrated on validation in the task's state
 CALIBRATED_THRESHOLD = "calibrated_threshold"  #: the key of the probability threshold calibrated on validation
+LAST_VALIDATION = "last_validation"  #: the key of the figures of the last validation of ``valid``
+#: what fairseq logs beside a validation's figures that is not one of them (throughput, the best so far)
+NOT_FIGURES = ("wps", "wpb", "bsz", "ups", "wall", "gnorm", "clip", "lr", "num_updates", "train_wall", "gb_free")
 
 
 def all_processes(items: list) -> list:
@@ -393,9 +396,14 @@ class GileClassificationTask(FairseqTask, GileDataProvider):
         """fairseq-train, after each validation subset: γ = :func:`~fairseq_joint.metrics.calibrate_seen_offset` over
         the ``valid`` documents collected (every process's) and the probability threshold of
         :func:`~fairseq_joint.metrics.calibrate_threshold` over them, each logged (``gamma``, ``threshold``) and kept
-        in the task's state."""
+        in the task's state, and so are the validation's figures as fairseq-train logged them (:attr:`last_validation`;
+        fairseq's own ``valid`` meters, which a checkpoint also saves, add up every validation of the run)."""
         batches = all_processes(self.calibration_batches or [])
         self.calibration_batches = []
+        if batches:  # the ``valid`` subset (another subset's batches are not collected)
+            self.state.merge_state_dict({LAST_VALIDATION: {
+                name: float(value) for name, value in stats.items()
+                if name not in NOT_FIGURES and not name.startswith("best_") and isinstance(value, (int, float))}})
         scores = [s for s, _ in batches if s is not None]
         if scores:
             self.state.merge_state_dict({CALIBRATED_OFFSET: pooled_seen_offset(scores)})
@@ -404,6 +412,13 @@ class GileClassificationTask(FairseqTask, GileDataProvider):
         if threshold is not None:
             self.state.merge_state_dict({CALIBRATED_THRESHOLD: threshold})
             stats["threshold"] = round(threshold, 4)
+
+    @property
+    def last_validation(self) -> Dict[str, float]:
+        """The figures of the last validation of ``valid`` in training, as fairseq-train logged them (loss, AvgPr,
+        F1, H, ...; not γ and the threshold, :attr:`seen_score_offset` and :attr:`calibrated_threshold`); empty for a
+        run without validation."""
+        return dict(self.state.state_dict.get(LAST_VALIDATION) or {})
 
     def reduce_metrics(self, logging_outputs, criterion):
         """With --languages: the total loss, each language's metrics with its prefix (``pl_seen_avgpr``), and
