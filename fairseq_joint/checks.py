@@ -29,6 +29,7 @@ import sys
 from typing import Dict, FrozenSet, Iterable, Iterator, Optional, Sequence, Tuple
 
 from fairseq_joint import checkpoints, errors
+from fairseq_joint.data.gile_files import parse_languages
 from fairseq_joint.models.gile_classifier import SENTENCE_ENCODERS, GileClassifier
 from fairseq_joint.options import (
     ANY,
@@ -364,9 +365,10 @@ def checkpoint_checks(path: str, state: Dict[str, object], task, arg_overrides: 
     ``path``, checked first: the kind of model the command's task needs (``task``, or the ``task`` of
     ``arg_overrides``, fairseq-validate's; neither: the checkpoint's own task is used), the overrides' names
     (:func:`check_overrides`) and the numbers of its options, overrides applied (:func:`validate`); with ``saved``
-    (its configuration before the overrides), the model's rules that overrides of its options break
-    (``--model-overrides "{'cosine_prior': 5.0}"`` of a WAN model failed in a traceback at the first batch), not
-    those the checkpoint broke already (it may be older than a rule)."""
+    (its configuration before the overrides), the languages its weights are of (:func:`check_trained_languages`) and
+    the model's rules that overrides of its options break (``--model-overrides "{'cosine_prior': 5.0}"`` of a WAN
+    model failed in a traceback at the first batch), not those the checkpoint broke already (it may be older than a
+    rule)."""
     from fairseq.tasks import TASK_REGISTRY
 
     cfg = checkpoint_cfg(state)
@@ -375,6 +377,8 @@ def checkpoint_checks(path: str, state: Dict[str, object], task, arg_overrides: 
     if named is not None:
         check_checkpoint_kind(path, cfg, issubclass(named, GileClassificationTask), command)
     check_overrides(cfg, arg_overrides or {})
+    if saved is not None:
+        check_trained_languages(path, saved, arg_overrides or {})
     if task is None:  # the checkpoint's own task is set up: it reads the files it records
         check_recorded_files(path, cfg, arg_overrides, command)
     validate(cfg, training=False)
@@ -383,6 +387,24 @@ def checkpoint_checks(path: str, state: Dict[str, object], task, arg_overrides: 
         problem = model_rule_problem(cfg)
         if problem is not None and problem != model_rule_problem(saved):
             raise errors.OptionError(problem)
+
+
+def check_trained_languages(path: str, cfg, overrides: dict) -> None:
+    """The languages of a multilingual gile_classifier checkpoint ``path`` (``cfg``: its configuration before the
+    overrides), which its weights are of, not overridden with others (fairseq-validate's task options are overrides): ``--languages`` of another
+    set (in any order: the model's units are by name) failed in a state-dict traceback, and ``--label-language`` of
+    another language embedded the descriptions with that language's embedding, which the head was not trained with,
+    and scored without a word (seen AvgPr 33.5 fell to 10.6)."""
+    trained = parse_languages(cfg.task.get("languages") or "") if cfg.task.get("languages") else []
+    given = overrides.get("languages")
+    if given is not None and set(parse_languages(given) if given else []) != set(trained):
+        raise errors.OptionError(f"--languages {given}: {path} was trained on "
+                                 f"{','.join(trained) or 'one directory (no --languages)'}: give those, in any order")
+    label = overrides.get("label_language")
+    recorded = cfg.task.get("label_language") or (trained[0] if trained else "")
+    if label and trained and label != recorded:
+        raise errors.OptionError(f"--label-language {label}: {path} embeds the label descriptions as {recorded}, the "
+                                 f"language its head was trained with: drop --label-language")
 
 
 #: what fairseq's hub hands its loader as overrides besides options: ``from_pretrained(..., generation_args={...})``

@@ -54,6 +54,20 @@ def test_train_validate_round_trip_and_predict_by_language(ml_bin, tmp_path):
     again = valid_line(val.stdout + val.stderr)
     for key in ("loss", "en_seen_avgpr", "pl_seen_avgpr", "pl_unseen_avgpr", "seen_avgpr"):
         assert again[key] == pytest.approx(stats[key], abs=0.011), key
+    # the languages its weights are of: the same set in another order scores the same; another set, or another
+    # language embedding the descriptions (en here), is refused (a traceback; a silent score with pl's embedding)
+    validate = ["fairseq-validate", ml_bin, "--user-dir", "fairseq_joint", "--task", "gile_classification", "--path",
+                save / "checkpoint_last.pt", "--batch-size", "32", "--num-workers", "0"]
+    reordered = valid_line(cli(*validate, "--languages", "pl,en").stdout)
+    assert reordered["seen_avgpr"] == again["seen_avgpr"]
+    for option, value, said in (
+            ("--languages", "pl", f"--languages pl: {save / 'checkpoint_last.pt'} was trained on en,pl: give those, "
+                                  "in any order"),
+            ("--label-language", "pl", f"--label-language pl: {save / 'checkpoint_last.pt'} embeds the label "
+                                       "descriptions as en, the language its head was trained with: drop "
+                                       "--label-language")):
+        refused = cli(*validate, option, value, check=False)
+        assert refused.returncode == 2 and refused.stderr.strip().splitlines()[-1] == f"error: {said}", refused.stderr
 
     texts = tmp_path / "pl.txt"
     texts.write_text("Biblioteka do obsługi plików graficznych PNG.\nGra strategiczna czasu rzeczywistego.\n")
