@@ -18,7 +18,9 @@
 # Other settings: TEACHER, LEXICAL_FEATURES (65536), WORKERS (the processes that tokenize the texts when binarizing:
 # the machine's cores), HELDOUT_DOCS (parallel documents the student's alignment is measured on: 200, or a fifth of the
 # smallest language's training documents), EPOCHS, SEED; options after WORKDIR go to fairseq-train.
-# A step whose output exists is skipped, so a second run reuses the student and the binaries. The model predicts with
+# A step whose output exists is skipped, so a second run reuses the student and the binaries; a training run that
+# stopped resumes, and one of other settings (LANGS, PIVOT, EPOCHS, SEED, options) is refused: give it a new WORKDIR
+# with the student and the binaries linked into it. The model predicts with
 # fairseq-joint-predict-labels --checkpoint WORKDIR/checkpoint_last.pt --labels LABELS --lang LANG, or
 # LabelPredictor.from_checkpoint (docs/classification-multilingual.md).
 set -euo pipefail
@@ -84,13 +86,21 @@ for lang in "${langs[@]}"; do
         --labels "$DATA/labels.tsv" --lang "$lang" --destdir "$WORK/bin/$lang" --workers "$WORKERS" "${lexical[@]}"
 done
 
-# 3. the model
-if [[ ! -f "$WORK/checkpoint_last.pt" ]]; then
+# 3. the model (a run that stopped resumes; one of other settings is refused, not skipped without a word)
+settings="LANGS=$LANGS PIVOT=$PIVOT EPOCHS=$EPOCHS SEED=$SEED options: $*"
+if [[ -f "$WORK/train.settings" && "$(cat "$WORK/train.settings")" != "$settings" ]]; then
+    die "$WORK/checkpoint_last.pt is of other settings ($(cat "$WORK/train.settings")) than these ($settings): give a \
+new WORKDIR (to reuse the student and the binaries, link them into it: ln -s $(realpath "$WORK")/{student,bin} NEW/)"
+fi
+if [[ -f "$WORK/checkpoint_last.pt" ]] && grep -q "done training" "$WORK/train.log" 2>/dev/null; then
+    log "$WORK/checkpoint_last.pt is trained ($settings): not trained again"
+else
     log "training gile_multilingual over ${LANGS//,/ }: $EPOCHS epochs, seed $SEED"
+    echo "$settings" > "$WORK/train.settings"
     fairseq-train "$WORK/bin" --user-dir "$(dirname "$0")/../../fairseq_joint" --task gile_classification \
         --languages "$LANGS" --label-language "$PIVOT" --arch gile_multilingual --pretrained-encoder "$WORK/student" \
         --criterion multilabel_classification --optimizer adam --lr 2e-3 --lr-scheduler polynomial_decay \
         --max-epoch "$EPOCHS" --batch-size 32 --seed "$SEED" --num-workers 0 --save-dir "$WORK" \
-        --no-epoch-checkpoints "$@" 2>&1 | tee "$WORK/train.log" >&2
+        --no-epoch-checkpoints "$@" 2>&1 | tee -a "$WORK/train.log" >&2
 fi
 log "done: $WORK/checkpoint_last.pt"

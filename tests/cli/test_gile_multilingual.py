@@ -424,9 +424,14 @@ def test_the_multilingual_recipe_makes_a_student_shared_lexical_features_and_one
                                                   row["cal_gzsl_h"] > base["two_tools"])]
             assert f"| {' '.join(marks)} | {row['seen_avgpr_no_lang']:.2f} / " in table
     assert report["table"]["0"]["pl"]["unseen_avgpr"] != report["table"]["20"]["pl"]["unseen_avgpr"]  # λ applied
-    again = cli("bash", REPO / "examples/gile/multilingual.sh", ML_SAMPLE, work, env=env)
+    again = cli("bash", REPO / "examples/gile/multilingual.sh", ML_SAMPLE, work, "--no-progress-bar", env=env)
     assert "distilling" not in again.stderr and "binarizing" not in again.stderr and "training" not in again.stderr
-    assert "done:" in again.stderr and run.returncode == 0
+    assert "not trained again" in again.stderr and "done:" in again.stderr and run.returncode == 0
+    # another seed (or other options) is not skipped without a word: refused, with the way to reuse the rest
+    other = cli("bash", REPO / "examples/gile/multilingual.sh", ML_SAMPLE, work, env=dict(env, SEED="2"), check=False)
+    said = other.stderr.strip().splitlines()
+    assert other.returncode == 2 and len(said) == 1 and "is of other settings" in said[0] and "SEED=2" in said[0] \
+        and f"ln -s {work}/{{student,bin}} NEW/" in said[0], other.stderr
     # bad input: one line each
     for data, extra, said in ((tmp_path, {}, "labels.tsv is missing"),
                               (ML_SAMPLE, {"LANGS": "pl,en"}, "the pivot language en (the descriptions' language) "
