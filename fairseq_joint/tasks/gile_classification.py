@@ -333,11 +333,14 @@ class GileClassificationTask(FairseqTask, GileDataProvider):
         return self.label_sets[key]
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        """``split`` of every language; with --languages, the training split as fairseq-train trains on it (which
+        loads it with ``combine``) is batched in pairs of languages (Eq. 16), any split else one language a batch,
+        each document once (fairseq-validate ``--valid-subset train``)."""
         source = self.cfg.eval_label_file or self.cfg.label_file or os.path.join(self.cfg.data, TRAIN_LABELS)
         datasets = {lang: load_gile_split(self.corpus, split, self.label_set(split), lang, self.sentence_encoder,
                                           self.multiclass, source) for lang in self.languages or [""]}
-        self.datasets[split] = MultilingualGileDataset(datasets, paired=split == "train") if self.languages \
-            else datasets[""]
+        self.datasets[split] = MultilingualGileDataset(datasets, paired=split == "train" and combine) \
+            if self.languages else datasets[""]
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
         # fairseq's --required-batch-size-multiple (default 8) drops the documents of a last partial batch

@@ -60,6 +60,11 @@ def test_train_validate_round_trip_and_predict_by_language(ml_bin, tmp_path):
                 save / "checkpoint_last.pt", "--batch-size", "32", "--num-workers", "0"]
     reordered = valid_line(cli(*validate, "--languages", "pl,en").stdout)
     assert reordered["seen_avgpr"] == again["seen_avgpr"]
+    # the training split, scored as a validation: each document once, one language a batch (not in training's pairs)
+    train_split = valid_line(cli(*validate, "--valid-subset", "train").stdout, "train")
+    for lang in ("en", "pl"):
+        lines = (ML_SAMPLE / lang / "train.jsonl").read_text(encoding="utf-8").splitlines()
+        assert train_split[f"{lang}_docs"] == len(lines), (lang, train_split)
     for option, value, said in (
             ("--languages", "pl", f"--languages pl: {save / 'checkpoint_last.pt'} was trained on en,pl: give those, "
                                   "in any order"),
@@ -143,7 +148,7 @@ def test_paired_batches_cycle_the_smaller_language_and_validation_scores_each_do
                     ML_SAMPLE / "labels.tsv", "--lang", "pl", "--destdir", data / "pl")
     task, _ = build(data)
     for split in ("train", "valid"):
-        task.load_dataset(split)
+        task.load_dataset(split, combine=True)  # as fairseq-train loads its training split
     train = task.dataset("train")
     itr = task.get_batch_iterator(train, max_sentences=32, seed=3, epoch=1).next_epoch_itr(shuffle=True)
     seen, updates = {"en": [], "pl": []}, 0
@@ -175,7 +180,7 @@ def test_the_objective_is_the_weighted_sum_of_the_languages_losses(ml_bin):
     model = GileClassifier.build_model(GileClassifierConfig(embed_dim=8, encoder_dim=8, attention_dim=8,
                                                             joint_dim="12", encoder="wan"), task)
     criterion = MultilabelClassificationCriterion(task)
-    task.load_dataset("train")
+    task.load_dataset("train", combine=True)
     sample = next(iter(task.get_batch_iterator(task.dataset("train"), max_sentences=8).next_epoch_itr(shuffle=False)))
     optimizer = SimpleNamespace(backward=lambda loss: loss.backward())
     loss, size, log = task.train_step(sample, model, criterion, optimizer, update_num=0)
