@@ -43,7 +43,8 @@ from fairseq_joint.modules.output_layers import OutputLayer, OutputLayerSpec
 MiB = 2 ** 20
 TARGET_LARGE_TIME = 1.0  # chunked / plain time, joint dj=4096 at the largest |V|
 TARGET_LARGE_MEMORY = 0.12  # chunked / plain peak memory, likewise
-TARGET_VS_TORCH = 1.0  # chunked / torch's chunked op, time and memory, tied at the smallest |V|
+TARGET_VS_TORCH = 1.0  # chunked / torch's chunked op at its fastest setting, time and memory, tied at the smallest |V|
+LOSS_TOLERANCE_PPM = 10  # |loss / plain - 1| of every contender, in 1e-6: fp32 sums of 4096 losses agree to ~0.3
 PLAIN_CLASS_SIDE = ("softmax", "tied")
 
 
@@ -155,16 +156,23 @@ def run(args) -> Dict[str, object]:
         targets.append(target(f"{best['layer']} |V|={large}: {best['impl']} / plain time", best["time_vs_plain"],
                               TARGET_LARGE_TIME, higher_is_better=False))
     small = min(args.vocabs)
-    torch_rows = [r for r in rows if r["layer"] == "tied" and r["vocab"] == small and r["impl"] == "torch-chunked"]
+    torch_rows = [r for r in rows if r["layer"] == "tied" and r["vocab"] == small
+                  and r["impl"].startswith("torch-chunked")]
     ours = [r for r in rows if r["layer"] == "tied" and r["vocab"] == small and r["impl"].startswith("chunked-")]
     if torch_rows and ours:
-        ref = torch_rows[0]
+        ref = min(torch_rows, key=lambda r: r["seconds_median"])  # torch's fastest setting, not its default's
         fit = [r for r in ours if r["peak_mib"] <= ref["peak_mib"]] or [min(ours, key=lambda r: r["peak_mib"])]
         best = min(fit, key=lambda r: r["seconds_median"])
-        targets.append(target(f"tied |V|={small}: {best['impl']} / torch chunked time",
+        targets.append(target(f"tied |V|={small}: {best['impl']} / {ref['impl']} time",
                               best["seconds_median"] / ref["seconds_median"], TARGET_VS_TORCH, higher_is_better=False))
-        targets.append(target(f"tied |V|={small}: {best['impl']} / torch chunked peak memory",
+        targets.append(target(f"tied |V|={small}: {best['impl']} / {ref['impl']} peak memory",
                               best["peak_mib"] / max(ref["peak_mib"], 1e-9), TARGET_VS_TORCH, higher_is_better=False))
+    compared = [r for r in rows if r["loss_vs_plain"] is not None]
+    if compared:  # a contender that computes another loss is no contender: its time says nothing
+        worst = max(compared, key=lambda r: abs(r["loss_vs_plain"]))
+        targets.append(target(f"every contender's |loss / plain - 1| in ppm, largest ({worst['layer']} "
+                              f"|V|={worst['vocab']} {worst['impl']})", 1e6 * abs(worst["loss_vs_plain"]),
+                              LOSS_TOLERANCE_PPM, higher_is_better=False))
     return {"rows": rows, "cce_installed": has_cce(), "targets": targets}
 
 

@@ -6,9 +6,10 @@ folder is on the import path, so it imports this module by name). It builds its 
 ``report(result)`` (its tables) and ``plot(result, path)`` (its PNG); a benchmark that runs cases in fresh
 processes gives ``child(config, case)`` too. The harness does the rest, the same way for all of them:
 
-* **Timing** (:func:`round_robin`): every case once per round, the order rotated each round (no case always
-  follows the same neighbour, whose freed memory or cache state it would inherit), warm-up rounds run but not
-  kept, so that background load on a shared machine hits every contender alike.
+* **Timing** (:func:`round_robin`): every case once per round, the order rotated each round (each case takes every
+  position, so that background load on a shared machine hits every contender alike; a rotation keeps the cyclic
+  order, so a case follows the same neighbour, whose freed memory or cache state it may inherit, in every round but
+  the one it starts), warm-up rounds run but not kept.
 * **Statistics** (:class:`Timing`): the median of the kept rounds and, next to every median, the spread (min-max):
   report the spread, not the best run.
 * **Fresh processes** (:func:`fresh_process_rounds`, :func:`run_fresh`): a case runs in its own

@@ -215,7 +215,9 @@ def parse(argv=None):
     p.add_argument("--rounds", type=int, default=2, help="rounds over all cases, each case in a fresh process")
     return parse_args(p, argv, QUICK, positive=("vocab", "tokens", "dim", "joint_dim", "layers", "sample_rate",
                                                  "repeats", "rounds"),
-                      check=lambda a: "--sample-rate must be below 1" if a.sample_rate >= 1 else None)
+                      check=lambda a: "--sample-rate must be below 1" if a.sample_rate >= 1 else
+                      f"--tokens {a.tokens}: a batch is of whole sentences of {TGT_LEN} target tokens (tokens/s counts "
+                      f"them): give a multiple of {TGT_LEN}" if a.tokens % TGT_LEN else None)
 
 
 if __name__ == "__main__":
