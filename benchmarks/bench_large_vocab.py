@@ -172,7 +172,8 @@ def report(result: Dict[str, object]) -> None:
                      ("vs own 100%", ">13", lambda r: f"{r['speedup_vs_own_full']:.2f}x")], result["speed"])
     if "memory" in result:
         print(f"\nExact softmax, joint dj={cfg['mem_joint_dim']}, |V|={cfg['mem_vocab']}, {cfg['mem_tokens']} tokens "
-              f"(peak RSS above the model, fresh process each)")
+              f"(peak RSS above the model and time of one first step, no warm-up, fresh process each: "
+              f"bench_exact_softmax.py times warm steps)")
         for m in result["memory"]:
             print(f"  {m['mode']:<8} peak {m['peak_mib']:>9.0f} MiB   time {m['seconds']:>7.2f} s   loss {m['loss']:.4f}")
 
