@@ -58,9 +58,11 @@ def step_fn(languages: str, args):
                                share_attention=True)
     model = GileClassifier.build_model(cfg, task)
     criterion = MultilabelClassificationCriterion(task)
-    task.load_dataset("train")
+    task.load_dataset("train", combine=True)  # as fairseq-train loads its training split: in pairs of languages
     batches = list(task.get_batch_iterator(task.dataset("train"), max_sentences=args.batch,
                                            seed=args.seed).next_epoch_itr(shuffle=False))[: args.batches]
+    if "," in languages and not all("languages" in b for b in batches):  # else it times one language an update
+        raise RuntimeError(f"--languages {languages}: the training batches are not one of every language (Eq. 16)")
     optimizer = Adam([p for p in model.parameters() if p.requires_grad])
     state = {"i": 0}
 

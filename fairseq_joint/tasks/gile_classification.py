@@ -81,6 +81,13 @@ LAST_VALIDATION = "last_validation"  #: the key of the figures of the last valid
 NOT_FIGURES = ("wps", "wpb", "bsz", "ups", "wall", "gnorm", "clip", "lr", "num_updates", "train_wall", "gb_free")
 
 
+def last_validation(task_state: Optional[dict]) -> Dict[str, float]:
+    """The figures of the last validation of ``valid`` in training that a checkpoint's ``task_state`` holds, as
+    fairseq-train logged them (loss, AvgPr, F1, H, ...; not γ and the threshold, which the task's state holds apart);
+    empty for a run without one (or validated on another subset, or trained by an earlier fairseq-joint)."""
+    return dict((task_state or {}).get(LAST_VALIDATION) or {})
+
+
 def all_processes(items: list) -> list:
     """``items`` of every process of a distributed run (fairseq's data-parallel group), concatenated."""
     parts = [items]
@@ -147,7 +154,7 @@ class GileClassificationConfig(FairseqDataclass):
     @staticmethod
     def validate(cfg) -> None:
         """The task trains a gile_classifier with a criterion that scores labels; every λ of --language-weights
-        finite."""
+        finite; a multilingual model's training split is not among the subsets fairseq-train validates."""
         model, criterion = registered(cfg, "model"), registered(cfg, "criterion")
         if not issubclass(model, GileClassifier):
             raise OptionError(f"--task gile_classification trains a gile_classifier model, not --arch {arch(cfg.model)}"
@@ -159,6 +166,12 @@ class GileClassificationConfig(FairseqDataclass):
         task = cfg.task
         if task.languages:  # without them, read_corpus refuses --language-weights
             parse_language_weights(task.language_weights, parse_languages(task.languages))  # refuses a bad LANG=W
+            train = cfg.dataset.train_subset
+            if train in str(cfg.dataset.valid_subset).split(",") and not cfg.dataset.disable_validation:
+                raise OptionError(f"--valid-subset {cfg.dataset.valid_subset}: fairseq-train batches a multilingual "
+                                  f"model's {train} split in pairs of languages to train on, which its validation "
+                                  f"cannot score: drop {train} there, and score it with fairseq-validate "
+                                  f"--valid-subset {train}")
 
 
 class LabelStep(NamedTuple):
@@ -334,12 +347,13 @@ class GileClassificationTask(FairseqTask, GileDataProvider):
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         """``split`` of every language; with --languages, the training split as fairseq-train trains on it (which
-        loads it with ``combine``) is batched in pairs of languages (Eq. 16), any split else one language a batch,
-        each document once (fairseq-validate ``--valid-subset train``)."""
+        loads it, whatever --train-subset names it, with ``combine``, as it loads no other split but ``valid`` with
+        --combine-valid-subsets) is batched in pairs of languages (Eq. 16), any split else one language a batch, each
+        document once (fairseq-validate ``--valid-subset train``)."""
         source = self.cfg.eval_label_file or self.cfg.label_file or os.path.join(self.cfg.data, TRAIN_LABELS)
         datasets = {lang: load_gile_split(self.corpus, split, self.label_set(split), lang, self.sentence_encoder,
                                           self.multiclass, source) for lang in self.languages or [""]}
-        self.datasets[split] = MultilingualGileDataset(datasets, paired=split == "train" and combine) \
+        self.datasets[split] = MultilingualGileDataset(datasets, paired=combine and split != "valid") \
             if self.languages else datasets[""]
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
@@ -399,7 +413,7 @@ class GileClassificationTask(FairseqTask, GileDataProvider):
         """fairseq-train, after each validation subset: γ = :func:`~fairseq_joint.metrics.calibrate_seen_offset` over
         the ``valid`` documents collected (every process's) and the probability threshold of
         :func:`~fairseq_joint.metrics.calibrate_threshold` over them, each logged (``gamma``, ``threshold``) and kept
-        in the task's state, and so are the validation's figures as fairseq-train logged them (:attr:`last_validation`;
+        in the task's state, and so are the validation's figures as fairseq-train logged them (:func:`last_validation`;
         fairseq's own ``valid`` meters, which a checkpoint also saves, add up every validation of the run)."""
         batches = all_processes(self.calibration_batches or [])
         self.calibration_batches = []
@@ -415,13 +429,6 @@ class GileClassificationTask(FairseqTask, GileDataProvider):
         if threshold is not None:
             self.state.merge_state_dict({CALIBRATED_THRESHOLD: threshold})
             stats["threshold"] = round(threshold, 4)
-
-    @property
-    def last_validation(self) -> Dict[str, float]:
-        """The figures of the last validation of ``valid`` in training, as fairseq-train logged them (loss, AvgPr,
-        F1, H, ...; not γ and the threshold, :attr:`seen_score_offset` and :attr:`calibrated_threshold`); empty for a
-        run without validation."""
-        return dict(self.state.state_dict.get(LAST_VALIDATION) or {})
 
     def reduce_metrics(self, logging_outputs, criterion):
         """With --languages: the total loss, each language's metrics with its prefix (``pl_seen_avgpr``), and

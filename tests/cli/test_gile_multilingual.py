@@ -60,7 +60,15 @@ def test_train_validate_round_trip_and_predict_by_language(ml_bin, tmp_path):
                 save / "checkpoint_last.pt", "--batch-size", "32", "--num-workers", "0"]
     reordered = valid_line(cli(*validate, "--languages", "pl,en").stdout)
     assert reordered["seen_avgpr"] == again["seen_avgpr"]
-    # the training split, scored as a validation: each document once, one language a batch (not in training's pairs)
+    # the training split, scored as a validation: each document once, one language a batch (not in training's pairs);
+    # fairseq-train validates no split it trains on in pairs (a KeyError traceback at the first validation)
+    both = cli("fairseq-train", ml_bin, *GILE_TRAIN, "--languages", "en,pl", "--encoder", "han", "--criterion",
+               "multilabel_classification", "--valid-subset", "valid,train", "--save-dir", tmp_path / "both",
+               *GILE_FAST, check=False)
+    assert both.returncode == 2 and both.stderr.strip().splitlines()[-1] == (
+        "error: --valid-subset valid,train: fairseq-train batches a multilingual model's train split in pairs of "
+        "languages to train on, which its validation cannot score: drop train there, and score it with "
+        "fairseq-validate --valid-subset train"), both.stderr
     train_split = valid_line(cli(*validate, "--valid-subset", "train").stdout, "train")
     for lang in ("en", "pl"):
         lines = (ML_SAMPLE / lang / "train.jsonl").read_text(encoding="utf-8").splitlines()
