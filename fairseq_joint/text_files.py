@@ -51,15 +51,17 @@ def _closing(f, name: str) -> Iterator[Tuple[int, str]]:
         yield from _decoded(f, name)
 
 
-def _decoded(f, name: str) -> Iterator[Tuple[int, str]]:
+def _decoded(f, name: str, encoding: str = "utf-8") -> Iterator[Tuple[int, str]]:
+    utf8 = codecs.lookup(encoding).name == "utf-8"
     for lineno, raw in enumerate(f, 1):
-        if lineno == 1 and raw.startswith(codecs.BOM_UTF8):
+        if lineno == 1 and utf8 and raw.startswith(codecs.BOM_UTF8):
             raw = raw[len(codecs.BOM_UTF8):]
         try:
-            line = raw.decode("utf-8")
+            line = raw.decode(encoding)
         except UnicodeDecodeError as err:
-            raise InputError(f"{name}:{lineno}: not UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1}): "
-                             "save the file as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8)") from None
+            raise InputError(f"{name}:{lineno}: not {'UTF-8' if utf8 else encoding} (byte 0x{raw[err.start]:02x} at "
+                             f"column {err.start + 1}): save the file as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8)"
+                             + ("" if utf8 else " and read it in a UTF-8 locale")) from None
         yield lineno, line.rstrip("\n").rstrip("\r")
 
 
@@ -93,18 +95,20 @@ def buffered_read(original, input: str, buffer_size: int) -> Iterator[List[str]]
     fairseq read stdin with Python's surrogate escapes under a C or C.UTF-8 locale, so that its bytes were translated
     as unknown words without a word (a file's failed in a ``UnicodeDecodeError`` traceback); a byte order mark is
     dropped (fairseq kept it in the first word)."""
-    if input == "-":
+    if input == "-":  # in the locale's encoding, as fairseq read it (Python's UTF-8 under a C or C.UTF-8 locale)
         source = getattr(sys.stdin, "buffer", None)  # a text stream put in its place (io.StringIO) has none
         lines = _decoded(source if source is not None else (line.encode("utf-8", "surrogateescape")
-                                                             for line in sys.stdin), "stdin")
+                                                             for line in sys.stdin), "stdin",
+                         sys.stdin.encoding if source is not None and sys.stdin.encoding else "utf-8")
     else:
         lines = text_lines(input, "--input")
     buffer = []
     for _, line in lines:
-        buffer.append(line.strip())
-        if len(buffer) >= buffer_size:
-            yield buffer
-            buffer = []
+        for part in line.split("\r"):  # a bare carriage return ends a line too, as in fairseq's universal newlines
+            buffer.append(part.strip())
+            if len(buffer) >= buffer_size:
+                yield buffer
+                buffer = []
     if buffer:
         yield buffer
 

@@ -257,6 +257,30 @@ def test_stdin_is_read_as_a_file_is(monkeypatch):
         read_stdin()
 
 
+def test_fairseq_interactive_reads_its_input_as_fairseq_did_but_refuses_what_is_not_text(monkeypatch, tmp_path):
+    """The ``utf8_input`` patch's reader: lines in lists of --buffer-size, stripped, a bare carriage return ending a
+    line as in fairseq's universal newlines, a byte-order mark dropped; stdin in the locale's encoding (Latin-1 under
+    a Latin-1 locale, as fairseq read it), bytes that are not UTF-8 in a UTF-8 one refused with the line."""
+    import io
+
+    from fairseq_joint.text_files import buffered_read
+
+    def stdin(data: bytes, encoding="utf-8"):
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding=encoding))
+        return list(buffered_read(None, "-", 2))
+
+    assert stdin(BOM + b" a \r\nb\rc\n\nd") == [["a", "b"], ["c", ""], ["d"]]
+    assert stdin(LATIN1 + b"\n", "latin-1") == [[LATIN1.decode("latin-1")]]
+    with pytest.raises(InputError, match=r"^stdin:2: not UTF-8 \(byte 0xdf at column 5\)"):
+        stdin(b"fine\n" + LATIN1 + b"\n")
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"x\ty\n" + LATIN1 + b"\n")  # a tab inside (fairseq's --constraints) stays
+    lines = buffered_read(None, str(path), 1)
+    assert next(lines) == ["x\ty"]
+    with pytest.raises(InputError, match=rf"^--input {re.escape(str(path))}:2: not UTF-8"):
+        next(lines)
+
+
 @pytest.mark.parametrize("line, said", [
     ('{"text": "a", "labels": ["x"], "text": "b"}', "the key 'text' is given twice"),  # the last would win
     ('{"text": "a", "labels": [' + "1" * 5000 + "]}", r"Exceeds the limit \(4300 digits\)"),
