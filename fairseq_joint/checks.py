@@ -395,6 +395,8 @@ def check_trained_languages(path: str, cfg, overrides: dict) -> None:
     set (in any order: the model's units are by name) failed in a state-dict traceback, and ``--label-language`` of
     another language embedded the descriptions with that language's embedding, which the head was not trained with,
     and scored without a word (seen AvgPr 33.5 fell to 10.6)."""
+    nested = overrides.get("task") if isinstance(overrides.get("task"), dict) else {}  # {'task': {...}} too
+    overrides = {**overrides, **nested}
     trained = parse_languages(cfg.task.get("languages") or "") if cfg.task.get("languages") else []
     given = overrides.get("languages")
     if given is not None and set(parse_languages(given) if given else []) != set(trained):
@@ -405,6 +407,10 @@ def check_trained_languages(path: str, cfg, overrides: dict) -> None:
     if label and trained and label != recorded:
         raise errors.OptionError(f"--label-language {label}: {path} embeds the label descriptions as {recorded}, the "
                                  f"language its head was trained with: drop --label-language")
+    if given and trained and not label and not cfg.task.get("label_language") and parse_languages(given)[0] != recorded:
+        # (a checkpoint that records no --label-language: the first of --languages is the one, now another)
+        raise errors.OptionError(f"--languages {given}: {path} embeds the label descriptions as {recorded}, the first "
+                                 f"of the languages it was trained on: give --label-language {recorded} too")
 
 
 #: what fairseq's hub hands its loader as overrides besides options: ``from_pretrained(..., generation_args={...})``
