@@ -10,8 +10,7 @@ or altered file is refused in one line that names it.
 
 * :func:`write_bundle` copies the parts into a new directory through a temporary one beside it (a directory under the
   bundle's name is whole or absent);
-* :func:`training_command` writes a checkpoint's configuration as the ``fairseq-train`` command line that gives it;
-* :func:`validation_figures` reads the figures of the last validation a checkpoint saved (fairseq's meters).
+* :func:`training_command` writes a checkpoint's configuration as the ``fairseq-train`` command line that gives it.
 """
 
 import ast

@@ -55,6 +55,7 @@ from fairseq_joint.errors import CheckpointError, InputError, OptionError
 from fairseq_joint.loaders import load_checkpoint, load_gile_checkpoint
 from fairseq_joint.modules.tokenizer import tokenize
 from fairseq_joint.options import FLOAT32, POSITIVE_INT, PROBABILITY, Range, check_number, flag
+from fairseq_joint.tasks.gile_classification import last_validation
 from fairseq_joint.text_files import check_exists
 
 logger = logging.getLogger(__name__)
@@ -656,7 +657,7 @@ class TrainedLabelPredictor(LabelPredictor):
         model = cfg.model
         encoder = self.sentence_encoder
         updates = (state.get("optimizer_history") or [{}])[-1].get("num_updates")
-        figures = self.task.last_validation
+        figures = last_validation(state.get("task_state"))  # of the checkpoint saved, which may be newer
         gamma, gamma_origin = self.gamma()
         lines = [
             "# A fairseq-joint label predictor", "",
@@ -679,8 +680,8 @@ class TrainedLabelPredictor(LabelPredictor):
             lines += [f"The last validation before this checkpoint was saved ({updates} updates):", "",
                       "| figure | value |", "|---|---|"] + [f"| {k} | {v:g} |" for k, v in figures.items()]
         else:
-            lines += ["The checkpoint holds no validation figures (trained without a validation, or by an "
-                      "earlier fairseq-joint, which did not record them)."]
+            lines += ["The checkpoint holds no validation figures (trained without a validation of `valid`, "
+                      "or by an earlier fairseq-joint, which did not record them)."]
         lines += ["", f"γ = {gamma:g} ({gamma_origin}) is subtracted from the scores of the training labels."]
         if self.probability_kind is not None:
             threshold = self.task.calibrated_threshold

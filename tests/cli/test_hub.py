@@ -29,7 +29,7 @@ from fairseq_joint import errors
 from fairseq_joint.cli import predict_labels
 from fairseq_joint.cli.common import run
 from fairseq_joint.hub import LabelPredictor, LabelScore, load_translator
-from fairseq_joint.tasks.gile_classification import CALIBRATED_OFFSET, CALIBRATED_THRESHOLD
+from fairseq_joint.tasks.gile_classification import CALIBRATED_OFFSET, CALIBRATED_THRESHOLD, LAST_VALIDATION
 
 ML_SAMPLE = REPO / "data" / "debtags-multilingual-sample"
 TEXTS = ["a text editor for programmers", "network audio streaming server", "python library for images",
@@ -73,7 +73,11 @@ def test_wan_predictions_equal_the_command_with_unseen_labels_and_probabilities(
     # γ given to training is kept: no γ calibrated, logged or saved besides the option (the threshold is calibrated)
     logged = valid_line((wan_checkpoint.parent / "train.log").read_text())
     assert "gamma" not in logged and 0 < logged["threshold"] < 1
-    assert list(torch.load(wan_checkpoint, weights_only=True)["task_state"]) == [CALIBRATED_THRESHOLD]
+    saved = torch.load(wan_checkpoint, weights_only=True)["task_state"]
+    assert sorted(saved) == sorted([CALIBRATED_THRESHOLD, LAST_VALIDATION])  # and the validation's figures, as logged
+    figures = saved[LAST_VALIDATION]
+    assert all(figures[k] == logged[k] for k in ("loss", "docs", "seen_avgpr", "unseen_avgpr", "gzsl_h", "seen_f1"))
+    assert not {"threshold", "gamma", "num_updates", "wps"} & figures.keys()
     seen = set((gile_bin / "labels.train.txt").read_text().split())
     rows = predictor.predict(TEXTS, labels=SAMPLE / "labels.tsv", topk=None)
     assert_same_rankings(rows, predict_command(wan_checkpoint, tmp_path, TEXTS, "--labels", SAMPLE / "labels.tsv",
@@ -337,7 +341,7 @@ def test_pretrained_encoder_predictions_with_the_calibrated_gamma_equal_the_comm
         "--validate-interval", "5", "--save-dir", tmp_path / "ck", *GILE_SENTENCE_FAST, *flags)
     resumed = torch.load(checkpoint, weights_only=True)
     assert resumed["extra_state"]["train_iterator"]["epoch"] == epoch + 1
-    assert resumed["task_state"] == {CALIBRATED_OFFSET: gamma, CALIBRATED_THRESHOLD: calibrated[CALIBRATED_THRESHOLD]}
+    assert resumed["task_state"] == calibrated  # γ, the threshold and the last validation's figures it resumed
 
 
 def test_multilingual_predictions_by_language_equal_the_command(tmp_path):

@@ -467,8 +467,9 @@ def test_a_label_described_by_unknown_words_only_is_refused(caplog):
 
 
 def test_descriptions_mostly_unknown_to_the_description_languages_dictionary_are_warned_of(caplog):
-    """Most of the descriptions' words unknown to the dictionary of the model's description language: one warning
-    naming the label source, the count, the dictionary and the language; half or less: silence."""
+    """More than a third of the descriptions' words unknown to the dictionary of the model's description language: one
+    warning naming the label source, the count, the dictionary and the language; a third or less: silence (the
+    README's English example labels lack 3 of their 11 words in the bundled sample's dictionary)."""
     from fairseq.data import Dictionary
 
     from fairseq_joint.data.label_set import check_description_language
@@ -477,8 +478,8 @@ def test_descriptions_mostly_unknown_to_the_description_languages_dictionary_are
     for w in ("image", "library", "game"):
         d.add_symbol(w)
     log = "fairseq_joint.data.label_set"
-    with caplog.at_level("WARNING", logger=log):  # 2 of 4 words unknown: 50%, not more
-        check_description_language({"a": "image obrazów", "b": "game biblioteka"}, d, "en", "bin/en/dict.txt", "x.tsv")
+    with caplog.at_level("WARNING", logger=log):  # 1 of 3 words unknown: a third, not more
+        check_description_language({"a": "image library", "b": "biblioteka"}, d, "en", "bin/en/dict.txt", "x.tsv")
     assert not caplog.records
     with caplog.at_level("WARNING", logger=log):  # 3 of 5 unknown
         check_description_language({"a": "biblioteka obrazów", "b": "gra game library"}, d, "en", "bin/en/dict.txt",
@@ -615,7 +616,7 @@ def test_the_task_calibrates_gamma_and_the_threshold_on_valid_and_keeps_them_in_
 
     from fairseq_joint.cli import preprocess_gile
     from fairseq_joint.metrics import calibrate_seen_offset, calibrate_threshold, gzsl_metric_sums, threshold_counts
-    from fairseq_joint.tasks.gile_classification import CALIBRATED_OFFSET, CALIBRATED_THRESHOLD
+    from fairseq_joint.tasks.gile_classification import CALIBRATED_OFFSET, CALIBRATED_THRESHOLD, LAST_VALIDATION
 
     rng = np.random.default_rng(0)
     (tmp_path / "labels.tsv").write_text("".join(f"{k}\t{v}\n" for k, v in GAMMA_LABELS.items()))
@@ -642,7 +643,8 @@ def test_the_task_calibrates_gamma_and_the_threshold_on_valid_and_keeps_them_in_
     assert gamma != 0.0  # a real calibration, not the default
     threshold = calibrate_threshold([threshold_counts(torch.sigmoid(torch.from_numpy(scores)).numpy(), targets)])
     assert 0.0 < threshold < 1.0 and task.calibrated_threshold == threshold
-    assert task.state_dict() == {CALIBRATED_OFFSET: gamma, CALIBRATED_THRESHOLD: threshold}
+    # (and the validation's figures, as fairseq-train's stats hold them: none in this in-process validation)
+    assert task.state_dict() == {CALIBRATED_OFFSET: gamma, CALIBRATED_THRESHOLD: threshold, LAST_VALIDATION: {}}
     assert isinstance(gamma, float) and isinstance(threshold, float)  # floats: weights_only loads them
     assert task.seen_score_offset == gamma and stats == {"gamma": round(gamma, 4), "threshold": round(threshold, 4)}
     assert "calibrated" in task.seen_score_offset_origin
@@ -660,7 +662,8 @@ def test_the_task_calibrates_gamma_and_the_threshold_on_valid_and_keeps_them_in_
     assert stats == {} and task.state_dict() == {} and task.seen_score_offset == 0.0
 
     task, _, logs, stats = validate_in_process(data, "valid", "--seen-score-offset", 1.5)
-    assert stats == {"threshold": round(threshold, 4)} and task.state_dict() == {CALIBRATED_THRESHOLD: threshold}
+    assert stats == {"threshold": round(threshold, 4)}
+    assert task.state_dict() == {CALIBRATED_THRESHOLD: threshold, LAST_VALIDATION: {}}
     assert task.seen_score_offset == 1.5
     assert "--seen-score-offset of training" in task.seen_score_offset_origin
     at_given = gzsl_metric_sums(scores, targets, seen, 1.5)
