@@ -30,15 +30,16 @@ class LabelSet(NamedTuple):
 
 
 #: the share of the label descriptions' words that the dictionary of the model's description language may lack before
-#: prediction warns that they seem to be in another language: most (debtags, the English dictionary: 4% of English
+#: prediction warns that they seem to be in another language: a third (debtags, the English dictionary: 4% of English
 #: validation texts' words are not in it, 39-92% of the other eight languages' texts'; a few English descriptions
 #: against a small dictionary lack more than 4%: the README's two, 3 of 11 words against debtags-sample's)
-FOREIGN_WORD_SHARE = 0.5
+FOREIGN_WORD_SHARE = 1 / 3
 
 
 def check_description_language(descriptions: Dict[str, str], dictionary: Dictionary, language: str,
                                dictionary_path: str, source: str) -> None:
-    """Warn (one line) when most of ``descriptions``' words are unknown to ``dictionary``, that of the language the
+    """Warn (one line) when more than a third (:data:`FOREIGN_WORD_SHARE`) of ``descriptions``' words are unknown to
+    ``dictionary``, that of the language the
     model reads label descriptions in (``language``; empty for a monolingual model): the descriptions are likely in
     another language, which the model's lexical features and word embeddings do not read. Nothing is refused: a
     multilingual sentence encoder still embeds them."""
