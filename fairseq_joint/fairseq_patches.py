@@ -111,8 +111,8 @@ readable_subwords  ``data.encoders.build_bpe``                   a subword file 
                                                                  read is refused in one line naming it, by
                                                                  fairseq-interactive, -generate and the hub interface
                                                                  alike (``checks.build_bpe``)
-utf8_input         ``fairseq_cli.interactive:buffered_read``     fairseq-interactive's ``--input`` and stdin: read as
-                                                                 the plugin reads every text (``text_files``), so a
+utf8_input         ``fairseq_cli.interactive:buffered_read``     fairseq-interactive's ``--input`` and stdin: read by
+                                                                 the plugin's reader of texts (``text_files``), so a
                                                                  line that is not UTF-8 is refused in one line naming
                                                                  it (stdin's bytes were unknown words without a word
                                                                  under a C.UTF-8 locale) and a byte order mark dropped
