@@ -391,10 +391,10 @@ def checkpoint_checks(path: str, state: Dict[str, object], task, arg_overrides: 
 
 def check_trained_languages(path: str, cfg, overrides: dict) -> None:
     """The languages of a multilingual gile_classifier checkpoint ``path`` (``cfg``: its configuration before the
-    overrides), which its weights are of, not overridden with others (fairseq-validate's task options are overrides): ``--languages`` of another
-    set (in any order: the model's units are by name) failed in a state-dict traceback, and ``--label-language`` of
-    another language embedded the descriptions with that language's embedding, which the head was not trained with,
-    and scored without a word (seen AvgPr 33.5 fell to 10.6)."""
+    overrides), which its weights are of, not overridden with others (fairseq-validate's task options are
+    overrides): ``--languages`` of another set (in any order: the model's units are by name) failed in a state-dict
+    traceback, and ``--label-language`` of another language embedded the descriptions with that language's
+    embedding, which the head was not trained with, and scored without a word (seen AvgPr 33.5 fell to 10.6)."""
     nested = overrides.get("task") if isinstance(overrides.get("task"), dict) else {}  # {'task': {...}} too
     overrides = {**overrides, **nested}
     trained = parse_languages(cfg.task.get("languages") or "") if cfg.task.get("languages") else []

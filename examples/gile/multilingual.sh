@@ -88,7 +88,8 @@ done
 
 # 3. the model (a run that stopped resumes; one of other settings is refused, not skipped without a word)
 settings="LANGS=$LANGS PIVOT=$PIVOT EPOCHS=$EPOCHS SEED=$SEED options: $*"
-if [[ -f "$WORK/checkpoint_last.pt" && -f "$WORK/train.settings" && "$(cat "$WORK/train.settings")" != "$settings" ]]; then
+if [[ -f "$WORK/checkpoint_last.pt" && -f "$WORK/train.settings" ]] \
+        && [[ "$(cat "$WORK/train.settings")" != "$settings" ]]; then
     die "$WORK/checkpoint_last.pt is of other settings ($(cat "$WORK/train.settings")) than these ($settings): give a \
 new WORKDIR (to reuse the student and the binaries, link them into it: ln -s $(realpath "$WORK")/{student,bin} NEW/)"
 fi

@@ -39,10 +39,9 @@ FOREIGN_WORD_SHARE = 1 / 3
 def check_description_language(descriptions: Dict[str, str], dictionary: Dictionary, language: str,
                                dictionary_path: str, source: str) -> None:
     """Warn (one line) when more than a third (:data:`FOREIGN_WORD_SHARE`) of ``descriptions``' words are unknown to
-    ``dictionary``, that of the language the
-    model reads label descriptions in (``language``; empty for a monolingual model): the descriptions are likely in
-    another language, which the model's lexical features and word embeddings do not read. Nothing is refused: a
-    multilingual sentence encoder still embeds them."""
+    ``dictionary``, that of the language the model reads label descriptions in (``language``; empty for a monolingual
+    model): the descriptions are likely in another language, which the model's lexical features and word embeddings
+    do not read. Nothing is refused: a multilingual sentence encoder still embeds them."""
     words = [w for text in descriptions.values() for w in tokenize(text)]
     unknown = sum(dictionary.index(w) == dictionary.unk() for w in words)
     if words and unknown > FOREIGN_WORD_SHARE * len(words):

@@ -298,7 +298,8 @@ FIGURES = {
         Q("torch's op with its automatic chunking is 1.7-5.0x slower than ours; with `batch_chunk_size={256}` it ties "
           "ours at {32K} (3.72 vs 3.75 s) at 1.4x our memory, and at {128K} it is faster than ours at N = {4096} (14.4 vs "
           "17.4 s) but slower than ours at N = {8192} (12.1 s)", BENCH,
-          "is 1.7-5.0x slower than ours", "it ties ours at 32K (3.72 vs 3.75 s, the spreads overlap", "at 1.4x our memory",
+          "is 1.7-5.0x slower than ours", "it ties ours at 32K (3.72 vs 3.75 s, the spreads overlap",
+          "at 1.4x our memory",
           "at N = 4096 (14.4 vs 17.4 s, with 1.35x our memory) but slower than ours at N = 8192 (12.1 s, 519 vs 528 MiB)"),
         C("({256}-token chunks) ran 1.4x faster than", BENCH,
           ["tied 131072 chunked-4096 17.399", "tied 131072 chunked-8192 12.106"], "n[1] / n[3]"),
