@@ -814,3 +814,26 @@ def test_the_patch_switch_takes_all_none_or_the_names_to_keep(monkeypatch):
                                                  r"'exact_score' is no change of fairseq_joint's: give 1 \(all\), 0 "
                                                  r"\(none\) or names of safe_checkpoints, one_line_errors, "):
         fairseq_patches.chosen()
+
+
+def test_a_multilingual_checkpoint_is_scored_in_the_languages_it_was_trained_on():
+    """check_trained_languages: an override of --languages of another set, or of --label-language (also nested as
+    {'task': {...}}), is refused; the same set in another order passes where the checkpoint records its label
+    language, and is refused where it does not (an older checkpoint: the first language would become another)."""
+    recorded = OmegaConf.create({"task": {"languages": "en,pl", "label_language": "en"}})
+    older = OmegaConf.create({"task": {"languages": "en,pl", "label_language": ""}})
+    mono = OmegaConf.create({"task": {"data": "bin"}})
+    for cfg, overrides in ((recorded, {"languages": "pl,en"}), (recorded, {"label_language": "en"}),
+                           (older, {"languages": "pl,en", "label_language": "en"}), (mono, {"beam": 3})):
+        checks.check_trained_languages("ck.pt", cfg, overrides)
+    for cfg, overrides, said in (
+            (recorded, {"languages": "pl"}, "--languages pl: ck.pt was trained on en,pl: give those, in any order"),
+            (recorded, {"task": {"languages": "en,de"}}, "--languages en,de: ck.pt was trained on en,pl"),
+            (recorded, {"label_language": "pl"}, "--label-language pl: ck.pt embeds the label descriptions as en, the "
+                                                 "language its head was trained with: drop --label-language"),
+            (older, {"languages": "pl,en"}, "--languages pl,en: ck.pt embeds the label descriptions as en, the first "
+                                            "of the languages it was trained on: give --label-language en too"),
+            (mono, {"languages": "en,pl"}, "--languages en,pl: ck.pt was trained on one directory (no --languages)")):
+        with pytest.raises(errors.OptionError) as refused:
+            checks.check_trained_languages("ck.pt", cfg, overrides)
+        assert str(refused.value).startswith(said), (overrides, str(refused.value))
