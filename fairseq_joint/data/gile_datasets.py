@@ -115,6 +115,10 @@ def load_gile_split(corpus: GileCorpus, split: str, label_set: LabelSet, lang: s
         label_ids.append(sorted(set(ids)))
     logger.info(f"{split}{' ' + lang if lang else ''}: {len(texts)} texts, {len(label_set.names)} labels "
                 f"({int(label_set.seen.sum())} seen, {int((~label_set.seen).sum())} unseen)")
+    if lang and split != "train" and not any(not label_set.seen[i] for ids in label_ids for i in ids):
+        logger.warning(f"{split} {lang}: no document carries a label unseen in training, so {lang}_unseen_avgpr and "
+                       f"{lang}_gzsl_h are not logged and the unprefixed unseen_avgpr and gzsl_h average the other "
+                       "languages' (--best-checkpoint-metric gzsl_h selects on those)")
     net_input = {"src_tokens": RightPadDataset(texts, pad), "src_lengths": NumelDataset(texts, reduce=False)}
     if embeddings is not None:
         net_input["src_embeddings"] = ListDataset(embeddings, sentence_encoder.collate)

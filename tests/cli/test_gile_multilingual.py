@@ -204,6 +204,24 @@ def test_the_objective_is_the_weighted_sum_of_the_languages_losses(ml_bin):
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(grads, again))
 
 
+def test_a_language_without_documents_of_unseen_labels_is_said_at_loading(ml_bin, tmp_path, caplog):
+    """Its unseen AvgPr and GZSL H are not logged, and the unprefixed ones average the other languages' (what
+    --best-checkpoint-metric gzsl_h selects on): said once, when its validation split is loaded."""
+    data = tmp_path / "data"
+    shutil.copytree(ml_bin, data)
+    seen = set((data / "pl" / "labels.train.txt").read_text(encoding="utf-8").split())
+    rows = (data / "pl" / "valid.labels").read_text(encoding="utf-8").splitlines()
+    kept = [" ".join(n for n in row.split() if n in seen) or sorted(seen)[0] for row in rows]
+    (data / "pl" / "valid.labels").write_text("".join(row + "\n" for row in kept), encoding="utf-8")
+    task, _ = build(data)
+    with caplog.at_level("WARNING", logger="fairseq_joint.data.gile_datasets"):
+        task.load_dataset("valid")
+    said = [r.getMessage() for r in caplog.records if "unseen in training" in r.getMessage()]
+    assert said == ["valid pl: no document carries a label unseen in training, so pl_unseen_avgpr and pl_gzsl_h are "
+                    "not logged and the unprefixed unseen_avgpr and gzsl_h average the other languages' "
+                    "(--best-checkpoint-metric gzsl_h selects on those)"], said
+
+
 def test_multilingual_bad_input_is_refused_in_one_line(ml_bin, tmp_path):
     # a language whose label file disagrees with the others'
     data = tmp_path / "data"
