@@ -397,7 +397,8 @@ def check_trained_languages(path: str, cfg, overrides: dict) -> None:
     embedding, which the head was not trained with, and scored without a word (seen AvgPr 33.5 fell to 10.6)."""
     nested = overrides.get("task") if isinstance(overrides.get("task"), dict) else {}  # {'task': {...}} too
     overrides = {**overrides, **nested}
-    trained = parse_languages(cfg.task.get("languages") or "") if cfg.task.get("languages") else []
+    languages = cfg.task.get("languages")
+    trained = parse_languages(languages) if languages else []
     given = overrides.get("languages")
     if given is not None and set(parse_languages(given) if given else []) != set(trained):
         raise errors.OptionError(f"--languages {given}: {path} was trained on "
