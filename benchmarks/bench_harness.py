@@ -6,10 +6,11 @@ folder is on the import path, so it imports this module by name). It builds its 
 ``report(result)`` (its tables) and ``plot(result, path)`` (its PNG); a benchmark that runs cases in fresh
 processes gives ``child(config, case)`` too. The harness does the rest, the same way for all of them:
 
-* **Timing** (:func:`round_robin`): every case once per round, the order rotated each round (each case takes every
-  position, so that background load on a shared machine hits every contender alike; a rotation keeps the cyclic
-  order, so a case follows the same neighbour, whose freed memory or cache state it may inherit, in every round but
-  the one it starts), warm-up rounds run but not kept.
+* **Timing** (:func:`round_robin`): every case once per round, the order rotated each round, so that each case takes
+  every position once in every cycle of as many rounds as cases and background load on a shared machine hits every
+  contender alike; each cycle after the first rotates a seeded shuffle of the cases (:func:`round_order`), so that no
+  case follows the same neighbour, whose freed memory or cache state it may inherit, in every round. Warm-up rounds
+  run but are not kept.
 * **Statistics** (:class:`Timing`): the median of the kept rounds and, next to every median, the spread (min-max):
   report the spread, not the best run.
 * **Fresh processes** (:func:`fresh_process_rounds`, :func:`run_fresh`): a case runs in its own
@@ -32,6 +33,7 @@ import gc
 import json
 import logging
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -105,10 +107,16 @@ def print_table(columns: Sequence[object], rows: Sequence[Dict[str, object]]) ->
 
 
 # ---------------------------------------------------------------------------------------------- timing
-def rotation(names: Sequence[str], round_index: int) -> List[str]:
-    """The order of round ``round_index``: ``names`` rotated left by the round number."""
-    shift = round_index % len(names)
-    return list(names[shift:]) + list(names[:shift])
+def round_order(names: Sequence[str], round_index: int) -> List[str]:
+    """The order of round ``round_index``: in cycle ``c = round_index // len(names)``, a base order rotated left by the
+    round's place in the cycle (each case takes every position once a cycle); the base order is ``names`` in the
+    first cycle and a shuffle seeded with ``c`` in every later one (the same rounds on every run), so that the case
+    before each case changes from cycle to cycle."""
+    cycle, shift = divmod(round_index, len(names))
+    base = list(names)
+    if cycle:
+        random.Random(cycle).shuffle(base)
+    return base[shift:] + base[:shift]
 
 
 def _rounds(cases: Dict[str, Callable[[], object]], rounds: int, warmup: int, what: str,
@@ -125,7 +133,7 @@ def _rounds(cases: Dict[str, Callable[[], object]], rounds: int, warmup: int, wh
         gc.collect()  # once per round, outside the timed calls
         line = []
         label = "warm-up" if r < warmup else f"round {r - warmup + 1}/{rounds}"
-        for i, name in enumerate(rotation(names, r), 1):
+        for i, name in enumerate(round_order(names, r), 1):
             t0 = time.perf_counter()
             value = cases[name]()
             dt = time.perf_counter() - t0

@@ -172,6 +172,20 @@ def test_round_robin_rotates_and_drops_warmup():
     assert {n: len(t.seconds) for n, t in times.items()} == {"a": 2, "b": 2, "c": 2}
 
 
+def test_round_order_puts_each_case_everywhere_each_cycle_and_changes_its_neighbour():
+    names = list("abcd")
+    orders = [harness.round_order(names, r) for r in range(4 * 6)]
+    assert orders[:4] == [list("abcd"), list("bcda"), list("cdab"), list("dabc")]  # the first cycle: a rotation
+    for c in range(6):  # every cycle: each case once in each position
+        cycle = orders[4 * c:4 * c + 4]
+        assert all(sorted(order) == names for order in cycle)
+        assert all(sorted(order[i] for order in cycle) == names for i in range(4))
+    # the case before "a" (in the round order, wrapping around) is not the same in every cycle
+    before = {c: {o[o.index("a") - 1] for o in orders[4 * c:4 * c + 4]} for c in range(6)}
+    assert len(set().union(*before.values())) > 1
+    assert orders == [harness.round_order(names, r) for r in range(4 * 6)]  # seeded: the same on every run
+
+
 def test_round_robin_times_each_call():
     times = harness.round_robin({"slow": lambda: time.sleep(0.05), "fast": lambda: None}, rounds=1, warmup=0, what="t")
     assert times["slow"].median >= 0.05 and times["fast"].median < times["slow"].median
