@@ -19,6 +19,7 @@ needs ≤ 0.25x the plain peak memory at 128K with ≤ 1.3x its time.
     python benchmarks/bench_large_vocab.py --quick
 """
 
+import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -137,6 +138,14 @@ def memory_child(cfg, mode: str) -> Dict[str, object]:
     return {"mode": mode, "peak_mib": peak / MiB, "seconds": seconds, "loss": loss}
 
 
+def memory_row(runs: Sequence[Dict[str, object]]) -> Dict[str, object]:
+    """One mode's memory rounds (a fresh process each) as one row: the medians of peak and time, every round's
+    values beside them (``*_all``), the loss of the first round (every round computes the same step)."""
+    return {"mode": runs[0]["mode"], "peak_mib": statistics.median(r["peak_mib"] for r in runs),
+            "seconds": statistics.median(r["seconds"] for r in runs), "loss": runs[0]["loss"],
+            "peak_mib_all": [r["peak_mib"] for r in runs], "seconds_all": [r["seconds"] for r in runs]}
+
+
 def run(args) -> Dict[str, object]:
     result: Dict[str, object] = {}
     targets = []
@@ -149,8 +158,9 @@ def run(args) -> Dict[str, object]:
             targets.append(target(f"25% sampling speed-up of joint dj={dj} at |V|={v}", sel[0]["speedup_vs_own_full"],
                                   TARGET_SAMPLING_SPEEDUP))
     if not args.skip_memory:
-        runs = fresh_process_rounds(__file__, {"plain": "plain", "chunked": "chunked"}, run_config(args), 1, "memory")
-        result["memory"] = [runs["plain"][0], runs["chunked"][0]]
+        runs = fresh_process_rounds(__file__, {"plain": "plain", "chunked": "chunked"}, run_config(args),
+                                    args.mem_rounds, "memory")
+        result["memory"] = [memory_row(runs[mode]) for mode in ("plain", "chunked")]
         plain, chunked = result["memory"]
         targets.append(target("chunked / plain peak memory", chunked["peak_mib"] / max(plain["peak_mib"], 1e-9),
                               TARGET_MEMORY, higher_is_better=False))
@@ -172,10 +182,12 @@ def report(result: Dict[str, object]) -> None:
                      ("vs own 100%", ">13", lambda r: f"{r['speedup_vs_own_full']:.2f}x")], result["speed"])
     if "memory" in result:
         print(f"\nExact softmax, joint dj={cfg['mem_joint_dim']}, |V|={cfg['mem_vocab']}, {cfg['mem_tokens']} tokens "
-              f"(peak RSS above the model and time of one first step, no warm-up, fresh process each: "
-              f"bench_exact_softmax.py times warm steps)")
+              f"(peak RSS above the model and time of one first step, no warm-up, in a fresh process each; the median "
+              f"of {cfg['mem_rounds']} such rounds, min-max beside it: bench_exact_softmax.py times warm steps)")
         for m in result["memory"]:
-            print(f"  {m['mode']:<8} peak {m['peak_mib']:>9.0f} MiB   time {m['seconds']:>7.2f} s   loss {m['loss']:.4f}")
+            peaks, times = m.get("peak_mib_all", [m["peak_mib"]]), m.get("seconds_all", [m["seconds"]])
+            print(f"  {m['mode']:<8} peak {m['peak_mib']:>9.0f} MiB ({min(peaks):.0f}-{max(peaks):.0f})   "
+                  f"time {m['seconds']:>7.2f} s ({min(times):.2f}-{max(times):.2f})   loss {m['loss']:.4f}")
 
 
 def plot(result: Dict[str, object], path: str) -> None:
@@ -200,7 +212,7 @@ def plot(result: Dict[str, object], path: str) -> None:
 
 
 QUICK = dict(tokens=64, dim=32, vocabs=[2048], joint_dims=[64], repeats=2,
-             mem_vocab=4096, mem_tokens=256, mem_joint_dim=64, chunk=512)
+             mem_vocab=4096, mem_tokens=256, mem_joint_dim=64, mem_rounds=2, chunk=512)
 
 
 def parse(argv=None):
@@ -215,11 +227,13 @@ def parse(argv=None):
     p.add_argument("--mem-vocab", type=int, default=131072, help="|V| of the memory part")
     p.add_argument("--mem-tokens", type=int, default=4096, help="target tokens of the memory part")
     p.add_argument("--mem-joint-dim", type=int, default=4096, help="dj of the memory part")
+    p.add_argument("--mem-rounds", type=int, default=1, help="fresh-process rounds of the memory part (each mode "
+                   "once a round; the medians of peak and time are reported, with their spread)")
     p.add_argument("--chunk", type=int, default=4096, help="--vocab-chunk-size of the chunked path")
     p.add_argument("--skip-speed", action="store_true", help="skip the speed part")
     p.add_argument("--skip-memory", action="store_true", help="skip the memory part")
     return parse_args(p, argv, QUICK, positive=("tokens", "dim", "vocabs", "joint_dims", "rates", "repeats",
-                                                 "mem_vocab", "mem_tokens", "mem_joint_dim", "chunk"),
+                                                 "mem_vocab", "mem_tokens", "mem_joint_dim", "mem_rounds", "chunk"),
                       check=lambda a: "--rates must lie in (0, 1] and include 1.0"
                       if 1.0 not in a.rates or max(a.rates) > 1 else None)
 
