@@ -6,7 +6,9 @@ Every case is one ``fairseq-train`` run in a fresh process (``fairseq_cli.train`
 words, sentence lengths uniform in [``--min-len``, ``--max-len``], one dictionary of |V| symbols per side), timed by a
 wrapper of fairseq's ``Trainer.train_step`` in that process: the first ``--warmup-updates`` updates are not timed,
 then ``--updates`` updates are (the device synchronized at both ends of the window; nothing in between), then
-``--profile-updates`` updates run under ``torch.profiler``. Cases, at each |V| of ``--vocabs``:
+``--profile-updates`` updates run under ``torch.profiler``. With ``--rounds N`` every case runs N times, one run of
+each a round in the harness's rotating order, and its row is its median run, every run's tokens/s beside it. Cases,
+at each |V| of ``--vocabs``:
 
 * ``fairseq``: fairseq's own ``--arch`` (``transformer_wmt_en_de`` by default; input and output embeddings tied:
   ``--share-decoder-input-output-embed``) without the plugin, fairseq's ``label_smoothed_cross_entropy``;
@@ -42,6 +44,7 @@ import argparse
 import logging
 import math
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -50,7 +53,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import torch
 from bench_harness import main as run_benchmark
-from bench_harness import parse_args, parser, print_table, run_fresh, target, write_json
+from bench_harness import parse_args, parser, print_table, round_order, run_fresh, target, write_json
 
 logger = logging.getLogger("bench_gpu_training")
 
@@ -294,7 +297,8 @@ def run(args) -> Dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="bench_gpu_training_") as tmp:
         corpora = {v: write_corpus(os.path.join(tmp, str(v)), v, args.sentences, args.min_len, args.max_len, args.seed,
                                    valid=args.decode_sentences) for v in args.vocabs}
-        todo = [("train", c) for c in cases(args)] + [("decode", c) for c in decode_cases(args)]
+        todo = [("train", c) for r in range(args.rounds) for c in round_order(cases(args), r)]
+        todo += [("decode", c) for c in decode_cases(args)]
         for i, (kind, case) in enumerate(todo, 1):
             what = f"{'decoding ' if kind == 'decode' else ''}{case['name']} |V|={case['vocab']}"
             if time.perf_counter() > deadline:  # the budget is spent: the rest is listed, not run
@@ -318,6 +322,7 @@ def run(args) -> Dict[str, object]:
                             time.perf_counter() - t0)
             if args.json:  # what is measured so far survives a run cut short
                 write_json(args.json + ".partial", {"rows": rows, "decoding": decoding, "skipped": skipped})
+    rows = median_runs(rows)
     ratios(rows, args)
     for r in rows:
         r["mfu"] = r["model_flops_per_token"] * r["tokens_per_s"] / (peak * 1e12)
@@ -327,6 +332,20 @@ def run(args) -> Dict[str, object]:
     return {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU", "peak_tflops": peak,
             "peak_given": bool(args.peak_tflops), "rows": rows, "decoding": decoding, "skipped": skipped,
             "targets": targets(rows, args, device)}
+
+
+def median_runs(runs: List[Dict[str, object]]) -> List[Dict[str, object]]:
+    """One row per case of its ``--rounds`` runs: the run whose tokens/s is the median (the lower of the two middle
+    ones for an even count), with every run's tokens/s beside it (``tokens_per_s_all``, in the order they ran)."""
+    by_case: Dict[tuple, List[Dict[str, object]]] = {}
+    for r in runs:
+        by_case.setdefault((r["name"], r["vocab"]), []).append(r)
+    rows = []
+    for done in by_case.values():
+        rates = [r["tokens_per_s"] for r in done]
+        median = statistics.median_low(rates)
+        rows.append({**next(r for r in done if r["tokens_per_s"] == median), "tokens_per_s_all": rates})
+    return rows
 
 
 def vars_of(args) -> Dict[str, object]:
@@ -374,10 +393,13 @@ def targets(rows: List[Dict[str, object]], args, device: torch.device) -> List[D
 def report(result: Dict[str, object]) -> None:
     cfg = result["config"]
     print(f"\nfairseq-train on {result['device']}, torch {cfg['torch']}, --{cfg['precision']}, {cfg['max_tokens']} "
-          f"tokens a batch, updates {cfg['warmup_updates'] + 1}-{cfg['warmup_updates'] + cfg['updates']} timed; MFU "
+          f"tokens a batch, updates {cfg['warmup_updates'] + 1}-{cfg['warmup_updates'] + cfg['updates']} timed, the "
+          f"median of {cfg['rounds']} run(s) a case; MFU "
           f"against {result['peak_tflops']:.3g} TFLOP/s ({'given' if result['peak_given'] else 'measured matmul'})")
     print_table([("model", "<16", lambda r: r["name"]), ("|V|", ">7", lambda r: str(r["vocab"])),
                  ("tokens/s", ">10", lambda r: f"{r['tokens_per_s']:.0f}"),
+                 ("runs min-max", ">16", lambda r: "{:.0f}-{:.0f}".format(*spread(r)) if len(r["tokens_per_s_all"]) > 1
+                  else ""),
                  ("updates/s", ">10", lambda r: f"{r['updates_per_s']:.2f}"),
                  ("GFLOP/token", ">12", lambda r: f"{r['model_flops_per_token'] / 1e9:.3g}"),
                  ("MFU", ">7", lambda r: f"{100 * r['mfu']:.1f}%"),
@@ -399,6 +421,11 @@ def report(result: Dict[str, object]) -> None:
               f"({profile['updates']} profiled updates)")
         for op in profile["top"]:
             print(f"  {op['self_ms']:9.3f} ms  {op['calls']:6d} calls  {op['op'][:90]}")
+
+
+def spread(row: Dict[str, object]) -> tuple:
+    """The lowest and highest tokens/s of a case's runs."""
+    return min(row["tokens_per_s_all"]), max(row["tokens_per_s_all"])
 
 
 def vocab_label(vocab: int) -> str:
@@ -508,12 +535,14 @@ def parse(argv: Optional[Sequence[str]] = None):
     p.add_argument("--peak-tflops", type=float, help="the device's peak for MFU (default: a measured matmul)")
     p.add_argument("--peak-size", type=int, default=8192, help="size of the measured matmul")
     p.add_argument("--seed", type=int, default=1, help="fairseq's --seed and the corpus's")
+    p.add_argument("--rounds", type=int, default=1, help="runs of every training case, one of each case a round in "
+                   "the harness's rotating order; a case's row is its median run (every run's tokens/s beside it)")
     p.add_argument("--time-budget-s", type=float, default=420.0,
                    help="no case starts after this many seconds; the cases left are listed as not measured")
     p.add_argument("--quick-model", action="store_true", help="1+1 layers of 32 (a smoke test)")
     p.add_argument("--markdown", metavar="FILE", help="write the Markdown table of docs/gpu.md to FILE")
     args = parse_args(p, argv, QUICK, positive=("vocabs", "joint_dims", "max_tokens", "chunk", "sentences", "min_len",
-                                                 "updates", "peak_size", "decode_sentences", "decode_len",
+                                                 "updates", "rounds", "peak_size", "decode_sentences", "decode_len",
                                                  "decode_batch", "beam"), check=check)
     if args.markdown:
         args.markdown = os.path.abspath(args.markdown)

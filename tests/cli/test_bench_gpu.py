@@ -162,6 +162,19 @@ def test_whole_model_training_runs_fairseq_train_per_case_and_counts_its_flops(t
     assert f"| tied | 512 | {decoded['sentences_per_s']:.1f} | 1.00x |" in lines
 
 
+def test_whole_model_rows_are_each_cases_median_run():
+    import bench_gpu_training as bgt
+
+    runs = [{"name": n, "vocab": 512, "tokens_per_s": t, "seconds": 1000 / t} for n, t in (
+        ("tied", 100.0), ("joint-32", 80.0), ("joint-32", 90.0), ("tied", 130.0), ("tied", 120.0), ("joint-32", 70.0))]
+    rows = {r["name"]: r for r in bgt.median_runs(runs)}
+    assert rows["tied"] == {"name": "tied", "vocab": 512, "tokens_per_s": 120.0, "seconds": 1000 / 120.0,
+                            "tokens_per_s_all": [100.0, 130.0, 120.0]}  # the median run's own figures
+    assert rows["joint-32"]["tokens_per_s"] == 80.0 and bgt.spread(rows["joint-32"]) == (70.0, 90.0)
+    even = bgt.median_runs([{"name": "tied", "vocab": 512, "tokens_per_s": t} for t in (100.0, 130.0)])
+    assert even[0]["tokens_per_s"] == 100.0  # the lower middle run: a run that happened, not a mean of two
+
+
 def test_whole_model_ratios_and_targets():
     import bench_gpu_training as bgt
 
