@@ -46,7 +46,7 @@ from typing import Dict, Iterable, Iterator, Optional, Tuple
 import numpy as np
 import torch
 
-from fairseq_joint.errors import CheckpointError
+from fairseq_joint.errors import CheckpointError, unsafe_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -277,8 +277,8 @@ def _unreadable(path: str, err: BaseException) -> BaseException:
     refused naming the newest intact checkpoint beside it (:func:`instead`); a file that is neither (a dictionary given
     to ``--path``) as no checkpoint, whose fix is another file, not deleting it; one torch reads that is no fairseq
     checkpoint (a plain ``state_dict``, which fairseq's upgrade of old checkpoints fails on with ``KeyError:
-    'best_loss'``) as such; else ``err`` itself, such as the refusal of torch's ``weights_only`` unpickler of a zip
-    archive or a legacy pickle (``errors.unsafe_checkpoint`` names it)."""
+    'best_loss'``) as such; the refusal of torch's ``weights_only`` unpickler of a zip archive or a legacy pickle as
+    :func:`~fairseq_joint.errors.unsafe_checkpoint`; else ``err`` itself."""
     from fairseq.file_io import PathManager
 
     local = PathManager.get_local_path(path)
@@ -289,14 +289,14 @@ def _unreadable(path: str, err: BaseException) -> BaseException:
         with open(local, "rb") as f:  # a legacy pickle starts with its PROTO opcode, torch's zip archive with PK
             start = f.read(4)
         if unsafe and start[:1] == pickle.PROTO:
-            return err
+            return unsafe_checkpoint(path, err)
         if start and not start.startswith(ZIP_MAGIC) and start[:1] != pickle.PROTO:  # a dictionary, a text
             return CheckpointError(f"{path} is not a checkpoint (neither the zip archive nor the pickle torch saves): "
                                    "give a checkpoint written by fairseq-train (checkpoint_*.pt)")
         return CheckpointError(f"{path} is truncated (torch cannot read its zip archive; an interrupted save?); "
                                f"{instead(path)}")
     if unsafe:
-        return err
+        return unsafe_checkpoint(path, err)
     try:
         state = torch.load(local, map_location="cpu", weights_only=True)
     except Exception:  # noqa: BLE001  (torch cannot read it either: fairseq's error says why)

@@ -24,7 +24,6 @@ import inspect
 import io
 import numbers
 import os
-import pickle
 import sys
 from typing import Dict, FrozenSet, Iterable, Iterator, Optional, Sequence, Tuple
 
@@ -204,14 +203,11 @@ def call_main(original, cfg, main, **kwargs):
 
 
 def load_checkpoint_to_cpu(original, path, *args, **kwargs):
-    """fairseq's ``load_checkpoint_to_cpu`` through :func:`fairseq_joint.checkpoints.load`; a file torch's
-    ``weights_only`` unpickler refuses is :func:`fairseq_joint.errors.unsafe_checkpoint`; under fairseq-train a
+    """fairseq's ``load_checkpoint_to_cpu`` through :func:`fairseq_joint.checkpoints.load` (which names a file torch's
+    ``weights_only`` unpickler refuses: :func:`fairseq_joint.errors.unsafe_checkpoint`); under fairseq-train a
     checkpoint of the other kind than the run trains is refused (:func:`check_checkpoint_kind`; the ``verified_load``
     patch)."""
-    try:
-        state = checkpoints.load(original, path, *args, **kwargs)
-    except pickle.UnpicklingError as err:
-        raise errors.unsafe_checkpoint(path, err) from err
+    state = checkpoints.load(original, path, *args, **kwargs)
     if "labels" in _training_kind:  # under fairseq-train (--finetune-from-model, --restore-file)
         check_checkpoint_kind(path, checkpoint_cfg(state), _training_kind["labels"], "fairseq-train")
     return state
