@@ -2,7 +2,10 @@
 
 fairseq imports a ``--user-dir`` before it loads any checkpoint, so allowlisting when the plugin is imported (the
 ``safe_checkpoints`` change of ``fairseq_joint.fairseq_patches``) makes fairseq-generate, fairseq-interactive, resume
-and ``load_model_ensemble_and_task`` work without switching the safety check off.
+and ``load_model_ensemble_and_task`` work without switching the safety check off. A resumed run of several processes
+needs one class of fairseq's own: rank 0 reads the checkpoint and sends it to the others through
+``fairseq.distributed.utils.broadcast_object``, which pickles its tensors as ``_TensorPlaceholder``s (the other ranks'
+``torch.load`` refused it, and the run ended in gloo's "Connection closed by peer").
 """
 
 import argparse
@@ -11,6 +14,7 @@ import typing
 
 import numpy as np
 import torch
+from fairseq.distributed import utils as distributed_utils
 from omegaconf import DictConfig, ListConfig
 from omegaconf.base import ContainerMetadata, Metadata
 from omegaconf.nodes import AnyNode
@@ -29,5 +33,6 @@ def allowlist_fairseq_checkpoint_classes() -> bool:
     torch.serialization.add_safe_globals(
         [argparse.Namespace, typing.Any, collections.defaultdict, dict, list, int, float, str, DictConfig, ListConfig,
          ContainerMetadata, Metadata, AnyNode, np.dtype, np.ndarray, _reconstruct, scalar,
-         *(type(np.dtype(t)) for t in ("float16", "float32", "float64", "int32", "int64", "bool"))])
+         *(type(np.dtype(t)) for t in ("float16", "float32", "float64", "int32", "int64", "bool")),
+         distributed_utils._TensorPlaceholder])
     return True

@@ -254,10 +254,37 @@ def before_main(cfg, main) -> None:
     (:func:`load_checkpoint_to_cpu` refuses the other)."""
     training = errors.fairseq_program(main) == "fairseq_cli.train"
     validate(cfg, training=training)
+    check_processes_without_gpus(cfg)
     if training:
         check_precision(cfg.common)
         _training_kind["labels"] = issubclass(registered(cfg, "task"), GileClassificationTask)
         errors.training_started(None if cfg.checkpoint.no_save else cfg.checkpoint.save_dir)
+
+
+#: what a run of several processes needs without GPUs, by option: one process per rank started by the user (fairseq
+#: starts one per GPU), told where to meet, gloo's collectives, and a DDP wrapper without CUDA devices
+CPU_PROCESSES = {"--distributed-no-spawn": lambda d: d.distributed_no_spawn,
+                 "--distributed-init-method tcp://HOST:PORT": lambda d: d.distributed_init_method is not None,
+                 "--distributed-backend gloo": lambda d: d.distributed_backend == "gloo",
+                 "--ddp-backend legacy_ddp": lambda d: d.ddp_backend in ("legacy_ddp", "no_c10d")}
+
+
+def check_processes_without_gpus(cfg) -> None:
+    """A run of several processes (``--distributed-world-size`` above 1) on the CPU (``--cpu``, or no GPU) given the
+    options of :data:`CPU_PROCESSES`: without them fairseq spawned no process and exited 0 having trained nothing (an
+    init method but no ``--distributed-no-spawn``), or failed in a traceback (an ``AssertionError``, a
+    ``ZeroDivisionError`` under torchrun, nccl's or DDP's errors about CUDA devices)."""
+    import torch
+
+    given = cfg.distributed_training
+    if given.distributed_world_size <= 1 or cfg.common.tpu or not (cfg.common.cpu or torch.cuda.device_count() == 0):
+        return
+    missing = [option for option, holds in CPU_PROCESSES.items() if not holds(given)]
+    if missing:
+        raise errors.OptionError(
+            f"--distributed-world-size {given.distributed_world_size} without a GPU: fairseq starts one process per "
+            f"GPU; start one per rank yourself, each with --distributed-rank R {' '.join(CPU_PROCESSES)} (missing: "
+            f"{', '.join(missing)}; docs/gpu.md)")
 
 
 # ---------------------------------------------------------------------------------------------- parallel text

@@ -315,16 +315,20 @@ def interruption_note(save_dir: Optional[str], signal_name: str) -> str:
 
 def uncaught(original, kind, err, tb) -> None:
     """The exception hook under ``fairseq-*`` programs (``original``: the hook it wraps): the resume note of an
-    interrupted training run, :func:`report` of a refusal, ``original`` (the traceback) for anything else."""
-    status = REFUSED
+    interrupted training run, :func:`report` of a refusal, ``original`` (the traceback) for anything else.
+
+    Its line goes to the process's own stderr (``sys.__stderr__``): once a run of several processes starts its process
+    group, torch wraps this hook in its own, which hands it a buffer as ``sys.stderr`` and writes the buffer out only
+    after the hook returns, and this one does not return (the refusals of every rank but the first were lost)."""
+    status, stderr = REFUSED, sys.__stderr__ or sys.stderr
     if isinstance(err, KeyboardInterrupt) and "save_dir" in _training and not os.environ.get(DEBUG_ENV):
         stop = signal.SIGTERM if isinstance(err, Interrupted) else signal.SIGINT
-        print(f"error: {interruption_note(_training['save_dir'], stop.name)}", file=sys.stderr)
+        print(f"error: {interruption_note(_training['save_dir'], stop.name)}", file=stderr)
         status = 128 + stop  # as the signal would have: fairseq's background threads die with the process
-    elif not report(err):
+    elif not report(err, stderr):
         return original(kind, err, tb)
     sys.stdout.flush()
-    sys.stderr.flush()
+    stderr.flush()
     # the line is all: exit now, before the destructors of what the traceback held print their own errors
     # (fairseq's MMapIndexedDataset of an empty .bin file does)
     os._exit(status)
@@ -341,13 +345,15 @@ def training_started(save_dir: Optional[str]) -> None:
         signal.signal(signal.SIGTERM, on_sigterm)
 
 
-def report(err: BaseException) -> bool:
-    """The one printer of refusals: the ``error: ...`` line of the refusal in ``err`` (:func:`refusal`) on stderr, after
-    the traceback with :data:`DEBUG_ENV` (True); nothing for anything else (False: its traceback is its own)."""
+def report(err: BaseException, stderr=None) -> bool:
+    """The one printer of refusals: the ``error: ...`` line of the refusal in ``err`` (:func:`refusal`) on ``stderr``
+    (``sys.stderr`` by default), after the traceback with :data:`DEBUG_ENV` (True); nothing for anything else (False:
+    its traceback is its own)."""
     found = refusal(err)
     if found is None:
         return False
+    stderr = stderr or sys.stderr
     if os.environ.get(DEBUG_ENV):
-        traceback.print_exception(type(err), err, err.__traceback__)
-    print(f"error: {one_line(found)}", file=sys.stderr)
+        traceback.print_exception(type(err), err, err.__traceback__, file=stderr)
+    print(f"error: {one_line(found)}", file=stderr)
     return True

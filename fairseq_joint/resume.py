@@ -82,6 +82,7 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
             "(not compared: the checkpoint records no configuration torch can read again)"]
         logger.info(f"resuming {filename} at update {updates}; options that differ from the checkpoint's: "
                     + (", ".join(changed) if changed else "none"))
+        check_world_size(filename, saved, trainer.cfg, extra_state)
     if budget and updates >= budget:
         raise OptionError(
             f"--save-dir {trainer.cfg.checkpoint.save_dir} holds a run already at update {updates} ({filename}) and "
@@ -89,6 +90,23 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
             f"continue it with a --max-update above {updates}, or start over from its weights with --reset-optimizer "
             "--reset-lr-scheduler --reset-meters --reset-dataloader")
     return extra_state
+
+
+def check_world_size(filename: str, saved, cfg, extra_state: dict) -> None:
+    """Refuse to resume ``filename`` (configuration ``saved``) in the middle of an epoch with another
+    ``--distributed-world-size``: the checkpoint records how many batches each process had taken, which fairseq reads
+    as a position in the new split of the epoch's batches: from 2 processes to 1 it trained again on batches the run
+    had trained on (without a word), from 1 to 2 it failed in a traceback ("dataloader mismatch")."""
+    if saved is None or cfg.checkpoint.reset_dataloader:
+        return
+    before = options(saved, ("distributed_training",)).get("distributed_world_size")
+    now = cfg.distributed_training.distributed_world_size
+    position = (extra_state.get("train_iterator") or {}).get("iterations_in_epoch") or 0
+    if position and before is not None and before != now:
+        raise OptionError(f"{filename} was saved {position} batches into an epoch of a run of --distributed-world-size "
+                          f"{before}, which --distributed-world-size {now} cannot go on with (the epoch's batches are "
+                          f"split over the processes): resume with --distributed-world-size {before}, or resume from a "
+                          "checkpoint saved at the end of an epoch (checkpointN.pt)")
 
 
 #: the configuration groups that decide a model's parameters (what a resume must not change)
@@ -193,7 +211,12 @@ def changed_options(saved, cfg, groups: Optional[Sequence[str]] = None) -> list:
     checkpoint's configuration); ``groups``: of these configuration groups only (default all)."""
     before, now = options(saved, groups), options(cfg, groups)
     return [f"--{name.replace('_', '-')} {_shown(now[name])} (checkpoint: {_shown(before[name])})"
-            for name in now if name in before and now[name] != before[name]]
+            for name in now if name in before and now[name] != before[name] and name not in LAUNCH_OPTIONS]
+
+
+#: the options that say where this process of a run is (another port, rank or device on every launch), not how it
+#: trains: not listed as changed
+LAUNCH_OPTIONS = ("distributed_init_method", "distributed_port", "distributed_rank", "device_id")
 
 
 def _shown(value) -> str:

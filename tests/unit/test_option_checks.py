@@ -5,6 +5,7 @@ weights_only unpickler refuses, or one of the wrong kind, is named as such by th
 
 import argparse
 import dataclasses
+import io
 import math
 import os
 import pickle
@@ -359,18 +360,22 @@ def test_fairseq_and_python_errors_of_a_users_mistake_become_refusals(tmp_path, 
     assert errors.refusal(raised(lambda: math.sqrt(-1))) is None
 
 
-def test_the_exception_hook_prints_one_line_and_exits(monkeypatch, capsys, tmp_path):
-    exits = []
+def test_the_exception_hook_prints_one_line_and_exits(monkeypatch, tmp_path):
+    """The line goes to the process's stderr: torch's hook of a process group (several processes) wraps this one and
+    hands it a buffer as sys.stderr, which it writes out only after the hook returns (it does not: it exits)."""
+    exits, stderr, buffer = [], io.StringIO(), io.StringIO()
     monkeypatch.setattr(os, "_exit", exits.append)
+    monkeypatch.setattr(sys, "__stderr__", stderr)
+    monkeypatch.setattr(sys, "stderr", buffer)
     path = str(evil_checkpoint(tmp_path / "evil.pt"))
     err = raised(torch.load, path)
     errors.uncaught(lambda *a: pytest.fail("the traceback was printed"), type(err), err, err.__traceback__)
-    assert capsys.readouterr().err == f"error: {errors.refusal(err)}\n" and exits == [errors.REFUSED] == [2]
+    assert stderr.getvalue() == f"error: {errors.refusal(err)}\n" and exits == [errors.REFUSED] == [2]
     monkeypatch.setenv(errors.DEBUG_ENV, "1")  # the traceback, then the line
     errors.uncaught(lambda *a: pytest.fail("not the refusal's hook"), type(err), err, err.__traceback__)
-    shown = capsys.readouterr().err
+    shown = stderr.getvalue().split("\n", 1)[1]
     assert shown.startswith("Traceback (most recent call last)") and shown.endswith(f"error: {errors.refusal(err)}\n")
-    assert exits == [2, 2]
+    assert exits == [2, 2] and buffer.getvalue() == ""
     bug = raised(lambda: math.sqrt(-1))  # anything else: the hook it wraps, the traceback
     errors.uncaught(lambda *a: exits.append("traceback"), type(bug), bug, bug.__traceback__)
     assert exits[-1] == "traceback"

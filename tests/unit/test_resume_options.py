@@ -7,8 +7,14 @@ import torch
 from omegaconf import OmegaConf
 
 from fairseq_joint.checkpoints import absolute_paths
-from fairseq_joint.errors import CheckpointError, refusal
-from fairseq_joint.resume import changed_options, current_configuration, load_checkpoint, model_mismatch
+from fairseq_joint.errors import CheckpointError, OptionError, refusal
+from fairseq_joint.resume import (
+    changed_options,
+    check_world_size,
+    current_configuration,
+    load_checkpoint,
+    model_mismatch,
+)
 
 
 def test_a_relative_data_path_is_not_reported_as_changed(tmp_path, monkeypatch):
@@ -57,3 +63,31 @@ def test_a_resume_into_another_head_names_the_option_not_the_layers_fields(tmp_p
         with pytest.raises(Exception) as raised:  # noqa: PT011  (fairseq's own Exception, the refusal in its chain)
             load_checkpoint(fails, trainer, path)
         assert said in str(refusal(raised.value))
+
+
+def test_a_resume_in_the_middle_of_an_epoch_keeps_the_number_of_processes():
+    """The checkpoint's position counts the batches each process took: with another --distributed-world-size fairseq
+    read it in another split of the epoch (2 processes -> 1 trained again on batches the run had trained on)."""
+    def cfg(world_size, reset=False):
+        return OmegaConf.create({"distributed_training": {"distributed_world_size": world_size},
+                                 "checkpoint": {"reset_dataloader": reset}})
+
+    saved = OmegaConf.to_container(cfg(2))
+    middle, end = {"train_iterator": {"epoch": 1, "iterations_in_epoch": 20}}, {"train_iterator": {"epoch": 2}}
+    with pytest.raises(OptionError, match=r"^ck\.pt was saved 20 batches into an epoch of a run of "
+                                          r"--distributed-world-size 2, which --distributed-world-size 1 cannot go on "
+                                          r"with .*: resume with --distributed-world-size 2, or resume from a "
+                                          r"checkpoint saved at the end of an epoch"):
+        check_world_size("ck.pt", saved, cfg(1), middle)
+    check_world_size("ck.pt", saved, cfg(2), middle)  # the same processes
+    check_world_size("ck.pt", saved, cfg(1), end)  # a new epoch is split anew
+    check_world_size("ck.pt", saved, cfg(1, reset=True), middle)  # --reset-dataloader: the position is not read
+    check_world_size("ck.pt", None, cfg(1), middle)  # no configuration recorded: nothing to compare
+
+
+def test_where_a_process_runs_is_not_reported_as_changed():
+    saved = {"distributed_training": {"distributed_init_method": "tcp://127.0.0.1:1", "distributed_rank": 0,
+                                      "distributed_world_size": 2}}
+    now = {"distributed_training": {"distributed_init_method": "tcp://127.0.0.1:2", "distributed_rank": 1,
+                                    "distributed_world_size": 4}}
+    assert changed_options(saved, now) == ["--distributed-world-size 4 (checkpoint: 2)"]
