@@ -47,6 +47,7 @@ setup(
             "fairseq-joint-word-vectors = fairseq_joint.cli.word_vectors:command",
             "fairseq-joint-distill-encoder = fairseq_joint.cli.distill_encoder:command",
             "fairseq-joint-label-text = fairseq_joint.cli.label_text:command",
+            "fairseq-joint-average-checkpoints = fairseq_joint.cli.average_checkpoints:command",
         ]
     },
 )

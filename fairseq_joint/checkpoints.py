@@ -125,7 +125,9 @@ def damage(state: Dict[str, object]) -> Optional[str]:
                 return f"the {part} entry {name} is missing from the file (or no longer has the structure saved)"
             if crc != checksum(found[name]):
                 kind = "tensor" if torch.is_tensor(found[name]) else "value"
-                return f"the {part} {kind} {name} is damaged (its bytes differ from the checksum saved with it)"
+                return (f"the {part} {kind} {name} is damaged (its bytes differ from the checksum saved with it; a "
+                        "file changed after saving reads so too: average checkpoints with "
+                        "fairseq-joint-average-checkpoints)")
         # an entry the save did not write (a damaged key, an edit after the save); the earlier format's checksums
         # (model and criterion only) covered their tensors only
         upgraded = UPGRADE_ADDED.get(part, ()) if not any(n.startswith("train_iterator.") for n in sums) else ()

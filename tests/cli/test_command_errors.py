@@ -27,6 +27,8 @@ COMMANDS = {
     "fairseq-joint-score": (["--hyp", "{tmp}/hyp.txt", "--ref", "{tmp}/ref.txt"], "hyp.txt"),
     "fairseq-joint-word-vectors": (["--data", "{tmp}/bad.jsonl", "--output", "{tmp}/v.txt"], "bad.jsonl:1"),
     "fairseq-joint-label-text": (["--labels", "{tmp}/bad.tsv", "--output", "{tmp}/x.tsv"], "bad.tsv:2"),
+    "fairseq-joint-average-checkpoints": (["--inputs", "{tmp}/bad.tsv", "--output", "{tmp}/a.pt"],
+                                          "bad.tsv is not a checkpoint"),
 }
 
 TOOLS = {
