@@ -19,6 +19,7 @@ overwrite the finished run's ``checkpoint_last.pt``/``checkpoint_best.pt``. It a
 """
 
 import argparse
+import contextlib
 import inspect
 import logging
 from typing import Dict, Optional, Sequence
@@ -58,10 +59,11 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
     already at or past ``--max-update`` (before any update, so that no checkpoint of it is overwritten). fairseq's
     failures to take the checkpoint's model or optimizer state are refused naming the options that differ
     (:func:`model_mismatch`, :func:`optimizer_mismatch`)."""
+    finetuning = filename == trainer.cfg.checkpoint.finetune_from_model  # other options are its point
     try:
-        extra_state = original(trainer, filename, *args, **kwargs)
+        with new_criterion_state(trainer, filename) if finetuning else contextlib.nullcontext():
+            extra_state = original(trainer, filename, *args, **kwargs)
     except Exception as err:  # noqa: BLE001  (fairseq's own, or what it wraps: only its mismatches are translated)
-        finetuning = filename == trainer.cfg.checkpoint.finetune_from_model  # other options are its point
         if str(err).startswith("Cannot load model parameters"):
             mismatch = model_mismatch(filename, trainer.cfg, err)
         elif str(err).startswith(OPTIMIZER_MISMATCHES) or OPTIMIZER_GROUP_MISMATCH in str(err):
@@ -107,6 +109,29 @@ def check_world_size(filename: str, saved, cfg, extra_state: dict) -> None:
                           f"{before}, which --distributed-world-size {now} cannot go on with (the epoch's batches are "
                           f"split over the processes): resume with --distributed-world-size {before}, or resume from a "
                           "checkpoint saved at the end of an epoch (checkpointN.pt)")
+
+
+@contextlib.contextmanager
+def new_criterion_state(trainer, filename: str):
+    """While fairseq loads ``--finetune-from-model filename``: a criterion with parameters (the label-embedding loss's
+    o2 and embedding) keeps those it starts with when the checkpoint holds no criterion state (one trained with a
+    criterion without parameters), which fairseq failed on (``load_state_dict(None)``); a state the checkpoint holds
+    is loaded as fairseq loads it."""
+    criterion = trainer.get_criterion()
+    load = criterion.load_state_dict
+
+    def load_or_keep(state, *args, **kwargs):
+        if state is not None:
+            return load(state, *args, **kwargs)
+        logger.info(f"{filename} holds no state of the criterion (trained with a criterion without parameters): "
+                    "the criterion's parameters start as in a new run")
+        return None
+
+    criterion.load_state_dict = load_or_keep
+    try:
+        yield
+    finally:
+        del criterion.load_state_dict
 
 
 #: the configuration groups that decide a model's parameters (what a resume must not change)

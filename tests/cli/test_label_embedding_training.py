@@ -207,3 +207,22 @@ def test_fairseq_validate_scores_with_the_trained_o2_and_embedding(tiny_bin, joi
         "of this criterion's options (") and "size mismatch" in refusal and refusal.endswith(
         "give a checkpoint trained with the same --label-embedding-* options and data"), other_dim.stderr
     assert not list((tmp_path / "other").glob("*.pt"))  # refused before training
+
+
+def test_fine_tuning_a_cross_entropy_model_with_the_label_embedding_loss(tiny_bin, joint_checkpoint, tmp_path):
+    """--finetune-from-model of a checkpoint whose criterion has no parameters: the model starts from its weights, o2
+    and the embedding as in a new run (fairseq failed loading the missing criterion state, which the plugin then
+    refused recommending --finetune-from-model, the option given)."""
+    run = train(tiny_bin, tmp_path, 1, "--label-embedding-dim", 8, "--lr", "1e-9", "--finetune-from-model",
+                joint_checkpoint, arch="joint_transformer_tiny")
+    assert f"{joint_checkpoint} holds no state of the criterion" in run.stdout + run.stderr
+    start, tuned = checkpoint(joint_checkpoint), checkpoint(tmp_path / "checkpoint_last.pt")
+    for name, value in start["model"].items():
+        if torch.is_tensor(value) and value.is_floating_point():
+            assert torch.allclose(tuned["model"][name], value, rtol=0, atol=1e-6), name
+    assert {"o2.weight", "label_embedding.A", "label_embedding.B"} <= set(tuned["criterion"])
+    # a resume of it (--restore-file, not fine-tuning) into the label-embedding loss still names what differs
+    again = train(tiny_bin, tmp_path / "again", 1, "--restore-file", joint_checkpoint, arch="joint_transformer_tiny",
+                  check=False)
+    assert again.returncode == 2 and "(--criterion label_embedding_cross_entropy (checkpoint: cross_entropy))" in \
+        again.stderr.strip().splitlines()[-1], again.stderr[-2000:]
