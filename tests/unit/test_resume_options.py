@@ -59,7 +59,8 @@ def test_a_resume_into_another_head_names_the_option_not_the_layers_fields(tmp_p
         raise err
 
     for finetune, said in ((None, "holds another model than this run builds (--head"), (path, "output layer differs")):
-        trainer = types.SimpleNamespace(cfg=OmegaConf.merge(cfg, {"checkpoint": {"finetune_from_model": finetune}}))
+        trainer = types.SimpleNamespace(cfg=OmegaConf.merge(cfg, {"checkpoint": {"finetune_from_model": finetune}}),
+                                        get_criterion=torch.nn.Module)
         with pytest.raises(Exception) as raised:  # noqa: PT011  (fairseq's own Exception, the refusal in its chain)
             load_checkpoint(fails, trainer, path)
         assert said in str(refusal(raised.value))
