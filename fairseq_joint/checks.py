@@ -250,9 +250,9 @@ def load_model_ensemble_and_task(original, filenames, arg_overrides=None, task=N
 def before_main(cfg, main) -> None:
     """What runs before fairseq's ``call_main(cfg, main)`` starts ``main`` (fairseq-train, -validate, -interactive, by
     any route): :func:`validate`, several processes without a GPU (:func:`check_processes_without_gpus`), and for
-    fairseq-train the precision flags against the hardware, the SIGTERM handler
-    and resume note of :func:`fairseq_joint.errors.training_started` and the kind of checkpoint it may load
-    (:func:`load_checkpoint_to_cpu` refuses the other)."""
+    fairseq-train the precision flags against the hardware, the SIGTERM handler and resume note of
+    :func:`fairseq_joint.errors.training_started` and the kind of checkpoint it may load (:func:`load_checkpoint_to_cpu`
+    refuses the other)."""
     training = errors.fairseq_program(main) == "fairseq_cli.train"
     validate(cfg, training=training)
     if training:
