@@ -46,7 +46,7 @@ from typing import Dict, Iterable, Iterator, Optional, Tuple
 import numpy as np
 import torch
 
-from fairseq_joint.errors import CheckpointError, unsafe_checkpoint
+from fairseq_joint.errors import CheckpointError, unsafe_checkpoint, weights_only_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -125,9 +125,9 @@ def damage(state: Dict[str, object]) -> Optional[str]:
                 return f"the {part} entry {name} is missing from the file (or no longer has the structure saved)"
             if crc != checksum(found[name]):
                 kind = "tensor" if torch.is_tensor(found[name]) else "value"
-                return (f"the {part} {kind} {name} is damaged (its bytes differ from the checksum saved with it; a "
-                        "file changed after saving reads so too: average checkpoints with "
-                        "fairseq-joint-average-checkpoints)")
+                return (f"the {part} {kind} {name} is damaged (its bytes differ from the checksum saved with it; if "
+                        "the file was averaged or edited after saving, average with fairseq-joint-average-checkpoints "
+                        "instead)")
         # an entry the save did not write (a damaged key, an edit after the save); the earlier format's checksums
         # (model and criterion only) covered their tensors only
         upgraded = UPGRADE_ADDED.get(part, ()) if not any(n.startswith("train_iterator.") for n in sums) else ()
@@ -286,7 +286,7 @@ def _unreadable(path: str, err: BaseException) -> BaseException:
     local = PathManager.get_local_path(path)
     if not os.path.isfile(local):
         return err
-    unsafe = isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in str(err)
+    unsafe = weights_only_refusal(err)
     if _readable(local) is not None:
         with open(local, "rb") as f:  # a legacy pickle starts with its PROTO opcode, torch's zip archive with PK
             start = f.read(4)

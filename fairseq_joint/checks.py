@@ -263,30 +263,37 @@ def before_main(cfg, main) -> None:
         errors.training_started(None if cfg.checkpoint.no_save else cfg.checkpoint.save_dir)
 
 
-#: what a run of several processes needs without GPUs, by option: one process per rank started by the user (fairseq
+#: what a run of several processes needs on the CPU, by option: one process per rank started by the user (fairseq
 #: starts one per GPU), told where to meet, gloo's collectives, and a DDP wrapper without CUDA devices
 CPU_PROCESSES = {"--distributed-no-spawn": lambda d: d.distributed_no_spawn,
                  "--distributed-init-method tcp://HOST:PORT": lambda d: d.distributed_init_method is not None,
                  "--distributed-backend gloo": lambda d: d.distributed_backend == "gloo",
                  "--ddp-backend legacy_ddp": lambda d: d.ddp_backend in ("legacy_ddp", "no_c10d")}
+#: the first two, which fairseq sets itself under torchrun (its variables in the environment) where there are GPUs
+TORCHRUN_SETS, TORCHRUN_ENV = tuple(CPU_PROCESSES)[:2], ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
 
 
 def check_processes_without_gpus(cfg) -> None:
     """A run of several processes (``--distributed-world-size`` above 1) on the CPU (``--cpu``, or no GPU) given the
     options of :data:`CPU_PROCESSES`: without them fairseq spawned no process and exited 0 having trained nothing (an
     init method but no ``--distributed-no-spawn``), or failed in a traceback (an ``AssertionError``, a
-    ``ZeroDivisionError`` under torchrun, nccl's or DDP's errors about CUDA devices)."""
+    ``ZeroDivisionError`` under torchrun, nccl's or DDP's errors about CUDA devices). With ``--cpu`` on a machine with
+    GPUs fairseq's default world size is their number: the fix of one process comes first."""
     import torch
 
-    given = cfg.distributed_training
-    if given.distributed_world_size <= 1 or cfg.common.tpu or not (cfg.common.cpu or torch.cuda.device_count() == 0):
+    given, gpus = cfg.distributed_training, torch.cuda.device_count()
+    if given.distributed_world_size <= 1 or cfg.common.tpu or (gpus and not cfg.common.cpu):
         return
-    missing = [option for option, holds in CPU_PROCESSES.items() if not holds(given)]
+    torchrun = gpus and all(name in os.environ for name in TORCHRUN_ENV)
+    missing = [option for option, holds in CPU_PROCESSES.items()
+               if not holds(given) and not (torchrun and option in TORCHRUN_SETS)]
     if missing:
+        size = given.distributed_world_size
         raise errors.OptionError(
-            f"--distributed-world-size {given.distributed_world_size} without a GPU: fairseq starts one process per "
-            f"GPU; start one per rank yourself, each with --distributed-rank R {' '.join(CPU_PROCESSES)} (missing: "
-            f"{', '.join(missing)}; docs/gpu.md)")
+            f"--distributed-world-size {size} on the CPU: give --distributed-world-size 1 for one process (fairseq's "
+            f"default is the number of GPUs); for {size}, fairseq starts one process per GPU: start one per rank "
+            f"yourself, each with --distributed-rank R {' '.join(CPU_PROCESSES)} (missing: {', '.join(missing)}; "
+            "docs/gpu.md)")
 
 
 # ---------------------------------------------------------------------------------------------- parallel text

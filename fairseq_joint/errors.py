@@ -90,6 +90,11 @@ def unsafe_checkpoint(path: str, err: BaseException) -> CheckpointError:
                            "written by fairseq-train; do not turn the check off for a file you did not make")
 
 
+def weights_only_refusal(err: BaseException) -> bool:
+    """Whether ``err`` is torch's ``weights_only`` unpickler refusing a file (not another unpickling error)."""
+    return isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in str(err)
+
+
 def _frame_locals(err: BaseException, function: str) -> dict:
     """The local variables of the innermost frame of ``function`` in ``err``'s traceback (none: empty)."""
     found, tb = {}, err.__traceback__
@@ -161,7 +166,7 @@ def translate(err: BaseException) -> Optional[Refusal]:
       not exist``; the plugin raises no such error: it refuses with :class:`Refusal`);
     * fairseq's translation task found no language pair in DATA's file names (e.g. a GILE data directory given to
       fairseq-generate)."""
-    if isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in str(err):
+    if weights_only_refusal(err):
         path = _frame_locals(err, "load").get("f")
         return unsafe_checkpoint(path if isinstance(path, (str, os.PathLike)) else "the checkpoint", err)
     dictionary = isinstance(err, FileNotFoundError) and err.filename is not None and re.fullmatch(
@@ -327,8 +332,8 @@ def uncaught(original, kind, err, tb) -> None:
         status = 128 + stop  # as the signal would have: fairseq's background threads die with the process
     elif not report(err, stderr):
         return original(kind, err, tb)
-    sys.stdout.flush()
-    stderr.flush()
+    for stream in {sys.stdout, sys.stderr, stderr}:
+        stream.flush()
     # the line is all: exit now, before the destructors of what the traceback held print their own errors
     # (fairseq's MMapIndexedDataset of an empty .bin file does)
     os._exit(status)

@@ -76,6 +76,7 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
     if extra_state is None:  # no checkpoint there: a new run
         return extra_state
     updates, budget = trainer.get_num_updates(), trainer.cfg.optimization.max_update
+    problem = None
     if trainer.is_data_parallel_master:
         state = saved_checkpoint(filename) or {}
         trainer.task.load_state_dict(state.get("task_state") or {})
@@ -84,7 +85,13 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
             "(not compared: the checkpoint records no configuration torch can read again)"]
         logger.info(f"resuming {filename} at update {updates}; options that differ from the checkpoint's: "
                     + (", ".join(changed) if changed else "none"))
-        check_world_size(filename, saved, trainer.cfg, extra_state)
+        problem = None if finetuning else world_size_problem(filename, saved, trainer.cfg, extra_state)
+    if trainer.data_parallel_world_size > 1:  # the first process read the configuration: every process refuses
+        from fairseq.distributed import utils as distributed_utils
+
+        problem = distributed_utils.broadcast_object(problem, src_rank=0, group=trainer.data_parallel_process_group)
+    if problem is not None:
+        raise OptionError(problem)
     if budget and updates >= budget:
         raise OptionError(
             f"--save-dir {trainer.cfg.checkpoint.save_dir} holds a run already at update {updates} ({filename}) and "
@@ -94,21 +101,23 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
     return extra_state
 
 
-def check_world_size(filename: str, saved, cfg, extra_state: dict) -> None:
-    """Refuse to resume ``filename`` (configuration ``saved``) in the middle of an epoch with another
-    ``--distributed-world-size``: the checkpoint records how many batches each process had taken, which fairseq reads
-    as a position in the new split of the epoch's batches: from 2 processes to 1 it trained again on batches the run
-    had trained on (without a word), from 1 to 2 it failed in a traceback ("dataloader mismatch")."""
+def world_size_problem(filename: str, saved, cfg, extra_state: dict) -> Optional[str]:
+    """Why ``filename`` (configuration ``saved``) cannot be resumed, in the middle of an epoch, with another
+    ``--distributed-world-size``, or None: the checkpoint records how many batches each process had taken, which fairseq
+    reads as a position in the new split of the epoch's batches: from 2 processes to 1 it trained again on batches the
+    run had trained on (without a word), from 1 to 2 it failed in a traceback ("dataloader mismatch"). (Not asked of
+    ``--finetune-from-model``, whose position fairseq does not read.)"""
     if saved is None or cfg.checkpoint.reset_dataloader:
-        return
+        return None
     before = options(saved, ("distributed_training",)).get("distributed_world_size")
     now = cfg.distributed_training.distributed_world_size
     position = (extra_state.get("train_iterator") or {}).get("iterations_in_epoch") or 0
-    if position and before is not None and before != now:
-        raise OptionError(f"{filename} was saved {position} batches into an epoch of a run of --distributed-world-size "
-                          f"{before}, which --distributed-world-size {now} cannot go on with (the epoch's batches are "
-                          f"split over the processes): resume with --distributed-world-size {before}, or resume from a "
-                          "checkpoint saved at the end of an epoch (checkpointN.pt)")
+    if not position or before is None or before == now:
+        return None
+    return (f"{filename} was saved {position} batches into an epoch of a run of --distributed-world-size {before}, "
+            f"which --distributed-world-size {now} cannot go on with (the epoch's batches are split over the "
+            f"processes): resume with --distributed-world-size {before}, or resume from a checkpoint saved at the end "
+            "of an epoch (checkpointN.pt)")
 
 
 @contextlib.contextmanager

@@ -10,9 +10,10 @@ mean of the inputs' (summed in float64, saved in the last input's dtype). Everyt
 in every input: the output layer's recorded settings, the fingerprints of the data's dictionaries, integer buffers.
 fairseq's script failed on the first (not a tensor) and summed the second, which then named other data. The inputs
 must be checkpoints of one model (its options and the criterion's the same: refused naming the option that differs).
-The output is the last input with the averaged parameters (its configuration, task state and optimizer state, as
-fairseq's script keeps them), saved as fairseq-train saves a checkpoint, checksums included: fairseq-generate,
-fairseq-interactive, fairseq-validate and the plugin's commands load it as any other.
+The output is the last input with the averaged parameters (the last input's configuration, task state and optimizer
+state; fairseq's script keeps the first's), saved as fairseq-train saves a checkpoint, with the checksums of the
+averaged parameters: fairseq-generate, fairseq-interactive, fairseq-validate and the plugin's commands load it as any
+other.
 """
 
 import os
@@ -111,8 +112,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     a = p.parse_args(argv)
 
     from fairseq import checkpoint_utils
+    from omegaconf import OmegaConf
 
     import fairseq_joint  # noqa: F401  (the plugin's models, its checked loading and saving of checkpoints)
+    from fairseq_joint.checkpoints import CHECKSUMS
 
     count = a.num_epoch_checkpoints or a.num_update_checkpoints
     if count:
@@ -133,6 +136,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if os.path.exists(a.output):  # a checkpoint of the run, say: not overwritten
         raise fail(f"--output {a.output} exists: give a new file, or delete it first")
     state = average_checkpoints(paths)
+    state.pop(CHECKSUMS, None)  # the last input's: its parameters' (the checksums patch writes the average's)
+    if OmegaConf.is_config(state.get("cfg")):  # as fairseq-train writes it (loading made it a DictConfig)
+        state["cfg"] = OmegaConf.to_container(state["cfg"], resolve=True, enum_to_str=True)
     if os.path.dirname(a.output):
         os.makedirs(os.path.dirname(a.output), exist_ok=True)
     checkpoint_utils.torch_persistent_save(state, a.output)

@@ -255,6 +255,14 @@ def test_two_process_gloo_training(tiny_bin, tmp_path):
     for out in outs:
         assert out.strip().splitlines()[-1].startswith(f"error: --save-dir {tmp_path / 'a'} holds a run already at "
                                                        f"update {int(2 * n2)}"), out[-2000:]
+    # one process's checkpoint inside an epoch, resumed by two: refused by both (fairseq failed in a traceback; the
+    # first process reads the configuration and tells the other)
+    assert n1 > 2
+    cli("fairseq-train", tiny_bin, *common, "--save-dir", tmp_path / "c", "--max-update", 2)
+    for out in distributed(tmp_path / "c", "--max-update", 4, refused=True):
+        assert out.strip().splitlines()[-1].startswith(
+            f"error: {tmp_path / 'c' / 'checkpoint_last.pt'} was saved 2 batches into an epoch of a run of "
+            "--distributed-world-size 1, which --distributed-world-size 2 cannot go on with"), out[-2000:]
 
 
 def test_an_ensemble_loads_each_checkpoint_and_names_the_one_refused(tiny_bin, joint_checkpoint, tmp_path,

@@ -45,10 +45,11 @@ def refusal(proc) -> str:
     # several processes without a GPU: fairseq spawned none and exited 0 having trained nothing (an init method without
     # --distributed-no-spawn), or failed in a traceback (an AssertionError without an init method)
     (["--cpu", "--distributed-world-size", "2", "--distributed-init-method", "tcp://127.0.0.1:1"],
-     "--distributed-world-size 2 without a GPU: fairseq starts one process per GPU; start one per rank yourself, each "
-     "with --distributed-rank R --distributed-no-spawn --distributed-init-method tcp://HOST:PORT --distributed-backend "
-     "gloo --ddp-backend legacy_ddp (missing: --distributed-no-spawn, --distributed-backend gloo, --ddp-backend "
-     "legacy_ddp; docs/gpu.md)"),
+     "--distributed-world-size 2 on the CPU: give --distributed-world-size 1 for one process (fairseq's default is the "
+     "number of GPUs); for 2, fairseq starts one process per GPU: start one per rank yourself, each with "
+     "--distributed-rank R --distributed-no-spawn --distributed-init-method tcp://HOST:PORT --distributed-backend gloo "
+     "--ddp-backend legacy_ddp (missing: --distributed-no-spawn, --distributed-backend gloo, --ddp-backend legacy_ddp; "
+     "docs/gpu.md)"),
     pytest.param(["--distributed-world-size", "2", "--distributed-backend", "gloo", "--ddp-backend", "no_c10d"],
                  "(missing: --distributed-no-spawn, --distributed-init-method tcp://HOST:PORT; docs/gpu.md)",
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="CPU")),

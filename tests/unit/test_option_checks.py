@@ -842,3 +842,34 @@ def test_a_multilingual_checkpoint_is_scored_in_the_languages_it_was_trained_on(
         with pytest.raises(errors.OptionError) as refused:
             checks.check_trained_languages("ck.pt", cfg, overrides)
         assert str(refused.value).startswith(said), (overrides, str(refused.value))
+
+
+def test_several_processes_on_the_cpu_need_one_process_per_rank(monkeypatch):
+    """--distributed-world-size above 1 on the CPU without the options of one process per rank is refused; on a
+    machine with GPUs only with --cpu (fairseq's default world size is their number there: one process is the first
+    fix), and under torchrun fairseq sets the init method and --distributed-no-spawn itself."""
+    def cfg(world_size=2, cpu=True, **given):
+        dt = {"distributed_world_size": world_size, "distributed_no_spawn": False, "distributed_init_method": None,
+              "distributed_backend": "nccl", "ddp_backend": "pytorch_ddp", **given}
+        return OmegaConf.create({"common": {"cpu": cpu, "tpu": False}, "distributed_training": dt})
+
+    ready = dict(distributed_no_spawn=True, distributed_init_method="tcp://127.0.0.1:1", distributed_backend="gloo",
+                 ddp_backend="legacy_ddp")
+    for gpus in (0, 2):
+        monkeypatch.setattr(torch.cuda, "device_count", lambda gpus=gpus: gpus)
+        with pytest.raises(errors.OptionError, match=r"^--distributed-world-size 2 on the CPU: give "
+                                                     r"--distributed-world-size 1 for one process .* \(missing: "
+                                                     r"--distributed-no-spawn, --distributed-init-method tcp://HOST:PORT"
+                                                     r", --distributed-backend gloo, --ddp-backend legacy_ddp; "):
+            checks.check_processes_without_gpus(cfg())
+        checks.check_processes_without_gpus(cfg(**ready))
+        checks.check_processes_without_gpus(cfg(world_size=1))
+    checks.check_processes_without_gpus(cfg(cpu=False))  # GPUs: fairseq's own way
+    for name, value in zip(checks.TORCHRUN_ENV, ("127.0.0.1", "1", "2", "0")):
+        monkeypatch.setenv(name, value)
+    checks.check_processes_without_gpus(cfg(distributed_backend="gloo", ddp_backend="legacy_ddp"))  # torchrun, GPUs
+    with pytest.raises(errors.OptionError, match=r"\(missing: --distributed-backend gloo; docs/gpu.md\)$"):
+        checks.check_processes_without_gpus(cfg(ddp_backend="no_c10d"))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)  # torchrun without GPUs: fairseq divided by 0 GPUs
+    with pytest.raises(errors.OptionError, match=r"\(missing: --distributed-no-spawn, --distributed-init-method"):
+        checks.check_processes_without_gpus(cfg(distributed_backend="gloo", ddp_backend="legacy_ddp"))

@@ -1,5 +1,6 @@
 """What a resume reports as changed: the options that differ from the checkpoint's, paths compared as saved."""
 
+import re
 import types
 
 import pytest
@@ -10,10 +11,10 @@ from fairseq_joint.checkpoints import absolute_paths
 from fairseq_joint.errors import CheckpointError, OptionError, refusal
 from fairseq_joint.resume import (
     changed_options,
-    check_world_size,
     current_configuration,
     load_checkpoint,
     model_mismatch,
+    world_size_problem,
 )
 
 
@@ -75,15 +76,14 @@ def test_a_resume_in_the_middle_of_an_epoch_keeps_the_number_of_processes():
 
     saved = OmegaConf.to_container(cfg(2))
     middle, end = {"train_iterator": {"epoch": 1, "iterations_in_epoch": 20}}, {"train_iterator": {"epoch": 2}}
-    with pytest.raises(OptionError, match=r"^ck\.pt was saved 20 batches into an epoch of a run of "
-                                          r"--distributed-world-size 2, which --distributed-world-size 1 cannot go on "
-                                          r"with .*: resume with --distributed-world-size 2, or resume from a "
-                                          r"checkpoint saved at the end of an epoch"):
-        check_world_size("ck.pt", saved, cfg(1), middle)
-    check_world_size("ck.pt", saved, cfg(2), middle)  # the same processes
-    check_world_size("ck.pt", saved, cfg(1), end)  # a new epoch is split anew
-    check_world_size("ck.pt", saved, cfg(1, reset=True), middle)  # --reset-dataloader: the position is not read
-    check_world_size("ck.pt", None, cfg(1), middle)  # no configuration recorded: nothing to compare
+    assert re.fullmatch(r"ck\.pt was saved 20 batches into an epoch of a run of --distributed-world-size 2, which "
+                        r"--distributed-world-size 1 cannot go on with .*: resume with --distributed-world-size 2, or "
+                        r"resume from a checkpoint saved at the end of an epoch \(checkpointN\.pt\)",
+                        world_size_problem("ck.pt", saved, cfg(1), middle))
+    assert world_size_problem("ck.pt", saved, cfg(2), middle) is None  # the same processes
+    assert world_size_problem("ck.pt", saved, cfg(1), end) is None  # a new epoch is split anew
+    assert world_size_problem("ck.pt", saved, cfg(1, reset=True), middle) is None  # --reset-dataloader: not read
+    assert world_size_problem("ck.pt", None, cfg(1), middle) is None  # no configuration recorded: nothing to compare
 
 
 def test_where_a_process_runs_is_not_reported_as_changed():
@@ -92,3 +92,24 @@ def test_where_a_process_runs_is_not_reported_as_changed():
     now = {"distributed_training": {"distributed_init_method": "tcp://127.0.0.1:2", "distributed_rank": 1,
                                     "distributed_world_size": 4}}
     assert changed_options(saved, now) == ["--distributed-world-size 4 (checkpoint: 2)"]
+
+
+def test_fairseq_s_load_checkpoint_refuses_another_world_size_but_not_to_fine_tuning(tmp_path):
+    """Through fairseq's Trainer.load_checkpoint: a resume inside an epoch with another --distributed-world-size is
+    refused; --finetune-from-model of the same checkpoint is not (fairseq does not read its position then)."""
+    path = str(tmp_path / "checkpoint_last.pt")
+    torch.save({"cfg": {"distributed_training": {"distributed_world_size": 4}}, "model": {}}, path)
+    middle = {"train_iterator": {"epoch": 1, "iterations_in_epoch": 7}}
+    for finetune in (None, path):
+        cfg = OmegaConf.create({"distributed_training": {"distributed_world_size": 1},
+                                "optimization": {"max_update": 0},
+                                "checkpoint": {"reset_dataloader": False, "finetune_from_model": finetune}})
+        trainer = types.SimpleNamespace(cfg=cfg, get_num_updates=lambda: 7, is_data_parallel_master=True,
+                                        data_parallel_world_size=1, get_criterion=torch.nn.Module,
+                                        task=types.SimpleNamespace(load_state_dict=lambda state: None))
+        if finetune:
+            assert load_checkpoint(lambda trainer, filename: middle, trainer, path) is middle
+        else:
+            with pytest.raises(OptionError, match=f"^{re.escape(path)} was saved 7 batches into an epoch of a run of "
+                                                  "--distributed-world-size 4, which --distributed-world-size 1"):
+                load_checkpoint(lambda trainer, filename: middle, trainer, path)
