@@ -212,7 +212,7 @@ def plot(result: Dict[str, object], path: str) -> None:
 
 
 QUICK = dict(tokens=64, dim=32, vocabs=[2048], joint_dims=[64], repeats=2,
-             mem_vocab=4096, mem_tokens=256, mem_joint_dim=64, mem_rounds=2, chunk=512)
+             mem_vocab=4096, mem_tokens=256, mem_joint_dim=64, chunk=512)
 
 
 def parse(argv=None):

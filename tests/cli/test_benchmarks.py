@@ -118,10 +118,8 @@ def test_large_vocab_quick_runs(tmp_path):
         assert row["vs_tied_full"] == pytest.approx(full["tied"] / median(row))
     plain, chunked = result["memory"]
     assert (plain["mode"], chunked["mode"]) == ("plain", "chunked")
-    for row in (plain, chunked):  # --quick: 2 fresh-process rounds of each mode, their medians reported
-        assert len(row["peak_mib_all"]) == len(row["seconds_all"]) == 2
-        assert row["peak_mib"] == pytest.approx(sum(row["peak_mib_all"]) / 2)
-        assert row["seconds"] == pytest.approx(sum(row["seconds_all"]) / 2)
+    for row in (plain, chunked):  # --quick: one fresh-process round of each mode
+        assert row["peak_mib_all"] == [row["peak_mib"]] and row["seconds_all"] == [row["seconds"]]
     assert chunked["peak_mib"] < plain["peak_mib"]  # the chunks' logits, not the T x |V| ones (about 5 MiB less)
     assert abs(plain["loss"] - chunked["loss"]) < 1e-2 * abs(plain["loss"])
     assert {t["target"] for t in result["targets"]} >= {"chunked / plain peak memory", "chunked / plain time"}

@@ -107,6 +107,13 @@ def test_output_layer_figures_from_timings():
     assert joint["equation"] == "Eqs. 14-15" and joint["joint_dim"] == DJ and tied["joint_dim"] is None
 
 
+def test_large_vocab_memory_rows_are_the_medians_of_their_rounds():
+    runs = [{"mode": "plain", "peak_mib": p, "seconds": s, "loss": 2.0 + s} for p, s in ((30, 1.0), (10, 3.0),
+                                                                                       (20, 2.5))]
+    assert bench_large_vocab.memory_row(runs) == {"mode": "plain", "peak_mib": 20, "seconds": 2.5, "loss": 3.0,
+                                                   "peak_mib_all": [30, 10, 20], "seconds_all": [1.0, 3.0, 2.5]}
+
+
 def test_large_vocab_speed_rows_from_timings():
     rows = bench_large_vocab.speed_rows([
         ("tied", 100, 1.0, _timing(0.5, 0.4, 0.6)),
