@@ -134,10 +134,11 @@ def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = ()) -
     """Refuse the first of :func:`fairseq_option_problems` (fairseq's commands, as they parse their arguments): one
     of the command line ``given`` first (an architecture copies ``--dropout`` into ``--decoder-dropout-in``); then
     options that contradict each other silently: ``--nbest`` above ``--beam`` (a beam search keeps ``--beam``
-    hypotheses, fairseq printed fewer than asked), a ``--restore-file`` that does not exist (fairseq-train
-    trained from scratch without a word), one of ``--source-lang``/``--target-lang`` without the other (the
-    translation task infers both from DATA then, the one given ignored) and an option of the plugin's models or
-    criteria given to fairseq-generate, which builds the checkpoint's model (``--output-layer tied`` was ignored)."""
+    hypotheses, fairseq printed fewer than asked), a ``--restore-file`` (with ``--checkpoint-suffix`` in its name, as
+    fairseq reads it) or ``--continue-once`` that does not exist (fairseq-train trained from scratch without a word),
+    one of ``--source-lang``/``--target-lang`` without the other (the translation task infers both from DATA then, the
+    one given ignored) and an option of the plugin's models or criteria given to fairseq-generate, which builds the
+    checkpoint's model (``--output-layer tied`` was ignored)."""
     typed = {arg.split("=", 1)[0] for arg in given}
     for name, value, allowed in sorted(fairseq_option_problems(args), key=lambda p: flag(p[0]) not in typed):
         check_number(flag(name), value, allowed)
@@ -154,10 +155,15 @@ def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = ()) -
     if unused:
         raise errors.OptionError(f"{unused} is a training option (of a model or a criterion), which fairseq-generate "
                                  "does not read: the checkpoint's model translates as it was trained: drop it")
-    restore = getattr(args, "restore_file", None)
+    restore, suffix = getattr(args, "restore_file", None), getattr(args, "checkpoint_suffix", None)
     if restore and restore != "checkpoint_last.pt" and "://" not in restore:
-        check_exists(restore, "--restore-file", "give an existing checkpoint, or drop --restore-file to resume from "
-                     "--save-dir's checkpoint_last.pt")
+        read = restore.replace(".pt", suffix + ".pt") if suffix else restore  # as fairseq names it
+        check_exists(read, "--restore-file" + (f" {restore} with --checkpoint-suffix {suffix}:" if suffix else ""),
+                     "give an existing checkpoint, or drop --restore-file to resume from --save-dir's "
+                     "checkpoint_last.pt")
+    once = getattr(args, "continue_once", None)
+    if once and "://" not in once:  # read when --save-dir holds no checkpoint_last.pt yet
+        check_exists(once, "--continue-once", "give an existing checkpoint, or drop --continue-once")
 
 
 @functools.lru_cache(maxsize=1)

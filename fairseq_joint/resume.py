@@ -54,7 +54,9 @@ def get_batch_iterator(original, task, dataset, *args, **kwargs):
 
 def load_checkpoint(original, trainer, filename, *args, **kwargs):
     """``original`` (fairseq's ``Trainer.load_checkpoint``), then, when it resumed a checkpoint: the task's state
-    restored in the process that saves the checkpoints (so one saved before the next validation keeps it), one log
+    restored in the process that saves the checkpoints (so one saved before the next validation keeps it; not for a
+    start from the weights only, ``--finetune-from-model`` or every ``--reset-*``: GILE's γ and last validation were
+    the other run's), one log
     line with the options that differ from the checkpoint's (:func:`changed_options`), and a refusal when the run is
     already at or past ``--max-update`` (before any update, so that no checkpoint of it is overwritten). fairseq's
     failures to take the checkpoint's model or optimizer state are refused naming the options that differ
@@ -79,13 +81,16 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
     problem = None
     if trainer.is_data_parallel_master:
         state = saved_checkpoint(filename) or {}
-        trainer.task.load_state_dict(state.get("task_state") or {})
+        resets = [getattr(trainer.cfg.checkpoint, f"reset_{part}") for part in RESETS]
+        if not finetuning and not all(resets):  # a start from the weights only: the task starts as in a new run
+            trainer.task.load_state_dict(state.get("task_state") or {})
         saved = state.get("cfg")
         changed = changed_options(saved, current_configuration(trainer.cfg)) if saved is not None else [
             "(not compared: the checkpoint records no configuration torch can read again)"]
         logger.info(f"resuming {filename} at update {updates}; options that differ from the checkpoint's: "
                     + (", ".join(changed) if changed else "none"))
-        problem = None if finetuning else world_size_problem(filename, saved, trainer.cfg, extra_state)
+        problem = None if finetuning else (world_size_problem(filename, saved, trainer.cfg, extra_state)
+                                           or optimizer_state_problem(filename, state, trainer.cfg))
     if trainer.data_parallel_world_size > 1:  # the first process read the configuration: every process refuses
         from fairseq.distributed import utils as distributed_utils
 
@@ -99,6 +104,10 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
             f"continue it with a --max-update above {updates}, or start over from its weights with --reset-optimizer "
             "--reset-lr-scheduler --reset-meters --reset-dataloader")
     return extra_state
+
+
+#: fairseq's --reset-* options, all of which (or --finetune-from-model) make a start from a checkpoint's weights only
+RESETS = ("optimizer", "lr_scheduler", "meters", "dataloader")
 
 
 def world_size_problem(filename: str, saved, cfg, extra_state: dict) -> Optional[str]:
@@ -118,6 +127,21 @@ def world_size_problem(filename: str, saved, cfg, extra_state: dict) -> Optional
             f"which --distributed-world-size {now} cannot go on with (the epoch's batches are split over the "
             f"processes): resume with --distributed-world-size {before}, or resume from a checkpoint saved at the end "
             "of an epoch (checkpointN.pt)")
+
+
+def optimizer_state_problem(filename: str, state: dict, cfg) -> Optional[str]:
+    """Why ``filename`` (checkpoint dict ``state``) cannot be resumed, or None: it holds no optimizer state (saved with
+    ``--no-save-optimizer-state``), without which fairseq resumes at update 0, without a word: the learning-rate
+    schedule and ``--max-update``'s count start over (a finished run trained ``--max-update`` updates more, its
+    checkpoints overwritten). ``--reset-optimizer`` asks for exactly that."""
+    history = state.get("optimizer_history") or [{}]
+    updates = history[-1].get("num_updates") or 0
+    if cfg.checkpoint.reset_optimizer or "last_optimizer_state" in state or not updates:
+        return None
+    return (f"{filename} holds no optimizer state (saved with --no-save-optimizer-state), without which fairseq "
+            f"resumes at update 0, not {updates}: its learning-rate schedule and --max-update's count would start "
+            "over; go on from its weights with --reset-optimizer (a new optimizer, updates counted from 0), or resume "
+            "from a checkpoint saved with its optimizer state")
 
 
 @contextlib.contextmanager

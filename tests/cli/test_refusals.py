@@ -53,6 +53,10 @@ def refusal(proc) -> str:
     pytest.param(["--distributed-world-size", "2", "--distributed-backend", "gloo", "--ddp-backend", "no_c10d"],
                  "(missing: --distributed-no-spawn, --distributed-init-method tcp://HOST:PORT; docs/gpu.md)",
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="CPU")),
+    # fairseq trained from scratch without a word: the file it reads names the suffix; --continue-once's too
+    (["--restore-file", "no/checkpoint_last.pt", "--checkpoint-suffix", "_s"], "error: --restore-file "
+     "no/checkpoint_last.pt with --checkpoint-suffix _s: no/checkpoint_last_s.pt: no such file: give an existing"),
+    (["--continue-once", "no/checkpoint3.pt"], "error: --continue-once no/checkpoint3.pt: no such file"),
     pytest.param(["--fp16"], "--fp16 needs a CUDA GPU", marks=pytest.mark.skipif(torch.cuda.is_available(), reason="CPU")),
     pytest.param(["--amp"], "--amp needs a CUDA GPU", marks=pytest.mark.skipif(torch.cuda.is_available(), reason="CPU")),
 ])

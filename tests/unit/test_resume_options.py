@@ -10,6 +10,7 @@ from omegaconf import OmegaConf
 from fairseq_joint.checkpoints import absolute_paths
 from fairseq_joint.errors import CheckpointError, OptionError, refusal
 from fairseq_joint.resume import (
+    RESETS,
     changed_options,
     current_configuration,
     load_checkpoint,
@@ -103,7 +104,8 @@ def test_fairseq_s_load_checkpoint_refuses_another_world_size_but_not_to_fine_tu
     for finetune in (None, path):
         cfg = OmegaConf.create({"distributed_training": {"distributed_world_size": 1},
                                 "optimization": {"max_update": 0},
-                                "checkpoint": {"reset_dataloader": False, "finetune_from_model": finetune}})
+                                "checkpoint": {**{f"reset_{part}": False for part in RESETS},
+                                               "finetune_from_model": finetune}})
         trainer = types.SimpleNamespace(cfg=cfg, get_num_updates=lambda: 7, is_data_parallel_master=True,
                                         data_parallel_world_size=1, get_criterion=torch.nn.Module,
                                         task=types.SimpleNamespace(load_state_dict=lambda state: None))
@@ -113,3 +115,47 @@ def test_fairseq_s_load_checkpoint_refuses_another_world_size_but_not_to_fine_tu
             with pytest.raises(OptionError, match=f"^{re.escape(path)} was saved 7 batches into an epoch of a run of "
                                                   "--distributed-world-size 4, which --distributed-world-size 1"):
                 load_checkpoint(lambda trainer, filename: middle, trainer, path)
+
+
+def test_a_checkpoint_without_optimizer_state_is_not_resumed_at_update_0(tmp_path):
+    """--no-save-optimizer-state: fairseq resumed at update 0 (a finished run trained --max-update updates more);
+    --reset-optimizer asks for that, and a checkpoint with its optimizer state resumes as before."""
+    path = str(tmp_path / "checkpoint_last.pt")
+    saved = {"cfg": {}, "model": {}, "optimizer_history": [{"num_updates": 50}]}
+
+    def trainer(reset=False):
+        cfg = OmegaConf.create({"distributed_training": {"distributed_world_size": 1},
+                                "optimization": {"max_update": 0}, "checkpoint": {**{f"reset_{part}": False for part in RESETS},
+                                               "reset_optimizer": reset, "finetune_from_model": None}})
+        return types.SimpleNamespace(cfg=cfg, get_num_updates=lambda: 0, is_data_parallel_master=True,
+                                     data_parallel_world_size=1,
+                                     task=types.SimpleNamespace(load_state_dict=lambda state: None))
+
+    extra = {"train_iterator": {"epoch": 3, "iterations_in_epoch": 0}}
+    torch.save(saved, path)
+    with pytest.raises(OptionError, match=f"^{re.escape(path)} holds no optimizer state \\(saved with "
+                                          "--no-save-optimizer-state\\), without which fairseq resumes at update 0, "
+                                          "not 50: .* go on from its weights with --reset-optimizer"):
+        load_checkpoint(lambda trainer, filename: extra, trainer(), path)
+    assert load_checkpoint(lambda trainer, filename: extra, trainer(reset=True), path) is extra
+    torch.save({**saved, "last_optimizer_state": {}}, path)
+    assert load_checkpoint(lambda trainer, filename: extra, trainer(), path) is extra
+
+
+@pytest.mark.parametrize("finetune, resets, restored", [(False, (), True), (True, (), False),
+                                                        (False, RESETS, False), (False, ("meters",), True)])
+def test_the_task_state_is_restored_on_a_resume_only(tmp_path, finetune, resets, restored):
+    """GILE's γ and last validation (the task's state) come back with a resume, not with a start from the weights only
+    (--finetune-from-model, every --reset-*): the fine-tuned model's card showed the other run's figures."""
+    path = str(tmp_path / "checkpoint_last.pt")
+    torch.save({"cfg": {}, "model": {}, "task_state": {"gamma": 2.3}, "last_optimizer_state": {}}, path)
+    loaded = []
+    checkpoint = {"finetune_from_model": path if finetune else None, "reset_dataloader": False,
+                  **{f"reset_{part}": part in resets for part in RESETS}}
+    cfg = OmegaConf.create({"distributed_training": {"distributed_world_size": 1}, "optimization": {"max_update": 0},
+                            "checkpoint": checkpoint})
+    trainer = types.SimpleNamespace(cfg=cfg, get_num_updates=lambda: 0, is_data_parallel_master=True,
+                                    data_parallel_world_size=1, get_criterion=torch.nn.Module,
+                                    task=types.SimpleNamespace(load_state_dict=loaded.append))
+    load_checkpoint(lambda trainer, filename: {"train_iterator": {"epoch": 2}}, trainer, path)
+    assert loaded == ([{"gamma": 2.3}] if restored else [])
