@@ -39,6 +39,21 @@ from typing import Callable, Dict, Mapping, NamedTuple, Optional, Sequence, Tupl
 import numpy as np
 
 RANKING_KEYS = ("rl", "avgpr", "oneerr", "r5", "fullacc")
+#: the label groups a validation scores (each logs its ranking metrics, ``{group}_{key}``)
+LABEL_GROUPS = ("seen", "unseen", "gzsl_seen", "gzsl_unseen")
+#: the validation metrics of a label group that are better lower: ranking loss and one-error (AvgPr, R@5, full accuracy,
+#: 1-best, F1 are better higher)
+LOWER_IS_BETTER = ("rl", "oneerr")
+
+
+def better_higher(name: str) -> Optional[bool]:
+    """Whether the validation metric ``name`` (``seen_avgpr``, ``gzsl_h``, ``loss``; a language's with its prefix,
+    ``pl_seen_rl``) is better higher; None for a name no validation of the task logs as a metric."""
+    for group in LABEL_GROUPS:
+        for key in (*RANKING_KEYS, "1best", "f1"):
+            if name == f"{group}_{key}" or name.endswith(f"_{group}_{key}"):
+                return key not in LOWER_IS_BETTER
+    return False if name == "loss" or name.endswith("_loss") else True if name.endswith("gzsl_h") else None
 #: how many scores are ranked or compared at once (documents in chunks: bounds the memory of a validation's thousands
 #: of documents over thousands of labels)
 CHUNK = 2 ** 22

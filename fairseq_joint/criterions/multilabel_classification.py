@@ -39,6 +39,7 @@ from fairseq.dataclass import ChoiceEnum
 
 from fairseq_joint.errors import OptionError
 from fairseq_joint.metrics import (
+    LABEL_GROUPS,
     RANKING_KEYS,
     LabelScores,
     ThresholdCounts,
@@ -173,7 +174,7 @@ def log_classification_metrics(logging_outputs, prefix: str = "") -> list:
     if any("seen_n" in log for log in logging_outputs):  # evaluation: how many documents were scored
         fairseq_metrics.log_scalar_sum(f"{prefix}docs", total("nsentences"), round=0)
         logged.append("docs")
-    for group in ("seen", "unseen", "gzsl_seen", "gzsl_unseen"):
+    for group in LABEL_GROUPS:
         n = total(f"{group}_n")
         if n > 0:
             for k in RANKING_KEYS:

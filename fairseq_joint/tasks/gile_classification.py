@@ -64,7 +64,14 @@ from fairseq_joint.data.gile_files import (
 )
 from fairseq_joint.data.label_set import LabelSet, encode_label_set
 from fairseq_joint.errors import OptionError
-from fairseq_joint.metrics import LabelScores, ThresholdCounts, calibrate_threshold, macro_average, pooled_seen_offset
+from fairseq_joint.metrics import (
+    LabelScores,
+    ThresholdCounts,
+    better_higher,
+    calibrate_threshold,
+    macro_average,
+    pooled_seen_offset,
+)
 from fairseq_joint.models.gile_classifier import (
     GileClassifier,
     GileDataProvider,
@@ -154,7 +161,9 @@ class GileClassificationConfig(FairseqDataclass):
     @staticmethod
     def validate(cfg) -> None:
         """The task trains a gile_classifier with a criterion that scores labels; every λ of --language-weights
-        finite; a multilingual model's training split is not among the subsets fairseq-train validates."""
+        finite; a multilingual model's training split is not among the subsets fairseq-train validates; the best
+        checkpoint is chosen in the direction of its metric (fairseq minimizes unless told: ``--best-checkpoint-metric
+        gzsl_h`` alone kept the worst validation's checkpoint as the best)."""
         model, criterion = registered(cfg, "model"), registered(cfg, "criterion")
         if not issubclass(model, GileClassifier):
             raise OptionError(f"--task gile_classification trains a gile_classifier model, not --arch {arch(cfg.model)}"
@@ -163,6 +172,12 @@ class GileClassificationConfig(FairseqDataclass):
             names = sorted(n for n, c in CRITERION_REGISTRY.items() if issubclass(c, LabelCriterion))
             raise OptionError(f"--task gile_classification trains with a criterion that scores labels, not "
                               f"--criterion {cfg.criterion._name}: use --criterion {' or '.join(names)}")
+        metric, maximize = cfg.checkpoint.best_checkpoint_metric, cfg.checkpoint.maximize_best_checkpoint_metric
+        higher = better_higher(metric)  # (None: a name the task does not log, e.g. a criterion's own term)
+        if higher is not None and higher != maximize:
+            fix = "add --maximize-best-checkpoint-metric" if higher else "drop --maximize-best-checkpoint-metric"
+            raise OptionError(f"--best-checkpoint-metric {metric} is better {'higher' if higher else 'lower'}, and "
+                              f"fairseq {'maximizes' if maximize else 'minimizes'} it: {fix}")
         task = cfg.task
         if task.languages:  # without them, read_corpus refuses --language-weights
             parse_language_weights(task.language_weights, parse_languages(task.languages))  # refuses a bad LANG=W

@@ -602,6 +602,12 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
      "^--language-weights 'xx=1': give LANG=W; LANG one of en, pl$"),
     ([*GILE_LE, "--classification-mode", "multilabel"], "needs one label per text: use --classification-mode multiclass"),
     ([*GILE_LE, "--languages", "en,pl"], "a multilingual model \\(--languages\\) trains with --criterion multilabel"),
+    # fairseq minimizes the metric unless told: gzsl_h alone kept the worst validation's checkpoint as the best
+    ([*GILE, "--best-checkpoint-metric", "gzsl_h"], "^--best-checkpoint-metric gzsl_h is better higher, and fairseq "
+                                                   "minimizes it: add --maximize-best-checkpoint-metric$"),
+    ([*GILE, "--best-checkpoint-metric", "pl_seen_rl", "--maximize-best-checkpoint-metric"],
+     "^--best-checkpoint-metric pl_seen_rl is better lower, and fairseq maximizes it: drop --maximize-best-checkpoint"),
+    ([*GILE, "--best-checkpoint-metric", "loss", "--maximize-best-checkpoint-metric"], "loss is better lower"),
     # the task, the model and the criterion belong together
     ([*GILE, "--arch", "joint_transformer_tiny"],
      "^--task gile_classification trains a gile_classifier model, not --arch joint_transformer_tiny"),
@@ -631,6 +637,8 @@ def test_each_rule_is_refused_before_fairseq_starts(flags, said):
                                    ["--output-layer", "tied"], ["--arch", "joint_lstm_tiny", "--output-layer", "softmax"],
                                    ["--output-layer", "label", "--joint-activation", "relu"],
                                    [*GILE, "--head", "linear", "--joint-dropout", "0.5"],  # dropout acts on h there
+                                   [*GILE, "--best-checkpoint-metric", "seen_avgpr", "--maximize-best-checkpoint-metric"],
+                                   [*GILE_LE, "--best-checkpoint-metric", "le_hard2"],  # a criterion's: fairseq's way
                                    [*GILE, "--head", "gile_label_only", "--joint-activation", "tanh"],
                                    [*GILE, "--arch", "gile_pretrained", "--languages", "en,pl", "--encoder", "pretrained"],
                                    [*GILE, "--arch", "gile_multilingual", "--languages", "en,pl", "--encoder",
