@@ -658,6 +658,7 @@ class TrainedLabelPredictor(LabelPredictor):
         encoder = self.sentence_encoder
         updates = (state.get("optimizer_history") or [{}])[-1].get("num_updates")
         figures = last_validation(state.get("task_state"))  # of the checkpoint saved, which may be newer
+        validated = figures.pop("num_updates", None)  # (--validate-interval: maybe before the checkpoint's update)
         gamma, gamma_origin = self.gamma()
         lines = [
             "# A fairseq-joint label predictor", "",
@@ -677,7 +678,8 @@ class TrainedLabelPredictor(LabelPredictor):
             "## Validation", "",
         ]
         if figures:
-            lines += [f"The last validation before this checkpoint was saved ({updates} updates):", "",
+            lines += ["The last validation before this checkpoint was saved"
+                      + (f", after update {validated:.0f}" if validated is not None else "") + ":", "",
                       "| figure | value |", "|---|---|"] + [f"| {k} | {v:g} |" for k, v in figures.items()]
         else:
             lines += ["The checkpoint holds no validation figures (trained without a validation of `valid`, "

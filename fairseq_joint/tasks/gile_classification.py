@@ -90,8 +90,9 @@ NOT_FIGURES = ("wps", "wpb", "bsz", "ups", "wall", "gnorm", "clip", "lr", "num_u
 
 def last_validation(task_state: Optional[dict]) -> Dict[str, float]:
     """The figures of the last validation of ``valid`` in training that a checkpoint's ``task_state`` holds, as
-    fairseq-train logged them (loss, AvgPr, F1, H, ...; not γ and the threshold, which the task's state holds apart);
-    empty for a run without one (or validated on another subset, or trained by an earlier fairseq-joint)."""
+    fairseq-train logged them (loss, AvgPr, F1, H, ...; not γ and the threshold, which the task's state holds apart),
+    and the update it ran after (``num_updates``, where recorded); empty for a run without one (or validated on another
+    subset, or trained by an earlier fairseq-joint)."""
     return dict((task_state or {}).get(LAST_VALIDATION) or {})
 
 
@@ -434,8 +435,8 @@ class GileClassificationTask(FairseqTask, GileDataProvider):
         self.calibration_batches = []
         if batches:  # the ``valid`` subset (another subset's batches are not collected)
             self.state.merge_state_dict({LAST_VALIDATION: {
-                name: float(value) for name, value in stats.items()
-                if name not in NOT_FIGURES and not name.startswith("best_") and isinstance(value, (int, float))}})
+                name: float(value) for name, value in stats.items() if name == "num_updates" or
+                name not in NOT_FIGURES and not name.startswith("best_") and isinstance(value, (int, float))}})
         scores = [s for s, _ in batches if s is not None]
         if scores:
             self.state.merge_state_dict({CALIBRATED_OFFSET: pooled_seen_offset(scores)})

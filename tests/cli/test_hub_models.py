@@ -190,6 +190,9 @@ def test_a_saved_model_predicts_the_same_elsewhere_once_its_originals_are_gone(p
     for name in ("seen_avgpr", "unseen_avgpr", "gzsl_h", "loss", "seen_f1", "docs"):
         assert float(table[name]) == pytest.approx(validations[-1][name]), name
     assert not {"num_updates", "wps", "gamma", "threshold"} & table.keys()
+    # when it ran (with --validate-interval maybe before the checkpoint's last update)
+    assert f"The last validation before this checkpoint was saved, after update {validations[-1]['num_updates']:.0f}:" \
+        in card
     assert not any(k.startswith("best_") for k in table)
 
 
