@@ -44,6 +44,9 @@ LABEL_GROUPS = ("seen", "unseen", "gzsl_seen", "gzsl_unseen")
 #: the validation metrics of a label group that are better lower: ranking loss and one-error (AvgPr, R@5, full accuracy,
 #: 1-best, F1 are better higher)
 LOWER_IS_BETTER = ("rl", "oneerr")
+#: how many scores are ranked or compared at once (documents in chunks: bounds the memory of a validation's thousands
+#: of documents over thousands of labels)
+CHUNK = 2 ** 22
 
 
 def better_higher(name: str) -> Optional[bool]:
@@ -54,9 +57,6 @@ def better_higher(name: str) -> Optional[bool]:
             if name == f"{group}_{key}" or name.endswith(f"_{group}_{key}"):
                 return key not in LOWER_IS_BETTER
     return False if name == "loss" or name.endswith("_loss") else True if name.endswith("gzsl_h") else None
-#: how many scores are ranked or compared at once (documents in chunks: bounds the memory of a validation's thousands
-#: of documents over thousands of labels)
-CHUNK = 2 ** 22
 
 
 def score_matrices(scores, targets, seen=None, offsets=()):

@@ -56,11 +56,11 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
     """``original`` (fairseq's ``Trainer.load_checkpoint``), then, when it resumed a checkpoint: the task's state
     restored in the process that saves the checkpoints (so one saved before the next validation keeps it; not for a
     start from the weights only, ``--finetune-from-model`` or every ``--reset-*``: GILE's γ and last validation were
-    the other run's), one log
-    line with the options that differ from the checkpoint's (:func:`changed_options`), and a refusal when the run is
-    already at or past ``--max-update`` (before any update, so that no checkpoint of it is overwritten). fairseq's
-    failures to take the checkpoint's model or optimizer state are refused naming the options that differ
-    (:func:`model_mismatch`, :func:`optimizer_mismatch`)."""
+    the other run's), one log line with the options that differ from the checkpoint's (:func:`changed_options`), and
+    a refusal, by every process, of what the resume cannot continue (:func:`world_size_problem`,
+    :func:`optimizer_state_problem`) and of a run already at or past ``--max-update`` (before any update, so that no
+    checkpoint of it is overwritten). fairseq's failures to take the checkpoint's model or optimizer state are refused
+    naming the options that differ (:func:`model_mismatch`, :func:`optimizer_mismatch`)."""
     finetuning = filename == trainer.cfg.checkpoint.finetune_from_model  # other options are its point
     try:
         with new_criterion_state(trainer, filename) if finetuning else contextlib.nullcontext():
