@@ -250,14 +250,10 @@ def test_two_process_gloo_training(tiny_bin, tmp_path):
     assert "resuming" in log and "options that differ from the checkpoint's: --max-epoch 2 (checkpoint: 1), " \
         f"--max-update {int(n2) + 1} (checkpoint: 0)" in log
     assert [r["num_updates"] for r in log_records(log, "train_inner")] == [n2 + 1]
-    # a refusal after the process group started is printed by every rank (torch's exception hook, wrapped around the
-    # plugin's, held its output in a buffer the plugin's exit dropped: both ranks exited 2 without a word)
-    outs = distributed(tmp_path / "a", "--max-epoch", 2, "--max-update", int(n2) + 1, refused=True)
-    for out in outs:
-        assert out.strip().splitlines()[-1].startswith(f"error: --save-dir {tmp_path / 'a'} holds a run already at "
-                                                       f"update {int(n2) + 1}"), out[-2000:]
     # one process's checkpoint inside an epoch, resumed by two: refused by both (fairseq failed in a traceback; the
-    # first process reads the configuration and tells the other)
+    # first process reads the configuration and tells the other), each printing the line: a refusal after the process
+    # group started was silent (torch's exception hook, wrapped around the plugin's, held its output in a buffer the
+    # plugin's exit dropped: both ranks exited 2 without a word)
     assert n1 > 2
     cli("fairseq-train", tiny_bin, *common, "--save-dir", tmp_path / "c", "--max-update", 2)
     for out in distributed(tmp_path / "c", "--max-update", 4, refused=True):
