@@ -20,6 +20,7 @@ import contextlib
 import copy
 import dataclasses
 import functools
+import importlib.util
 import inspect
 import io
 import numbers
@@ -136,6 +137,7 @@ def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = ()) -
     options that contradict each other silently: ``--nbest`` above ``--beam`` (a beam search keeps ``--beam``
     hypotheses, fairseq printed fewer than asked), a ``--restore-file`` (with ``--checkpoint-suffix`` in its name, as
     fairseq reads it) or ``--continue-once`` that does not exist (fairseq-train trained from scratch without a word),
+    ``--write-checkpoints-asynchronously`` without iopath (fairseq-train exited 0 having trained nothing),
     one of ``--source-lang``/``--target-lang`` without the other (the translation task infers both from DATA then, the
     one given ignored) and an option of the plugin's models or criteria given to fairseq-generate, which builds the
     checkpoint's model (``--output-layer tied`` was ignored)."""
@@ -164,6 +166,10 @@ def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = ()) -
     once = getattr(args, "continue_once", None)
     if once and "://" not in once:  # read when --save-dir holds no checkpoint_last.pt yet
         check_exists(once, "--continue-once", "give an existing checkpoint, or drop --continue-once")
+    if getattr(args, "write_checkpoints_asynchronously", False) and importlib.util.find_spec("iopath") is None:
+        raise errors.OptionError("--write-checkpoints-asynchronously needs iopath, which is not installed "
+                                 "(fairseq-train logged it and exited 0 having trained nothing): pip install iopath, "
+                                 "or drop the option")
 
 
 @functools.lru_cache(maxsize=1)

@@ -4,6 +4,7 @@ files that are not UTF-8 are refused with the file and the line. One end-to-end 
 of range, an unsafe checkpoint, a checkpoint of the other kind, fairseq's own errors of a user's mistake); the classes
 themselves are tested in process in tests/unit/test_option_checks.py."""
 
+import importlib.util
 import os
 import sys
 
@@ -57,6 +58,9 @@ def refusal(proc) -> str:
     (["--restore-file", "no/checkpoint_last.pt", "--checkpoint-suffix", "_s"], "error: --restore-file "
      "no/checkpoint_last.pt with --checkpoint-suffix _s: no/checkpoint_last_s.pt: no such file: give an existing"),
     (["--continue-once", "no/checkpoint3.pt"], "error: --continue-once no/checkpoint3.pt: no such file"),
+    pytest.param(["--write-checkpoints-asynchronously"],
+                 "error: --write-checkpoints-asynchronously needs iopath, which is not installed", marks=pytest.mark.skipif(importlib.util.find_spec("iopath") is not None,
+                                                              reason="iopath installed")),
     pytest.param(["--fp16"], "--fp16 needs a CUDA GPU", marks=pytest.mark.skipif(torch.cuda.is_available(), reason="CPU")),
     pytest.param(["--amp"], "--amp needs a CUDA GPU", marks=pytest.mark.skipif(torch.cuda.is_available(), reason="CPU")),
 ])
