@@ -140,10 +140,12 @@ def memory_child(cfg, mode: str) -> Dict[str, object]:
 
 def memory_row(runs: Sequence[Dict[str, object]]) -> Dict[str, object]:
     """One mode's memory rounds (a fresh process each) as one row: the medians of peak and time, every round's
-    values beside them (``*_all``), the loss of the first round (every round computes the same step)."""
+    values beside them (``*_all``; the time's as the harness's :class:`Timing` keeps them), the loss of the first
+    round (every round computes the same step)."""
+    timing = Timing(tuple(r["seconds"] for r in runs))
     return {"mode": runs[0]["mode"], "peak_mib": statistics.median(r["peak_mib"] for r in runs),
-            "seconds": statistics.median(r["seconds"] for r in runs), "loss": runs[0]["loss"],
-            "peak_mib_all": [r["peak_mib"] for r in runs], "seconds_all": [r["seconds"] for r in runs]}
+            "seconds": timing.median, "loss": runs[0]["loss"], "peak_mib_all": [r["peak_mib"] for r in runs],
+            "seconds_all": list(timing.seconds)}
 
 
 def run(args) -> Dict[str, object]:
@@ -185,9 +187,9 @@ def report(result: Dict[str, object]) -> None:
               f"(peak RSS above the model and time of one first step, no warm-up, in a fresh process each; the median "
               f"of {cfg['mem_rounds']} such rounds, min-max beside it: bench_exact_softmax.py times warm steps)")
         for m in result["memory"]:
-            peaks, times = m.get("peak_mib_all", [m["peak_mib"]]), m.get("seconds_all", [m["seconds"]])
+            peaks = m["peak_mib_all"]
             print(f"  {m['mode']:<8} peak {m['peak_mib']:>9.0f} MiB ({min(peaks):.0f}-{max(peaks):.0f})   "
-                  f"time {m['seconds']:>7.2f} s ({min(times):.2f}-{max(times):.2f})   loss {m['loss']:.4f}")
+                  f"time {Timing.of(m).show(fmt='.2f')} s   loss {m['loss']:.4f}")
 
 
 def plot(result: Dict[str, object], path: str) -> None:
