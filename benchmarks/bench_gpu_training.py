@@ -398,8 +398,7 @@ def report(result: Dict[str, object]) -> None:
           f"against {result['peak_tflops']:.3g} TFLOP/s ({'given' if result['peak_given'] else 'measured matmul'})")
     print_table([("model", "<16", lambda r: r["name"]), ("|V|", ">7", lambda r: str(r["vocab"])),
                  ("tokens/s", ">10", lambda r: f"{r['tokens_per_s']:.0f}"),
-                 ("runs min-max", ">16", lambda r: "{:.0f}-{:.0f}".format(*spread(r)) if len(r["tokens_per_s_all"]) > 1
-                  else ""),
+                 ("runs: min-max", ">20", lambda r: runs_cell(r, cfg["rounds"])),
                  ("updates/s", ">10", lambda r: f"{r['updates_per_s']:.2f}"),
                  ("GFLOP/token", ">12", lambda r: f"{r['model_flops_per_token'] / 1e9:.3g}"),
                  ("MFU", ">7", lambda r: f"{100 * r['mfu']:.1f}%"),
@@ -428,6 +427,16 @@ def spread(row: Dict[str, object]) -> tuple:
     return min(row["tokens_per_s_all"]), max(row["tokens_per_s_all"])
 
 
+def runs_cell(row: Dict[str, object], rounds: int) -> str:
+    """How many runs a row's median is of, with their spread: ``3: 70-90``, or ``2 of 3: 70-90`` for a case the time
+    budget cut short (its median is of fewer runs than the others'); empty for one run of one."""
+    runs = row["tokens_per_s_all"]
+    if rounds == 1:
+        return ""
+    count = str(len(runs)) if len(runs) == rounds else f"{len(runs)} of {rounds}"
+    return f"{count}: " + "{:.0f}-{:.0f}".format(*spread(row))
+
+
 def vocab_label(vocab: int) -> str:
     return f"{vocab // 1024}K" if vocab % 1024 == 0 else str(vocab)
 
@@ -440,16 +449,21 @@ def busy(row: Dict[str, object]) -> str:
 
 def markdown(result: Dict[str, object]) -> List[str]:
     cfg = result["config"]
+    median = f", the median of {cfg['rounds']} runs a case" if cfg["rounds"] > 1 else ""
     lines = [f"<!-- benchmarks/bench_gpu_training.py on {result['device']}, torch {cfg['torch']}, --{cfg['precision']}, "
              f"{result['wall_seconds']:.0f} s -->", "",
              f"Whole-model training, `{cfg['arch']}` and its joint_ counterpart, fairseq-train --{cfg['precision']}, "
-             f"{cfg['max_tokens']} tokens a batch, {cfg['updates']} timed updates; MFU: model FLOPs (counted) per "
-             f"second over {result['peak_tflops']:.3g} TFLOP/s", "",
+             f"{cfg['max_tokens']} tokens a batch, {cfg['updates']} timed updates{median}; MFU: model FLOPs "
+             f"(counted) per second over {result['peak_tflops']:.3g} TFLOP/s", "",
              "| model | \\|V\\| | target tokens/s | MFU | GPU busy | vs |", "|---|---|---|---|---|---|"]
     for r in result["rows"]:
         vs = f"{r['vs']:.2f}x {r['reference']}" if r["vs"] else "-"
         lines.append(f"| {r['name']} | {vocab_label(r['vocab'])} | {r['tokens_per_s'] / 1e3:.1f}K | {100 * r['mfu']:.1f}% "
                      f"| {busy(r) or '-'} | {vs} |")
+    cut = [f"{r['name']} |V|={r['vocab']} ({len(r['tokens_per_s_all'])})" for r in result["rows"]
+           if len(r["tokens_per_s_all"]) < cfg["rounds"]]
+    if cut:
+        lines += ["", f"Median of fewer than {cfg['rounds']} runs (the time budget was spent): {', '.join(cut)}"]
     if result["skipped"]:
         lines += [""] + [f"Not measured: {skip['case']} ({skip['why'].splitlines()[-1][:120]})"
                          for skip in result["skipped"]]
@@ -538,7 +552,8 @@ def parse(argv: Optional[Sequence[str]] = None):
     p.add_argument("--rounds", type=int, default=1, help="runs of every training case, one of each case a round in "
                    "the harness's rotating order; a case's row is its median run (every run's tokens/s beside it)")
     p.add_argument("--time-budget-s", type=float, default=420.0,
-                   help="no case starts after this many seconds; the cases left are listed as not measured")
+                   help="no case starts after this many seconds; the cases left are listed as not measured (with "
+                        "--rounds, a case cut short is the median of the runs it had, and says how many)")
     p.add_argument("--quick-model", action="store_true", help="1+1 layers of 32 (a smoke test)")
     p.add_argument("--markdown", metavar="FILE", help="write the Markdown table of docs/gpu.md to FILE")
     args = parse_args(p, argv, QUICK, positive=("vocabs", "joint_dims", "max_tokens", "chunk", "sentences", "min_len",

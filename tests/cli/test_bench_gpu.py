@@ -173,6 +173,16 @@ def test_whole_model_rows_are_each_cases_median_run():
     assert rows["joint-32"]["tokens_per_s"] == 80.0 and bgt.spread(rows["joint-32"]) == (70.0, 90.0)
     even = bgt.median_runs([{"name": "tied", "vocab": 512, "tokens_per_s": t} for t in (100.0, 130.0)])
     assert even[0]["tokens_per_s"] == 100.0  # the lower middle run: a run that happened, not a mean of two
+    # a case the time budget cut short says its median is of fewer runs, in the table and under the Markdown's
+    assert [bgt.runs_cell(rows["tied"], 3), bgt.runs_cell(even[0], 3), bgt.runs_cell(even[0], 1)] == [
+        "3: 100-130", "2 of 3: 100-130", ""]
+    cfg = {"torch": "2.13.0", "precision": "bf16", "arch": "transformer", "max_tokens": 4096, "updates": 20, "rounds": 3}
+    for r in [rows["tied"], *even]:
+        r.update(mfu=0.1, vs=None, reference=None)
+    lines = bgt.markdown({"config": cfg, "device": "CPU", "wall_seconds": 1.0, "peak_tflops": 1.0, "skipped": [],
+                          "decoding": [], "rows": [rows["tied"], dict(even[0], vocab=1024)]})
+    assert "20 timed updates, the median of 3 runs a case;" in lines[2]
+    assert lines[-1] == "Median of fewer than 3 runs (the time budget was spent): tied |V|=1024 (2)"
 
 
 def test_whole_model_ratios_and_targets():
