@@ -441,18 +441,20 @@ def check_trained_languages(path: str, cfg, overrides: dict) -> None:
     embedding, which the head was not trained with, and scored without a word (seen AvgPr 33.5 fell to 10.6)."""
     nested = overrides.get("task") if isinstance(overrides.get("task"), dict) else {}  # {'task': {...}} too
     overrides = {**overrides, **nested}
-    languages = cfg.task.get("languages")
+    # a task of fairseq's argparse kind (translation_multi_simple_epoch) keeps its options as a Namespace
+    task = vars(cfg.task) if isinstance(cfg.task, argparse.Namespace) else cfg.task
+    languages = task.get("languages")
     trained = parse_languages(languages) if languages else []
     given = overrides.get("languages")
     if given is not None and set(parse_languages(given) if given else []) != set(trained):
         raise errors.OptionError(f"--languages {given}: {path} was trained on "
                                  f"{','.join(trained) or 'one directory (no --languages)'}: give those, in any order")
     label = overrides.get("label_language")
-    recorded = cfg.task.get("label_language") or (trained[0] if trained else "")
+    recorded = task.get("label_language") or (trained[0] if trained else "")
     if label and trained and label != recorded:
         raise errors.OptionError(f"--label-language {label}: {path} embeds the label descriptions as {recorded}, the "
                                  f"language its head was trained with: drop --label-language")
-    if given and trained and not label and not cfg.task.get("label_language") and parse_languages(given)[0] != recorded:
+    if given and trained and not label and not task.get("label_language") and parse_languages(given)[0] != recorded:
         # (a checkpoint that records no --label-language: the first of --languages is the one, now another)
         raise errors.OptionError(f"--languages {given}: {path} embeds the label descriptions as {recorded}, the first "
                                  f"of the languages it was trained on: give --label-language {recorded} too")

@@ -147,6 +147,17 @@ def test_each_model_family_through_fairseq_train_and_generate(tiny_bin, tmp_path
         assert hyps[i] == task.tgt_dict.string(beams[0]["tokens"]), i
 
 
+def test_a_multilingual_task_of_fairseqs_trains_and_translates(joined_bin, tmp_path):
+    """fairseq's translation_multi_simple_epoch (a task that keeps its options as a Namespace) with NMT-joint: its
+    checkpoint is read back by fairseq-generate (the plugin's checkpoint checks failed on the Namespace)."""
+    multilingual = ["--task", "translation_multi_simple_epoch", "--lang-pairs", "en-de,de-en", "--langs", "en,de",
+                    "--encoder-langtok", "src", "--decoder-langtok", "--source-lang", "en", "--target-lang", "de"]
+    train_joint(joined_bin, tmp_path, "joint_transformer_tiny", 2, "--share-all-embeddings", *multilingual)
+    gen = cli("fairseq-generate", joined_bin, "--user-dir", USER_DIR, "--path", tmp_path / "checkpoint_last.pt",
+              *multilingual, "--gen-subset", "test", "--beam", 2, "--max-len-b", 4, "--batch-size", 40)
+    assert sorted(printed(gen.stdout, "H")) == list(range(40))
+
+
 def test_interactive_translates_what_beam_search_translates(tiny_bin, joint_checkpoint):
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(joint_checkpoint)])
     cfg.generation.beam = 2
