@@ -263,16 +263,64 @@ def before_main(cfg, main) -> None:
     """What runs before fairseq's ``call_main(cfg, main)`` starts ``main`` (fairseq-train, -validate, -interactive, by
     any route): :func:`validate`, several processes without a GPU (:func:`check_processes_without_gpus`), and for
     fairseq-train the precision flags against the hardware, the SIGTERM handler and resume note of
-    :func:`fairseq_joint.errors.training_started` and the kind of checkpoint it may load (:func:`load_checkpoint_to_cpu`
-    refuses the other)."""
+    :func:`fairseq_joint.errors.training_started`, the kind of checkpoint it may load (:func:`load_checkpoint_to_cpu`
+    refuses the other) and its DATA (:func:`check_training_data`)."""
     training = errors.fairseq_program(main) == "fairseq_cli.train"
     validate(cfg, training=training)
     if training:
         check_precision(cfg.common)
     check_processes_without_gpus(cfg)
     if training:
+        check_training_data(cfg)
         _training_kind["labels"] = issubclass(registered(cfg, "task"), GileClassificationTask)
         errors.training_started(None if cfg.checkpoint.no_save else cfg.checkpoint.save_dir)
+
+
+def check_training_data(cfg) -> None:
+    """fairseq-train's DATA, ``DIR1:DIR2:...`` (fairseq trains on one directory an epoch, reading each with the first's
+    dictionaries): every directory there, each one's dictionaries the first's (another's word ids were read through
+    the first's dictionaries without a word; a missing directory failed in a traceback after an epoch). For fairseq's
+    translation task, each directory holds the training split; one fairseq-preprocess wrote ``--dataset-impl lazy``
+    (or ``cached``) is read with ``--dataset-impl`` given (fairseq infers ``cached`` and failed in training with a
+    ``KeyError``); ``--load-alignments`` finds alignments there (fairseq trained without them, the alignment loss 0)."""
+    import glob
+
+    from fairseq import utils
+    from fairseq.data import Dictionary, indexed_dataset
+    from fairseq.tasks.translation import TranslationTask
+
+    data = str(cfg.task.data)
+    if "://" in data:
+        return
+    first, *others = shards = utils.split_paths(data)
+    for shard in shards:
+        check_exists(shard, f"DATA {data}:" if others else "DATA", "give the directories fairseq-preprocess wrote, "
+                     "separated by ':'" if others else "give the directory fairseq-preprocess wrote", directory=True)
+    for name in sorted(n for n in os.listdir(first) if n.startswith("dict.") and n.endswith(".txt")) if others else ():
+        words = Dictionary.load(os.path.join(first, name)).symbols
+        for other in (os.path.join(shard, name) for shard in others):
+            if os.path.isfile(other) and Dictionary.load(other).symbols != words:
+                raise errors.InputError(f"DATA {data}: {other} is not the first directory's {name}, with whose word "
+                                        f"ids fairseq reads every directory: binarize each with fairseq-preprocess "
+                                        f"--srcdict/--tgtdict {first}/dict.LANG.txt")
+    if not issubclass(registered(cfg, "task"), TranslationTask):
+        return
+    task = cfg.task
+    for shard in shards:
+        split = os.path.join(glob.escape(shard), glob.escape(task.train_subset))
+        if not glob.glob(f"{split}.*-*.*"):
+            raise errors.MissingFileError(f"DATA {data}: {shard} holds no '{task.train_subset}' split "
+                                          "(SPLIT.SRC-TGT.LANG.bin): give directories fairseq-preprocess wrote")
+        written = sorted(glob.glob(f"{split}.*-*.*.idx"))
+        if task.dataset_impl is None and written and indexed_dataset.infer_dataset_impl(written[0][:-4]) == "cached":
+            raise errors.OptionError(f"{written[0]} was written by fairseq-preprocess --dataset-impl lazy (or cached), "
+                                     "which fairseq-train reads only when told (it infers cached, which fails in "
+                                     "training): add --dataset-impl lazy")
+        if task.load_alignments and not glob.glob(f"{split}.align.*-*.*"):
+            raise errors.OptionError(f"--load-alignments: {shard} holds no alignments of its "
+                                     f"'{task.train_subset}' split (SPLIT.align.SRC-TGT.bin; fairseq trained without "
+                                     "them): binarize them with fairseq-preprocess --align-suffix, or drop "
+                                     "--load-alignments")
 
 
 #: what a run of several processes needs on the CPU, by option: one process per rank started by the user (fairseq

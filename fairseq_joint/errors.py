@@ -18,6 +18,7 @@ and from which checkpoint (resumes are exact: fairseq_joint/resume.py).
 """
 
 import difflib
+import glob
 import os
 import pickle
 import re
@@ -197,6 +198,12 @@ def translate(err: BaseException) -> Optional[Refusal]:
         given = option_of(split)
         default = {"train": "--train-subset", "valid": "--valid-subset", "test": "--gen-subset"}.get(split, "the split")
         which = f"{given}: " if given != split else f"{default} {split} (the default): "
+        text = [p for p in sorted(glob.glob(os.path.join(glob.escape(data), f"{glob.escape(split)}.*-*.*")))
+                if not p.endswith((".bin", ".idx"))]
+        if text:  # fairseq looks for binaries unless told
+            return OptionError(f"{which}{data} holds the '{split}' split as text ({os.path.basename(text[0])}: "
+                               "fairseq-preprocess --dataset-impl raw), which fairseq reads only when told: add "
+                               "--dataset-impl raw")
         return MissingFileError(f"{which}{data} holds no binarized '{split}' split of this language pair: give a split "
                                 "it holds (ls it: SPLIT.SRC-TGT.SRC.bin), or binarize one with fairseq-preprocess "
                                 "(--trainpref/--validpref/--testpref write train/valid/test)")
@@ -208,7 +215,8 @@ def translate(err: BaseException) -> Optional[Refusal]:
         return OptionError("no task was given: add --task (translation, or gile_classification for a "
                            "gile_classifier checkpoint)")
     if isinstance(err, (AssertionError, ValueError)) and message.startswith("--"):  # the plugin refuses as Refusals
-        return OptionError(f"{one_line(err).rstrip('!.')}: change the options (see {program()} --help)")
+        fix = next((fix for said, fix in FAIRSEQ_FIXES.items() if message.startswith(said)), None)
+        return OptionError(f"{one_line(err).rstrip('!.')}: {fix or f'change the options (see {program()} --help)'}")
     if message == "Source and target must contain the same number of examples":
         pair = _frame_locals(err, "load_langpair_dataset")
         where = "{prefix}{src} and {prefix}{tgt}".format(**pair) if {"prefix", "src", "tgt"} <= pair.keys() else \
@@ -241,6 +249,11 @@ def translate(err: BaseException) -> Optional[Refusal]:
                           "--source-lang and --target-lang (a gile_classifier checkpoint is scored with "
                           "fairseq-joint-predict-labels, or fairseq-validate --task gile_classification)")
     return None
+
+
+#: the fix of a refusal of fairseq's own that names no fix, by how its message starts
+FAIRSEQ_FIXES = {"--share-all-embeddings requires a joined dictionary": "binarize DATA with fairseq-preprocess "
+                 "--joined-dictionary, or drop --share-all-embeddings"}
 
 
 def missing_value(err: BaseException) -> Optional[tuple]:

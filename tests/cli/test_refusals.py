@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import torch
-from conftest import GILE_FAST, GILE_TRAIN, SAMPLE, TRAIN_FAST, USER_DIR, binarize, cli
+from conftest import GILE_FAST, GILE_TRAIN, SAMPLE, TRAIN_FAST, USER_DIR, binarize, cli, train_joint, write_slice
 from omegaconf import OmegaConf
 
 from fairseq_joint import errors
@@ -89,6 +89,34 @@ def test_every_route_into_fairseqs_commands_runs_the_same_checks(tmp_path):
     line = refusal(cli(sys.executable, "-m", "fairseq_cli.generate", tmp_path, "--user-dir", USER_DIR, "--path",
                        tmp_path / "none.pt", check=False))  # the exception hook: fairseq's own error, named
     assert line.startswith(f"error: {tmp_path} holds no binarized translation corpus whose languages fairseq can read")
+
+
+def test_training_data_fairseq_would_misread_is_refused_before_any_work(tiny_text, tiny_bin, tmp_path):
+    """fairseq-train's DATA: a shard binarized with other dictionaries (fairseq read its word ids through the first's
+    without a word), a missing or empty shard (a traceback after an epoch), a corpus written --dataset-impl lazy or raw
+    read without it (a KeyError traceback; "no binarized split"), --load-alignments without alignments (ignored)."""
+    smaller = binarize(write_slice(tmp_path / "smaller", 60, 5), tmp_path / "other-dict")
+    same = binarize(tiny_text, tmp_path / "same-dict", "--srcdict", tiny_bin / "dict.en.txt", "--tgtdict",
+                    tiny_bin / "dict.de.txt")
+    (tmp_path / "empty").mkdir()
+    cases = {
+        f"{tiny_bin}:{smaller}": f"{smaller}/dict.de.txt is not the first directory's dict.de.txt, with whose word ids "
+                                 f"fairseq reads every directory: binarize each with fairseq-preprocess --srcdict/"
+                                 f"--tgtdict {tiny_bin}/dict.LANG.txt",
+        f"{tiny_bin}:{tmp_path}/none": f"{tmp_path}/none: no such directory",
+        f"{tiny_bin}:{tmp_path}/empty": f"{tmp_path}/empty holds no 'train' split",
+        binarize(tiny_text, tmp_path / "lazy", "--dataset-impl", "lazy"): "--dataset-impl lazy (or cached), which "
+        "fairseq-train reads only when told (it infers cached, which fails in training): add --dataset-impl lazy",
+        binarize(tiny_text, tmp_path / "raw", "--dataset-impl", "raw"): "holds the 'train' split as text (train.en-de."
+        "de: fairseq-preprocess --dataset-impl raw), which fairseq reads only when told: add --dataset-impl raw",
+    }
+    for data, message in cases.items():
+        line = refusal(train_joint(data, tmp_path / "ck", "joint_transformer_tiny", 1, check=False))
+        assert message in line and not list(tmp_path.glob("ck/*.pt")), line
+    line = refusal(train_joint(tiny_bin, tmp_path / "ck", "joint_transformer_tiny", 1, "--load-alignments",
+                               check=False))
+    assert line.endswith("binarize them with fairseq-preprocess --align-suffix, or drop --load-alignments"), line
+    train_joint(f"{tiny_bin}:{same}", tmp_path / "ck", "joint_transformer_tiny", 1)  # shards of one dictionary train
 
 
 def test_resuming_into_another_output_layer_names_the_difference(tiny_bin, tmp_path):

@@ -759,6 +759,10 @@ def test_a_file_that_is_no_fairseq_checkpoint_is_named_as_such(tmp_path, monkeyp
                                    in_fairseq.__file__, "exec"))
         assert str(errors.refusal(err)) == ("--sampling requires --nbest to be equal to --beam: change the options "
                                             "(see fairseq-train --help)")
+    joined = errors.refusal(raised(exec, compile("raise ValueError('--share-all-embeddings requires a joined "
+                                                 "dictionary')", in_fairseq.__file__, "exec")))
+    assert str(joined).endswith("joined dictionary: binarize DATA with fairseq-preprocess --joined-dictionary, or drop "
+                                "--share-all-embeddings")  # the fix, where fairseq's message names none
     # by type and what it says alone (the plugin refuses with Refusals, never a ValueError): the same anywhere
     assert str(errors.refusal(raised(exec, compile("raise ValueError('--x y')", __file__, "exec")))).startswith("--x y")
     assert errors.refusal(raised(exec, compile("raise ValueError('x --y')", in_fairseq.__file__, "exec"))) is None
