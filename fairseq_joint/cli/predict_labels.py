@@ -75,6 +75,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise fail(f"{'--input ' + args.input if args.input else 'stdin'} holds no text: give one text a line")
     if len(texts) != len(lines):
         print(f"note: skipped {len(lines) - len(texts)} empty input line(s)", file=sys.stderr)
+    encoder = predictor.sentence_encoder
+    cut = encoder.cut(texts) if encoder is not None else 0
+    if cut:
+        print(f"note: {encoder.cut_note(cut, len(texts))}", file=sys.stderr)
     gamma, origin = predictor.gamma(args.seen_score_offset, OPTIONS)
     print(f"note: γ = {gamma:g} is subtracted from the scores of the labels seen in training ({origin})",
           file=sys.stderr)

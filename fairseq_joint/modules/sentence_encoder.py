@@ -161,15 +161,29 @@ class PretrainedSentenceEncoder(nn.Module):
         if self.static:  # the ids StaticEmbedding averages (as its own preprocessing makes them; never cut)
             return [e.ids for e in tok.encode_batch(list(texts), add_special_tokens=False)]
         limit = self.max_seq_length or None
-        ids = tok(list(texts), add_special_tokens=True, truncation=False)["input_ids"]
+        ids = tok(list(texts), add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
         long = [i for i, row in enumerate(ids) if limit and len(row) > limit]
         if long:  # only these are tokenized again, cut as the tokenizer cuts (special tokens kept)
             cut = tok([texts[i] for i in long], add_special_tokens=True, truncation=True, max_length=limit)["input_ids"]
             for i, row in zip(long, cut):
                 ids[i] = row
-            logger.info(f"{len(long)} of {len(texts)} texts are longer than the encoder's max_seq_length {limit} word "
-                        f"pieces: it reads their first {limit} (as it was trained)")
+            logger.info(self.cut_note(len(long), len(texts)))
         return ids
+
+    def cut(self, texts: Sequence[str]) -> int:
+        """How many of ``texts`` are longer than the encoder's ``max_seq_length`` word pieces (it reads their first
+        ones, as it was trained; sentence-transformers cuts without a word); 0 for a model that reads whole texts."""
+        if self.static or not self.max_seq_length:
+            return 0
+        ids = self.st.tokenizer(list(texts), add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
+        return sum(len(row) > self.max_seq_length for row in ids)
+
+    def cut_note(self, cut: int, total: int, what: str = "texts") -> str:
+        """What is said of the ``cut`` of ``total`` texts (of ``what``) the encoder reads up to its
+        ``max_seq_length``."""
+        return (f"{'' if what == 'texts' else what + ': '}{cut} of {total} texts are longer than the encoder's "
+                f"max_seq_length {self.max_seq_length} word pieces: it reads their first {self.max_seq_length} (as it "
+                "was trained)")
 
     def forward(self, input_ids: Tensor) -> Tensor:
         """Normalized embeddings (B, d) of right-padded token ids (B, T) (padding: :attr:`pad_id`)."""
@@ -198,9 +212,13 @@ class PretrainedSentenceEncoder(nn.Module):
 
     @torch.no_grad()
     def embed(self, texts: Sequence[str], what: str = "texts") -> Tensor:
-        """Normalized embeddings (N, d) of ``texts`` without autograd, with progress lines. Batches are formed over
-        the texts sorted by length (little padding); the result is in the order of ``texts``."""
+        """Normalized embeddings (N, d) of ``texts`` without autograd, with progress lines and the count of texts cut
+        at ``max_seq_length``. Batches are formed over the texts sorted by length (little padding); the result is in
+        the order of ``texts``."""
         st = self.st
+        cut = self.cut(texts)
+        if cut:
+            logger.info(self.cut_note(cut, len(texts), what))
         was_training = st.training
         st.eval()
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))

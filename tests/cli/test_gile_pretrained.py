@@ -4,6 +4,7 @@ broken cache rebuilt), checkpoint round trips, predict_labels on labels never se
 fine-tuning on CPU, and the one-line errors for a bad encoder directory or dimension."""
 
 import json
+import re
 import shutil
 
 import pytest
@@ -87,15 +88,18 @@ def test_similarity_init_starts_at_the_encoders_cosine(data, tmp_path, sentence_
 
 
 def test_predict_unseen_labels_seen_score_offset_and_encoder_errors(data, tmp_path, sentence_encoder):
-    train(data, tmp_path / "ck", sentence_encoder, "--head", "gile", "--similarity-init", "--max-epoch", "1")
+    run = train(data, tmp_path / "ck", sentence_encoder, "--head", "gile", "--similarity-init", "--max-epoch", "1")
+    assert re.search(r"\| train: \d+ of 150 texts are longer than the encoder's max_seq_length 64 word pieces: it reads "
+                     r"their first 64", run.stdout + run.stderr)  # (sentence-transformers cuts them without a word)
     ckpt = tmp_path / "ck" / "checkpoint_last.pt"
     texts = tmp_path / "texts.txt"
-    texts.write_text("a text editor for programmers\nnetwork audio streaming server\n")
+    texts.write_text("a text editor for programmers\nnetwork audio streaming server\n" + "audio " * 80 + "\n")
     seen = set((data / "labels.train.txt").read_text().split())
     out = cli("fairseq-joint-predict-labels", "--checkpoint", ckpt, "--labels", SAMPLE / "labels.tsv",
               "--input", texts, "--topk", "469", "--json")
     rows = [json.loads(line) for line in out.stdout.splitlines()]
-    assert len(rows) == 2 and all(len(r["labels"]) == 469 for r in rows)
+    assert len(rows) == 3 and all(len(r["labels"]) == 469 for r in rows)
+    assert "note: 1 of 3 texts are longer than the encoder's max_seq_length 64 word pieces" in out.stderr
     unseen_scored = {n for r in rows for n, _ in r["labels"] if n not in seen}
     assert len(unseen_scored) == 469 - len(seen)  # labels never seen in training are scored from their descriptions
     # calibrated stacking: a large γ puts every unseen label above every seen one
