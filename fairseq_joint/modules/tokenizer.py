@@ -2,6 +2,7 @@
 the lexical channel's TF-IDF features when they span languages written without spaces."""
 
 import re
+import unicodedata
 from typing import List
 
 _moses = None
@@ -12,15 +13,16 @@ UNSPACED_CLASS = "\u3040-\u30ff\u4e00-\u9fff\u0e00-\u0e7f"
 
 
 def tokenize(text: str) -> List[str]:
-    """Lower-cased Moses tokens (sacremoses): the one tokenizer of inputs and label descriptions. Characters of
-    scripts written without spaces (Japanese, Chinese, Thai: :data:`UNSPACED`) are tokens of their own, so such a
-    text is not one 'word' per clause; other tokens are Moses'."""
+    """Lower-cased Moses tokens (sacremoses) of the text in Unicode's composed form (NFC: "café" typed as "cafe" and a
+    combining accent is the same word): the one tokenizer of inputs and label descriptions. Characters of scripts
+    written without spaces (Japanese, Chinese, Thai: :data:`UNSPACED`) are tokens of their own, so such a text is not
+    one 'word' per clause; other tokens are Moses'."""
     global _moses
     if _moses is None:
         from sacremoses import MosesTokenizer
 
         _moses = MosesTokenizer(lang="en")
-    tokens = _moses.tokenize(text.lower(), escape=False)
+    tokens = _moses.tokenize(unicodedata.normalize("NFC", text.lower()), escape=False)
     if not any(c in UNSPACED for t in tokens for c in t):
         return tokens
     out: List[str] = []

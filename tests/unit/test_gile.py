@@ -1,6 +1,7 @@
 """Unit tests of the GILE math: heads (Eqs. 3, 5, 6a/6b, 14, 18, 19), label vectors, losses (Eqs. 15, 17,
 Kurata's), label sampling, metrics against scikit-learn and hand computations, Kurata's init."""
 
+import unicodedata
 from types import SimpleNamespace
 
 import numpy as np
@@ -791,3 +792,12 @@ def test_a_checkpoint_of_another_kind_of_encoder_is_refused(sentence_encoder, tm
         with pytest.raises(CheckpointError, match=f"^the checkpoint was {said}, but the model is built with --encoder "
                            f"{built}: load it with the configuration it was trained with$"):
             models[built].load_state_dict(models[saved].state_dict())
+
+
+def test_the_tokenizer_lowercases_composes_and_splits_unspaced_scripts():
+    from fairseq_joint.modules.tokenizer import tokenize
+
+    composed = "Café für Ärzte"
+    decomposed = unicodedata.normalize("NFD", composed)
+    assert decomposed != composed and tokenize(decomposed) == tokenize(composed) == ["café", "für", "ärzte"]
+    assert tokenize("A 3D-Spiel, 日本語 text") == ["a", "3d-spiel", ",", "日", "本", "語", "text"]
