@@ -297,14 +297,17 @@ class LabelScores(NamedTuple):
     seen: np.ndarray
 
 
-def pooled_seen_offset(batches: Sequence[LabelScores]) -> float:
+def pooled_seen_offset(batches: Sequence[LabelScores]) -> Optional[float]:
     """:func:`calibrate_seen_offset` over the documents of several batches of one label set (a validation's batches,
-    collected by the task when it calibrates γ)."""
+    collected by the task when it calibrates γ); None where their gold labels are not of both groups, seen and unseen
+    (``gzsl_h`` is 0 at every γ: there is nothing to calibrate on, and γ = 0 would pass for a calibrated one)."""
     seen = np.asarray(batches[0].seen, dtype=bool)
     if any(not np.array_equal(np.asarray(b.seen, dtype=bool), seen) for b in batches):
         raise ValueError("the batches to calibrate γ on were scored against different label sets")
-    return calibrate_seen_offset(np.concatenate([b.scores for b in batches]), np.concatenate([b.gold for b in batches]),
-                                 seen)
+    gold = np.concatenate([b.gold for b in batches]) > 0
+    if not (gold[:, seen].any() and gold[:, ~seen].any()):
+        return None
+    return calibrate_seen_offset(np.concatenate([b.scores for b in batches]), gold, seen)
 
 
 #: the probability thresholds calibration chooses from: steps of 0.001 over [0, 1] and a geometric grid down to 1e-6 (a

@@ -438,8 +438,9 @@ class GileClassificationTask(FairseqTask, GileDataProvider):
                 name: float(value) for name, value in stats.items() if name == "num_updates" or
                 name not in NOT_FIGURES and not name.startswith("best_") and isinstance(value, (int, float))}})
         scores = [s for s, _ in batches if s is not None]
-        if scores:
-            self.state.merge_state_dict({CALIBRATED_OFFSET: pooled_seen_offset(scores)})
+        offset = pooled_seen_offset(scores) if scores else None  # (None: no gold label of one group, seen or unseen)
+        if offset is not None:
+            self.state.merge_state_dict({CALIBRATED_OFFSET: offset})
             stats["gamma"] = round(self.seen_score_offset, 4)
         threshold = calibrate_threshold([c for _, c in batches if c is not None])
         if threshold is not None:

@@ -113,6 +113,18 @@ def test_calibration_takes_equal_h_up_to_rounding_as_equal():
     assert calibrate_seen_offset(scores, gold, seen) == 0.5625
 
 
+def test_pooled_calibration_needs_gold_labels_of_both_groups():
+    """A validation whose documents carry no unseen (or no seen) gold label has nothing to calibrate γ on: None, not
+    the γ = 0 of an all-zero gzsl_h grid that passed for a calibrated one."""
+    scores = np.array([[2.0, 1.0, 0.5], [0.0, 1.5, 1.0]])
+    seen = np.array([True, True, False])
+    batches = [metrics.LabelScores(scores, np.array([[1, 0, 0], [0, 1, 0]]), seen)]
+    assert metrics.pooled_seen_offset(batches) is None
+    assert metrics.pooled_seen_offset([batches[0]._replace(gold=np.array([[0, 0, 1], [0, 0, 1]]))]) is None
+    both = [batches[0]._replace(gold=np.array([[1, 0, 0], [0, 0, 1]]))]
+    assert metrics.pooled_seen_offset(both) == calibrate_seen_offset(scores, both[0].gold, seen)
+
+
 def test_calibrated_stacking_removes_a_seen_bias():
     # a ranking that is right within each group, with every seen score pushed up by 2: GZSL suffers, γ ≈ 2 repairs it
     rng = np.random.default_rng(0)
