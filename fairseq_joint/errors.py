@@ -166,7 +166,9 @@ def translate(err: BaseException) -> Optional[Refusal]:
       starts with the option (``--sampling requires --nbest to be equal to --beam``, ``--finetune-from-model X does
       not exist``; the plugin raises no such error: it refuses with :class:`Refusal`);
     * fairseq's translation task found no language pair in DATA's file names (e.g. a GILE data directory given to
-      fairseq-generate)."""
+      fairseq-generate);
+    * fairseq-train's validation logged no figure of the ``--best-checkpoint-metric`` (a ``KeyError`` after the first
+      epoch: which figures the criterion and task log is known only then)."""
     if weights_only_refusal(err):
         path = _frame_locals(err, "load").get("f")
         return unsafe_checkpoint(path if isinstance(path, (str, os.PathLike)) else "the checkpoint", err)
@@ -214,6 +216,12 @@ def translate(err: BaseException) -> Optional[Refusal]:
     if isinstance(err, KeyError) and err.args == (None,) and "parser" in _frame_locals(err, "parse_args_and_arch"):
         return OptionError("no task was given: add --task (translation, or gile_classification for a "
                            "gile_classifier checkpoint)")
+    logged = _frame_locals(err, "get_valid_stats") or _frame_locals(err, "validate")
+    metric = logged["cfg"].checkpoint.best_checkpoint_metric if "cfg" in logged else None
+    if isinstance(err, KeyError) and metric is not None and err.args == (metric,) and "stats" in logged:
+        figures = ", ".join(k for k in logged["stats"] if k != "num_updates" and not k.startswith("best_"))
+        return OptionError(f"--best-checkpoint-metric {metric}: validation logs no such figure (it logged {figures}; "
+                           "this epoch was not saved): give one of those")
     if isinstance(err, (AssertionError, ValueError)) and message.startswith("--"):  # the plugin refuses as Refusals
         fix = next((fix for said, fix in FAIRSEQ_FIXES.items() if message.startswith(said)), None)
         return OptionError(f"{one_line(err).rstrip('!.')}: {fix or f'change the options (see {program()} --help)'}")

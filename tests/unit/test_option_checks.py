@@ -759,6 +759,15 @@ def test_a_file_that_is_no_fairseq_checkpoint_is_named_as_such(tmp_path, monkeyp
                                    in_fairseq.__file__, "exec"))
         assert str(errors.refusal(err)) == ("--sampling requires --nbest to be equal to --beam: change the options "
                                             "(see fairseq-train --help)")
+    # a --best-checkpoint-metric validation does not log: fairseq's KeyError after the first epoch, named
+    from fairseq_cli import train as fairseq_train
+
+    monkeypatch.setattr(in_fairseq.save_checkpoint, "best", 1.0, raising=False)
+    cfg = OmegaConf.create({"checkpoint": {"best_checkpoint_metric": "bleu", "maximize_best_checkpoint_metric": True}})
+    err = raised(fairseq_train.get_valid_stats, cfg, types.SimpleNamespace(get_num_updates=lambda: 3),
+                 {"loss": 2.0, "ppl": 4.0}, True)
+    assert str(errors.refusal(err)) == ("--best-checkpoint-metric bleu: validation logs no such figure (it logged "
+                                        "loss, ppl; this epoch was not saved): give one of those")
     joined = errors.refusal(raised(exec, compile("raise ValueError('--share-all-embeddings requires a joined "
                                                  "dictionary')", in_fairseq.__file__, "exec")))
     assert str(joined).endswith("joined dictionary: binarize DATA with fairseq-preprocess --joined-dictionary, or drop "
