@@ -52,7 +52,9 @@ class OutputLayerConfig(FairseqDataclass):
         metadata={"help": "the non-linearity σ of Eqs. 7, 12-13 (the paper uses tanh)"},
     )
     joint_dropout: float = field(
-        default=0.0, metadata={"help": "dropout on the context side σ(V h + b_v) in the joint space", "range": DROPOUT}
+        default=0.0, metadata={"help": "dropout on the context side g_ctx(h): σ(V h + b_v) of joint, σ(W h) of "
+                               "context, W h of bilinear, h itself of softmax, tied and label (kept in generation by "
+                               "--retain-dropout)", "range": DROPOUT}
     )
     no_output_bias: bool = field(
         default=False, metadata={"help": "drop the per-word bias b of Eqs. 3-14"}
@@ -77,8 +79,9 @@ class OutputLayerConfig(FairseqDataclass):
         from fairseq_joint.options import registered
 
         args = cfg.model  # a training run's (the rules run for fairseq-train): fairseq's LSTM and Transformer declare both
-        # with --share-all-embeddings fairseq's Transformer turns the flag on itself, in the arguments a checkpoint saves
-        if args.share_decoder_input_output_embed and args.output_layer != "tied" and not args.share_all_embeddings:
+        # (given, also with --share-all-embeddings: fairseq's Transformer turns the flag on itself only as it builds,
+        # after this, and joint_transformer turns it off again; it was dropped without a word there)
+        if args.share_decoder_input_output_embed and args.output_layer != "tied":
             raise OptionError(f"--share-decoder-input-output-embed conflicts with --output-layer {args.output_layer}: "
                               "use --output-layer tied for weight tying (and drop --share-decoder-input-output-embed)")
         if issubclass(registered(cfg, "criterion"), AdaptiveLoss):

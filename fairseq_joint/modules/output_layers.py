@@ -39,6 +39,7 @@ from typing import Callable, Dict, Optional, Tuple
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from fairseq.modules.fairseq_dropout import FairseqDropout
 from torch import Tensor
 
 from fairseq_joint.errors import CheckpointError, InputError, OptionError
@@ -208,6 +209,9 @@ class OutputLayer(nn.Module):
         self._build_class_side()
         self._build_context_side()
         self._build_bias()
+        #: the dropout of the context side (a FairseqDropout: fairseq-generate's --retain-dropout keeps it, and
+        #: --retain-dropout-modules names it OutputLayer)
+        self.context_dropout = FairseqDropout(spec.dropout, module_name="OutputLayer")
         #: serve g_out(X) of all classes from a cache in eval mode without autograd (beam search); benchmarks
         #: switch it off to show what it buys
         self.use_eval_cache = True
@@ -445,9 +449,7 @@ class OutputLayer(nn.Module):
             out = self.activation(F.linear(features, self.context_weight, self.context_bias))
         if self.context_scale is not None:
             out = out * self.context_scale
-        if self.dropout > 0:
-            out = F.dropout(out, p=self.dropout, training=self.training)
-        return out
+        return self.context_dropout(out)
 
     def forward(
         self,

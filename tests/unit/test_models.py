@@ -70,6 +70,21 @@ def test_features_only_feeds_the_output_layer(tiny_bin, arch, extra, kind):
         torch.testing.assert_close(layer(h, ids=ids), logits[..., ids])
 
 
+def test_retain_dropout_keeps_the_joint_dropout_in_generation(tiny_bin):
+    """--joint-dropout is a FairseqDropout: off in eval mode, kept by fairseq-generate's --retain-dropout (fairseq's
+    make_generation_fast_), by name with --retain-dropout-modules OutputLayer (it was a bare F.dropout: never kept)."""
+    def twice(retained):
+        task, model = build(tiny_bin, "joint_lstm", "--output-layer", "joint", "--joint-dim", 12, "--joint-dropout",
+                            "0.5", "--dropout", "0", *SMALL_LSTM)
+        model.make_generation_fast_(retain_dropout=True, retain_dropout_modules=[retained])  # eval mode too
+        src, lengths, prev = random_batch(task)
+        with torch.no_grad():
+            return [model(src, lengths, prev)[0] for _ in range(2)]
+
+    assert torch.equal(*twice("FairseqIncrementalDecoder"))  # another module named: the joint dropout stays off
+    assert not torch.equal(*twice("OutputLayer"))
+
+
 @pytest.mark.parametrize("arch, extra", [("joint_transformer", SMALL_TRANSFORMER), ("joint_lstm", SMALL_LSTM)])
 def test_uniform_output_layer_init_is_one_change(tiny_bin, arch, extra):
     """--output-layer-init uniform changes the output layer's start and nothing else: with the same seed, the

@@ -523,6 +523,9 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
     ([*LABEL_EMBEDDING, "--arch", "lstm", "--label-embedding-input-dim", "8"],
      r"^--criterion label_embedding_cross_entropy scores the --output-layer .* not --arch lstm \(LSTMModel\)"),
     (["--share-decoder-input-output-embed", "--output-layer", "joint"], "conflicts with --output-layer joint"),
+    # also with --share-all-embeddings (fairseq's Transformer turns it on itself only as it builds): it was dropped
+    (["--share-decoder-input-output-embed", "--share-all-embeddings", "--output-layer", "softmax"],
+     "conflicts with --output-layer softmax"),
     # options the output layer does not read, given (the architecture's own values pass: test below)
     (["--output-layer", "tied", "--joint-dim", "64"], "^--joint-dim 64 is dj of --output-layer joint; --output-layer "
                                                       "tied has no joint space of its own: drop --joint-dim, or use "
@@ -532,6 +535,8 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
                                                                    "--output-layer bilinear has none: drop"),
     (["--share-decoder-input-output-embed", "--arch", "joint_lstm_tiny"], "conflicts with --output-layer joint: use "
                                                                           "--output-layer tied"),
+    (["--share-decoder-input-output-embed", "--share-all-embeddings", "--arch", "joint_lstm_tiny"],
+     "conflicts with --output-layer joint: use --output-layer tied"),
     (["--criterion", "adaptive_loss"], "^--criterion adaptive_loss needs fairseq's adaptive softmax"),
     # fairseq's LSTMModel.build_model's rules, which joint_lstm builds its modules without
     (["--arch", "joint_lstm_tiny", "--encoder-layers", "2", "--decoder-layers", "1"],

@@ -288,8 +288,8 @@ def test_the_spec_checks_its_settings_once_and_is_frozen():
     E = nn.Embedding(V, D)
     layer = OutputLayer(spec, V, DH, E)
     assert layer.spec is spec and layer.configuration()["context_projection"] == "linear" and layer.joint_dim == 8
-    # E is referenced, not registered: no sub-module, no state-dict entry of its own
-    assert layer.embedding is E and not list(layer.children())
+    # E is referenced, not registered: no sub-module (the context side's dropout is the one), no state-dict entry
+    assert layer.embedding is E and [name for name, _ in layer.named_children()] == ["context_dropout"]
     assert set(layer.state_dict()) == {"class_weight", "context_weight", "bias", "_extra_state"}
 
 
