@@ -18,6 +18,8 @@ FAIRSEQ_NOTICES = (
     r"\s*.*'pin_memory' argument is set as true but no accelerator is found",
     r"\s*`torch.cuda.amp.autocast\(args...\)` is deprecated",
     r"\s*`torch.cuda.amp.GradScaler\(args...\)` is deprecated",
+    # torch's, of fairseq's MultiheadAttention (a bool padding mask beside a float attention mask), every Transformer
+    r"\s*Support for mismatched key_padding_mask and attn_mask is deprecated",
 )
 
 
