@@ -67,7 +67,7 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
             extra_state = original(trainer, filename, *args, **kwargs)
     except Exception as err:  # noqa: BLE001  (fairseq's own, or what it wraps: only its mismatches are translated)
         if str(err).startswith("Cannot load model parameters"):
-            mismatch = model_mismatch(filename, trainer.cfg, err)
+            mismatch = model_mismatch(filename, trainer.cfg, err, finetuning)
         elif str(err).startswith(OPTIMIZER_MISMATCHES) or OPTIMIZER_GROUP_MISMATCH in str(err):
             mismatch = optimizer_mismatch(filename, trainer.cfg, err)
         else:
@@ -171,12 +171,13 @@ def new_criterion_state(trainer, filename: str):
 MODEL_GROUPS = ("model", "criterion")
 
 
-def model_mismatch(filename: str, cfg, err: BaseException) -> Optional[CheckpointError]:
+def model_mismatch(filename: str, cfg, err: BaseException, finetuning: bool = False) -> Optional[CheckpointError]:
     """The refusal of a resume whose model cannot take the checkpoint's parameters (fairseq's "Cannot load model
     parameters ... please ensure that the architectures match", ``err``): the model and criterion options that differ
     from the checkpoint's (the options the user changed, before the refusal of a part of the model, which names its
     own fields: an output layer's ``joint_dim``, ``class_projection``), or else what torch said, and the fix; None
-    when no option differs and the model's refusal (``err``'s cause: other data, say) says what is wrong itself."""
+    when no option differs and the model's refusal (``err``'s cause: other data, say) says what is wrong itself;
+    ``finetuning``: of ``--finetune-from-model``, whose fix is another model, not another resume."""
     state = saved_checkpoint(filename) or {}
     saved = state.get("cfg")
     changed = changed_options(saved, current_configuration(cfg), MODEL_GROUPS) if saved is not None else []
@@ -184,9 +185,11 @@ def model_mismatch(filename: str, cfg, err: BaseException) -> Optional[Checkpoin
         return None
     cause = err.__cause__ or err.__context__
     what = ", ".join(changed) if changed else " ".join(str(cause or err).split())[:300]
-    return CheckpointError(f"{filename} holds another model than this run builds ({what}): resume it with the "
-                           "checkpoint's options, or train this one into another --save-dir (or start from its "
-                           "weights only where they fit: --finetune-from-model)")
+    fix = ("--finetune-from-model starts from the weights of a model of the same parameters: build this one as the "
+           "checkpoint's (its --arch, --output-layer and sizes), or train it from scratch" if finetuning else
+           "resume it with the checkpoint's options, or train this one into another --save-dir (or start from its "
+           "weights only where they fit: --finetune-from-model)")
+    return CheckpointError(f"{filename} holds another model than this run builds ({what}): {fix}")
 
 
 #: how fairseq's ``Trainer.load_checkpoint`` refuses the optimizer state of another criterion or optimizer

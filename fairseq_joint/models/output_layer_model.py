@@ -300,7 +300,10 @@ class OutputLayerModelMixin(UpdateCountMixin, DataFingerprintMixin, Configured):
         self.check_data(state_dict, names=(LANGUAGE_PAIR,))  # first: the other direction's dictionaries differ too
         check_dictionaries_match(self, state_dict)
         state_dict = self.check_data(state_dict)
-        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
+        # a state of fairseq's own lstm or transformer (--finetune-from-model) records no output layer: nothing to
+        # compare, its parameters are checked by their names and shapes (strict load refused it for the record alone)
+        unrecorded = {k: v for k, v in self.state_dict().items() if k.endswith("._extra_state") and k not in state_dict}
+        return super().load_state_dict({**state_dict, **unrecorded}, strict=strict, model_cfg=model_cfg, args=args)
 
 
 def check_dictionaries_match(model, state_dict) -> None:

@@ -44,6 +44,19 @@ def test_softmax_and_tied_match_fairseq_models(tiny_bin, ours, theirs, fc_keys):
         torch.testing.assert_close(mine(src, lengths, prev)[0], ref(src, lengths, prev)[0])
 
 
+def test_a_fairseq_transformers_own_state_loads_into_the_softmax_layer(tiny_bin):
+    """--finetune-from-model of fairseq's transformer into joint_transformer --output-layer softmax --no-output-bias:
+    its state dict, which records no output layer, loads as it is (strict), and the logits are equal."""
+    task, mine = build(tiny_bin, "joint_transformer", "--output-layer", "softmax", "--no-output-bias",
+                       *SMALL_TRANSFORMER)
+    _, ref = build(tiny_bin, "transformer", *SMALL_TRANSFORMER)
+    mine.load_state_dict(ref.state_dict())
+    mine.eval(), ref.eval()
+    src, lengths, prev = random_batch(task)
+    with torch.no_grad():
+        torch.testing.assert_close(mine(src, lengths, prev)[0], ref(src, lengths, prev)[0])
+
+
 @pytest.mark.parametrize("arch, extra", [("joint_transformer", SMALL_TRANSFORMER), ("joint_lstm", SMALL_LSTM)])
 def test_bias_adds_exactly_vocab_size_parameters(tiny_bin, arch, extra):
     _, with_bias = build(tiny_bin, arch, "--output-layer", "tied", *extra)
