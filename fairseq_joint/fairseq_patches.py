@@ -126,8 +126,13 @@ resume             ``tasks.FairseqTask.get_batch_iterator``      reusable iterat
                                                                  the uninterrupted one does (``resume``)
 resume_changes     ``trainer.Trainer.load_checkpoint``           fairseq-train resuming a checkpoint: one log line with
                                                                  the options that differ from the checkpoint's; a run
-                                                                 already at --max-update is refused, not trained on
-                                                                 (``resume.load_checkpoint``)
+                                                                 already at --max-update is refused, not trained on;
+                                                                 a criterion of buffers only gets the state the
+                                                                 checkpoint saved (``resume.load_checkpoint``)
+frozen_criterion   ``trainer.Trainer.state_dict``                a criterion that holds buffers and no parameters
+                                                                 (``--label-embedding-from``'s frozen embedding, Eq. 17)
+                                                                 is saved in the checkpoint as one with parameters is
+                                                                 (``resume.trainer_state``)
 =================  ============================================  =====================================================
 
 "Under ``fairseq-*`` programs" means every route into fairseq's commands: their console scripts, ``python -m
@@ -196,6 +201,7 @@ PATCHES: Tuple[Patch, ...] = (
           "criterions.sampled_cross_entropy.exact_scores"),
     Patch("resume", "fairseq.tasks:FairseqTask.get_batch_iterator", "resume.get_batch_iterator"),
     Patch("resume_changes", "fairseq.trainer:Trainer.load_checkpoint", "resume.load_checkpoint"),
+    Patch("frozen_criterion", "fairseq.trainer:Trainer.state_dict", "resume.trainer_state"),
 )
 
 #: a wrapper's mark: ``fairseq_joint_<patch name>`` = True (read with a default: a function of fairseq's, or Python's,

@@ -25,6 +25,7 @@ import logging
 from typing import Dict, Optional, Sequence
 
 import torch
+from fairseq import utils
 
 from fairseq_joint import errors
 from fairseq_joint.errors import CheckpointError, OptionError
@@ -59,8 +60,9 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
     the other run's), one log line with the options that differ from the checkpoint's (:func:`changed_options`), and
     a refusal, by every process, of what the resume cannot continue (:func:`world_size_problem`,
     :func:`optimizer_state_problem`) and of a run already at or past ``--max-update`` (before any update, so that no
-    checkpoint of it is overwritten). fairseq's failures to take the checkpoint's model or optimizer state are refused
-    naming the options that differ (:func:`model_mismatch`, :func:`optimizer_mismatch`)."""
+    checkpoint of it is overwritten); a criterion of buffers only gets the state the checkpoint saved
+    (:func:`restore_frozen_criterion`). fairseq's failures to take the checkpoint's model or optimizer state are
+    refused naming the options that differ (:func:`model_mismatch`, :func:`optimizer_mismatch`)."""
     finetuning = filename == trainer.cfg.checkpoint.finetune_from_model  # other options are its point
     try:
         with new_criterion_state(trainer, filename) if finetuning else contextlib.nullcontext():
@@ -78,9 +80,12 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
     if extra_state is None:  # no checkpoint there: a new run
         return extra_state
     updates, budget = trainer.get_num_updates(), trainer.cfg.optimization.max_update
-    problem = None
+    problem, frozen = None, None
+    criterion = trainer.get_criterion()
+    buffers_only = not finetuning and not utils.has_parameters(criterion) and bool(criterion.state_dict())
     if trainer.is_data_parallel_master:
         state = saved_checkpoint(filename) or {}
+        frozen = state.get("criterion") if buffers_only else None
         resets = [getattr(trainer.cfg.checkpoint, f"reset_{part}") for part in RESETS]
         if not finetuning and not all(resets):  # a start from the weights only: the task starts as in a new run
             trainer.task.load_state_dict(state.get("task_state") or {})
@@ -94,9 +99,12 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
     if trainer.data_parallel_world_size > 1:  # the first process read the configuration: every process refuses
         from fairseq.distributed import utils as distributed_utils
 
-        problem = distributed_utils.broadcast_object(problem, src_rank=0, group=trainer.data_parallel_process_group)
+        problem, frozen = distributed_utils.broadcast_object((problem, frozen), src_rank=0,
+                                                             group=trainer.data_parallel_process_group)
     if problem is not None:
         raise OptionError(problem)
+    if frozen is not None:
+        restore_frozen_criterion(criterion, frozen, filename)
     if budget and updates >= budget:
         raise OptionError(
             f"--save-dir {trainer.cfg.checkpoint.save_dir} holds a run already at update {updates} ({filename}) and "
@@ -104,6 +112,34 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
             f"continue it with a --max-update above {updates}, or start over from its weights with --reset-optimizer "
             "--reset-lr-scheduler --reset-meters --reset-dataloader")
     return extra_state
+
+
+def trainer_state(original, trainer):
+    """fairseq's ``Trainer.state_dict`` (the ``frozen_criterion`` patch), with the state of a criterion that holds
+    buffers and no parameters (``--label-embedding-from``'s frozen embedding, Eq. 17), which fairseq saves only for a
+    criterion with parameters: such a run's resume and fairseq-validate read the embedding again from its source,
+    whatever that file held by then."""
+    state = original(trainer)
+    criterion = trainer.get_criterion()
+    if state["criterion"] is None and not utils.has_parameters(criterion) and criterion.state_dict():
+        state["criterion"] = criterion.state_dict()
+    return state
+
+
+def restore_frozen_criterion(criterion, frozen: dict, filename: str) -> None:
+    """A resume of a criterion of buffers only (which fairseq does not load): the tensors ``frozen`` that checkpoint
+    ``filename`` saved of it (:func:`trainer_state`), the ones the run was trained with, said when they differ from
+    those it was built with now; a state of other tensors (another criterion's) is left, said too."""
+    own = criterion.state_dict()
+    if set(frozen) != set(own):
+        logger.warning(f"{filename} holds a frozen criterion state of other tensors ({', '.join(sorted(frozen))}): "
+                       "the criterion keeps the one it was built with")
+        return
+    if any(not torch.equal(frozen[k].to(own[k]), own[k]) for k in own):
+        logger.warning(f"{filename} holds the frozen tensors the run was trained with (Eq. 17's label embedding: "
+                       f"{', '.join(sorted(own))}), not those its criterion was built with now (--label-embedding-from "
+                       "changed since): it goes on with the checkpoint's")
+    criterion.load_state_dict(frozen)
 
 
 #: fairseq's --reset-* options, all of which (or --finetune-from-model) make a start from a checkpoint's weights only

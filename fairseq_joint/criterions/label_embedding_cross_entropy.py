@@ -223,11 +223,17 @@ class LabelEmbeddingCrossEntropyCriterion(DecoderFeaturesCriterion):
         num_labels = self.num_labels(task)
 
         if label_embedding_from:
-            # Appendix B: a learned embedding, fixed; no o2 (Eq. 17)
-            self.label_embedding = load_label_embedding(label_embedding_from, num_labels,
-                                                        self.label_names(task)).freeze_()
+            # Appendix B: a learned embedding, fixed; no o2 (Eq. 17). Scoring a checkpoint of such a run
+            # (label_embedding_state_from), the copy it saved (the frozen_criterion patch) is the one it was trained
+            # with: its source may have changed since; a checkpoint saved before then holds none
+            saved = read_checkpoint(label_embedding_state_from, "--label-embedding-state-from") \
+                if label_embedding_state_from else {}
+            source, option = (label_embedding_state_from, "--label-embedding-state-from") if saved.get("criterion") \
+                else (label_embedding_from, "--label-embedding-from")
+            self.label_embedding = load_label_embedding(source, num_labels, self.label_names(task), option,
+                                                        state=saved if saved.get("criterion") else None).freeze_()
             self.o2 = None
-            logger.info(f"label embedding ({self.label_embedding.extra_repr()}) from {label_embedding_from}, frozen (Eq. 17)")
+            logger.info(f"label embedding ({self.label_embedding.extra_repr()}) from {source}, frozen (Eq. 17)")
         else:
             self.o2 = OutputLayer(OutputLayerSpec("softmax"), num_classes=num_labels,
                                   input_dim=self.feature_dim(task, label_embedding_input_dim))
@@ -235,7 +241,7 @@ class LabelEmbeddingCrossEntropyCriterion(DecoderFeaturesCriterion):
             if not label_embedding_dim:
                 logger.info(f"full {num_labels} x {num_labels} label embedding: {full_embedding_bytes(num_labels)} "
                             "(use --label-embedding-dim h for the compressed form)")
-        if label_embedding_state_from:
+        if label_embedding_state_from and not label_embedding_from:
             self.load_state_from(label_embedding_state_from)
 
     def load_state_from(self, path: str) -> None:
@@ -367,9 +373,9 @@ def trained_criterion(original, filenames, *args, **kwargs):
     models, cfg, task = original(filenames, *args, **kwargs)
     criterion = cfg.get("criterion") if cfg is not None else None
     declared = CRITERION_DATACLASS_REGISTRY.get(criterion.get("_name")) if criterion is not None else None
-    # (a run of Eq. 17 saves no criterion state: its frozen embedding is read again from --label-embedding-from)
-    if declared is not None and issubclass(declared, LabelEmbeddingOptions) \
-            and not criterion.get("label_embedding_from"):
+    # (a run of Eq. 17 saved its frozen embedding there; one saved before the frozen_criterion patch, none: the
+    # criterion reads it from --label-embedding-from then)
+    if declared is not None and issubclass(declared, LabelEmbeddingOptions):
         suffix, shards = bound.arguments.get("suffix", ""), bound.arguments.get("num_shards", 1)
         with open_dict(criterion):
             criterion.label_embedding_state_from = checkpoint_utils.get_maybe_sharded_checkpoint_filename(

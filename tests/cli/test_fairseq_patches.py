@@ -70,6 +70,7 @@ WRAPPED_AT = {
     "readable_subwords": "fairseq.data.encoders:build_bpe",
     "exact_scores": "fairseq.sequence_scorer:SequenceScorer.generate",
     "resume_changes": "fairseq.trainer:Trainer.load_checkpoint",
+    "frozen_criterion": "fairseq.trainer:Trainer.state_dict",
     "one_line_errors": "sys:excepthook",
     "one_line_usage": "argparse:ArgumentParser.error",
     "option_numbers": "fairseq.options:parse_args_and_arch",

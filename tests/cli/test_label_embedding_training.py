@@ -72,12 +72,26 @@ def test_full_embedding_then_generate_then_pretrained_eq17_then_export(tiny_bin,
                 arch="joint_transformer_tiny")
     out = log.stdout + log.stderr
     assert "frozen (Eq. 17)" in out and "le_soft1=" in out and "le_hard2" not in out
-    assert checkpoint(second / "checkpoint_last.pt").get("criterion") is None  # rebuilt from its source on resume
+    frozen = checkpoint(second / "checkpoint_last.pt")["criterion"]  # the embedding it is trained with, saved with it
+    assert frozen.keys() == {"label_embedding.weight"} and torch.equal(frozen["label_embedding.weight"],
+                                                                        state["label_embedding.weight"])
+
+    def validate():
+        return valid_line(cli("fairseq-validate", tiny_bin, "--user-dir", USER_DIR, "--task", "translation", "--path",
+                              second / "checkpoint_last.pt", "--max-tokens", 1000).stdout)["le_soft1"]
+
+    before = validate()
+    # the source changes (its run trains on, its checkpoint_best.pt is replaced): the run keeps its own embedding
+    source = checkpoint(ckpt)
+    source["criterion"]["label_embedding.weight"] = source["criterion"]["label_embedding.weight"].roll(1, 0)
+    del source["fairseq_joint_checksums"]
+    torch.save(source, ckpt)
+    assert before > 0 and validate() == before  # it read the source again, and scored another loss, without a word
     resumed = train(tiny_bin, second, 4, "--label-embedding-from", ckpt, arch="joint_transformer_tiny")
-    assert "frozen (Eq. 17)" in resumed.stdout + resumed.stderr
-    validated = cli("fairseq-validate", tiny_bin, "--user-dir", USER_DIR, "--task", "translation", "--path",
-                    second / "checkpoint_last.pt", "--max-tokens", 1000)  # its embedding read again from its source
-    assert "frozen (Eq. 17)" in validated.stdout + validated.stderr and valid_line(validated.stdout)["le_soft1"] > 0
+    assert "holds the frozen tensors the run was trained with (Eq. 17's label embedding: label_embedding.weight), " \
+           "not those its criterion was built with now" in resumed.stdout + resumed.stderr
+    assert torch.equal(checkpoint(second / "checkpoint_last.pt")["criterion"]["label_embedding.weight"],
+                       state["label_embedding.weight"])
 
     png = tmp_path / "heat.png"
     out = cli("fairseq-joint-export-label-embedding", ckpt, "--output", tmp_path / "emb.pt", "--top-k", 3,

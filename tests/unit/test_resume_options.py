@@ -131,7 +131,7 @@ def test_a_checkpoint_without_optimizer_state_is_not_resumed_at_update_0(tmp_pat
                                 "optimization": {"max_update": 0}, "checkpoint": {**{f"reset_{part}": False for part in RESETS},
                                                "reset_optimizer": reset, "finetune_from_model": None}})
         return types.SimpleNamespace(cfg=cfg, get_num_updates=lambda: 0, is_data_parallel_master=True,
-                                     data_parallel_world_size=1,
+                                     data_parallel_world_size=1, get_criterion=torch.nn.Module,
                                      task=types.SimpleNamespace(load_state_dict=lambda state: None))
 
     extra = {"train_iterator": {"epoch": 3, "iterations_in_epoch": 0}}
