@@ -216,12 +216,12 @@ def translate(err: BaseException) -> Optional[Refusal]:
     if isinstance(err, KeyError) and err.args == (None,) and "parser" in _frame_locals(err, "parse_args_and_arch"):
         return OptionError("no task was given: add --task (translation, or gile_classification for a "
                            "gile_classifier checkpoint)")
-    logged = _frame_locals(err, "get_valid_stats") or _frame_locals(err, "validate")
-    metric = logged["cfg"].checkpoint.best_checkpoint_metric if "cfg" in logged else None
-    if isinstance(err, KeyError) and metric is not None and err.args == (metric,) and "stats" in logged:
+    logged = (_frame_locals(err, "get_valid_stats") or _frame_locals(err, "validate")) if isinstance(err, KeyError) \
+        else {}
+    if {"cfg", "stats"} <= logged.keys() and err.args == (logged["cfg"].checkpoint.best_checkpoint_metric,):
         figures = ", ".join(k for k in logged["stats"] if k != "num_updates" and not k.startswith("best_"))
-        return OptionError(f"--best-checkpoint-metric {metric}: validation logs no such figure (it logged {figures}; "
-                           "this epoch was not saved): give one of those")
+        return OptionError(f"--best-checkpoint-metric {err.args[0]}: validation logs no such figure (it logged "
+                           f"{figures}; this epoch was not saved): give one of those")
     if isinstance(err, (AssertionError, ValueError)) and message.startswith("--"):  # the plugin refuses as Refusals
         fix = next((fix for said, fix in FAIRSEQ_FIXES.items() if message.startswith(said)), None)
         return OptionError(f"{one_line(err).rstrip('!.')}: {fix or f'change the options (see {program()} --help)'}")

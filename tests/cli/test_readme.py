@@ -2,7 +2,8 @@
 
 ``test_the_readme_runs_as_written`` runs every ```bash and ```python block of README.md verbatim, in order, in a fresh
 copy of the repository's tracked files (a clone's root, with ``.venv`` linked in and ``.venv/bin`` first on PATH), each
-block in its own shell and within ``BLOCK_SECONDS``. ``test_the_python_guides_run_after_the_readme`` then runs the
+block in its own shell and within ``BLOCK_SECONDS`` (the console scripts a bash block starts run warm, as every other
+test's: tests/warm_commands.py). ``test_the_python_guides_run_after_the_readme`` then runs the
 ```python blocks of each page of ``PYTHON_GUIDES`` (they use the README's models in ``work/``) in that directory, the
 blocks of a page one after another in one interpreter, as a reader pastes them. Two kinds of lines or blocks are left
 out, and only these:
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import pytest
-from conftest import BIN, REPO
+from conftest import BIN, REPO, WARM
 
 README = REPO / "README.md"
 #: the user guides whose Python snippets run after the README's quick starts (on the models they trained)
@@ -163,7 +164,11 @@ def readme_run(clone):
         if code is None:
             continue
         cmd = ["bash", "-e", "-o", "pipefail", "-c", code] if block.lang == "bash" else [str(BIN / "python"), "-c", code]
-        outputs.append((block, run_block(cmd, clone, env, f"README.md line {block.line}: the {block.lang} block")))
+        # a bash block as written, its fairseq and fairseq-joint commands started warm (tests/warm_commands.py: the
+        # console scripts themselves run, in a process that imported torch and fairseq already)
+        cmd, block_env = WARM.command(cmd, env)
+        outputs.append((block, run_block(cmd, clone, block_env, f"README.md line {block.line}: the {block.lang} "
+                                                                f"block")))
     return env, outputs
 
 
