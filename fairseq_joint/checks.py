@@ -135,7 +135,8 @@ def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = ()) -
     """Refuse the first of :func:`fairseq_option_problems` (fairseq's commands, as they parse their arguments): one
     of the command line ``given`` first (an architecture copies ``--dropout`` into ``--decoder-dropout-in``); then
     options that contradict each other silently: ``--nbest`` above ``--beam`` (a beam search keeps ``--beam``
-    hypotheses, fairseq printed fewer than asked), a ``--restore-file`` (with ``--checkpoint-suffix`` in its name, as
+    hypotheses, fairseq printed fewer than asked), options fairseq-generate fails on in a traceback
+    (``--diverse-beam-groups``, ``--constraints``), a ``--restore-file`` (with ``--checkpoint-suffix`` in its name, as
     fairseq reads it) or ``--continue-once`` that does not exist (fairseq-train trained from scratch without a word),
     ``--write-checkpoints-asynchronously`` without iopath (fairseq-train exited 0 having trained nothing),
     one of ``--source-lang``/``--target-lang`` without the other (the translation task infers both from DATA then, the
@@ -147,6 +148,15 @@ def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = ()) -
     beam, nbest = getattr(args, "beam", None), getattr(args, "nbest", None)
     if isinstance(beam, int) and isinstance(nbest, int) and nbest > beam and not getattr(args, "sampling", False):
         raise errors.OptionError(f"--nbest {nbest} is above --beam {beam}: raise --beam to {nbest} or lower --nbest")
+    groups, generate = getattr(args, "diverse_beam_groups", None), errors.program() == "fairseq-generate"
+    if generate and isinstance(groups, int) and groups > 1:  # its state indexed by sentence id: IndexError past a batch
+        raise errors.OptionError(f"--diverse-beam-groups {groups}: fairseq 0.12's diverse beam search fails on a "
+                                 "split of more than one batch (it indexes a batch's state by sentence id, an "
+                                 "IndexError): drop it (--diversity-rate R diversifies the beam instead)")
+    if generate and getattr(args, "constraints", None):
+        raise errors.OptionError("--constraints: fairseq-generate's binarized data carries no constraints (fairseq "
+                                 "failed in a TypeError): give them to fairseq-interactive, each after its sentence "
+                                 "on the line, separated by tabs")
     langs = {flag(name): getattr(args, name, None) for name in ("source_lang", "target_lang")}
     if getattr(args, "task", None) == "translation" and sum(v is not None for v in langs.values()) == 1:
         given, other = sorted(langs, key=lambda name: langs[name] is None)

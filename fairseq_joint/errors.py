@@ -168,7 +168,9 @@ def translate(err: BaseException) -> Optional[Refusal]:
     * fairseq's translation task found no language pair in DATA's file names (e.g. a GILE data directory given to
       fairseq-generate);
     * fairseq-train's validation logged no figure of the ``--best-checkpoint-metric`` (a ``KeyError`` after the first
-      epoch: which figures the criterion and task log is known only then)."""
+      epoch: which figures the criterion and task log is known only then);
+    * a sentence of the data longer than ``--max-tokens`` or than the model's positions (fairseq's assertion, its
+      ``Exception``), fairseq-generate's ``--print-step`` of a beam search (a ``KeyError``)."""
     if weights_only_refusal(err):
         path = _frame_locals(err, "load").get("f")
         return unsafe_checkpoint(path if isinstance(path, (str, os.PathLike)) else "the checkpoint", err)
@@ -218,6 +220,15 @@ def translate(err: BaseException) -> Optional[Refusal]:
                            "gile_classifier checkpoint)")
     logged = (_frame_locals(err, "get_valid_stats") or _frame_locals(err, "validate")) if isinstance(err, KeyError) \
         else {}
+    too_long = re.fullmatch(r"Sentences lengths should not exceed max_tokens=(\d+)", message)
+    if isinstance(err, AssertionError) and too_long:
+        return OptionError(f"--max-tokens {too_long.group(1)} (--max-tokens-valid where given) is below the length "
+                           "of a sentence of the data, in subwords with </s>: raise it")
+    if message.startswith("Size of sample #") and "--skip-invalid-size-inputs-valid-test" in message:
+        return OptionError(f"a sentence pair of the data is longer than the model's positions ({one_line(err)})")
+    if isinstance(err, KeyError) and err.args == ("steps",) and "hypo" in _frame_locals(err, "_main"):
+        return OptionError("--print-step prints the steps of an iterative refinement model's decoding (fairseq's "
+                           "non-autoregressive models); a beam search has none: drop --print-step")
     if {"cfg", "stats"} <= logged.keys() and err.args == (logged["cfg"].checkpoint.best_checkpoint_metric,):
         figures = ", ".join(k for k in logged["stats"] if k != "num_updates" and not k.startswith("best_"))
         return OptionError(f"--best-checkpoint-metric {err.args[0]}: validation logs no such figure (it logged "

@@ -433,7 +433,7 @@ def parsed(*flags):
                                                                        *flags])
 
 
-def test_fairseq_options_are_checked_finite_and_in_range():
+def test_fairseq_options_are_checked_finite_and_in_range(monkeypatch):
     from fairseq import options
 
     args = parsed("--lr", "0.001", "--dropout", "0.3", "--update-freq", "2", "--clip-norm", "0")
@@ -469,6 +469,15 @@ def test_fairseq_options_are_checked_finite_and_in_range():
         parsed("--seed", str(2 ** 40))  # numpy's seeding
     with pytest.raises(errors.OptionError, match="^--nbest 3 is above --beam 2: raise --beam to 3 or lower --nbest$"):
         options.parse_args_and_arch(options.get_generation_parser(), ["data", "--nbest", "3", "--beam", "2"])
+    # options fairseq-generate failed on in a traceback (fairseq-interactive with one sentence a batch takes them)
+    monkeypatch.setattr(sys, "argv", ["fairseq-generate"])
+    for flags, said in ((["--diverse-beam-groups", "2", "--beam", "4"], "^--diverse-beam-groups 2: fairseq 0.12's "
+                         "diverse beam search fails on a split of more than one batch"),
+                        (["--constraints"], "^--constraints: fairseq-generate's binarized data carries no constraints")):
+        with pytest.raises(errors.OptionError, match=said):
+            options.parse_args_and_arch(options.get_generation_parser(), ["data", *flags])
+    monkeypatch.setattr(sys, "argv", ["fairseq-interactive"])
+    options.parse_args_and_arch(options.get_interactive_generation_parser(), ["data", "--diverse-beam-groups", "2"])
     with pytest.raises(errors.MissingFileError, match="^--restore-file none.pt: no such file: give an existing "
                        "checkpoint, or drop --restore-file"):
         parsed("--restore-file", "none.pt")
@@ -764,6 +773,19 @@ def test_a_file_that_is_no_fairseq_checkpoint_is_named_as_such(tmp_path, monkeyp
                                    in_fairseq.__file__, "exec"))
         assert str(errors.refusal(err)) == ("--sampling requires --nbest to be equal to --beam: change the options "
                                             "(see fairseq-train --help)")
+    # a sentence longer than --max-tokens or the model's positions (fairseq's assertion, its Exception); --print-step
+    too_long = raised(exec, compile("raise AssertionError('Sentences lengths should not exceed max_tokens=10')",
+                                    in_fairseq.__file__, "exec"))
+    assert str(errors.refusal(too_long)) == ("--max-tokens 10 (--max-tokens-valid where given) is below the length of a "
+                                             "sentence of the data, in subwords with </s>: raise it")
+    positions = "Size of sample #3 is invalid (=(2, 6)) since max_positions=(5, 5), skip this example with " \
+                "--skip-invalid-size-inputs-valid-test"
+    assert str(errors.refusal(raised(exec, compile(f"raise Exception({positions!r})", in_fairseq.__file__, "exec")))) \
+        == f"a sentence pair of the data is longer than the model's positions ({positions})"
+    namespace = {}
+    exec(compile("def _main():\n    hypo = {}\n    hypo['steps']\n", in_fairseq.__file__, "exec"), namespace)
+    assert str(errors.refusal(raised(namespace["_main"]))).startswith("--print-step prints the steps of an iterative "
+                                                                       "refinement model's decoding")
     # a --best-checkpoint-metric validation does not log: fairseq's KeyError after the first epoch, named
     from fairseq_cli import train as fairseq_train
 
