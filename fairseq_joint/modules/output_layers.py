@@ -232,7 +232,9 @@ class OutputLayer(nn.Module):
                 raise OptionError("output layer 'softmax' has its own weights; do not pass an embedding")
             self.weight = nn.Parameter(torch.empty(self.num_classes, self.input_dim))
             return self.input_dim
-        self.register_parameter("weight", None)
+        # the parameters a layer has not are plain None attributes, not registered Nones: fairseq's Trainer takes all
+        # registered Nones for one parameter shared between them ("detected shared parameter: ...weight <- ...")
+        self.weight = None
         if embedding is None and class_dim is None:
             raise OptionError(f"output layer {kind!r} needs the shared embedding E")
         if embedding is not None and embedding.num_embeddings != self.num_classes:
@@ -264,8 +266,8 @@ class OutputLayer(nn.Module):
     def _build_class_side(self) -> None:
         """g_out: σ(E U + b_u) with U stored as an nn.Linear-style (k x d) matrix (Eq. 12; W of Eq. 7a)."""
         if self.class_proj == _NONE:
-            self.register_parameter("class_weight", None)
-            self.register_parameter("class_bias", None)
+            self.class_weight = None
+            self.class_bias = None
             return
         self.class_weight = nn.Parameter(torch.empty(self.joint_dim, self.class_dim))
         with_bias = self.spec.proj_bias and self.class_proj != _LINEAR
@@ -274,8 +276,8 @@ class OutputLayer(nn.Module):
     def _build_context_side(self) -> None:
         """g_ctx: σ(V h + b_v), V (k x dh) (Eq. 13; W of Eqs. 6, 7b), and GILE's scale w (Eq. 11)."""
         if self.ctx_proj == _NONE:
-            self.register_parameter("context_weight", None)
-            self.register_parameter("context_bias", None)
+            self.context_weight = None
+            self.context_bias = None
         else:
             self.context_weight = nn.Parameter(torch.empty(self.joint_dim, self.input_dim))
             with_bias = self.spec.proj_bias and self.ctx_proj == _NONLINEAR
@@ -286,7 +288,7 @@ class OutputLayer(nn.Module):
         """b: per class (Eqs. 3-14), one shared scalar (GILE Eq. 14) or none."""
         size = {"per_class": self.num_classes, "shared": 1}.get(self.spec.bias)
         if size is None:
-            self.register_parameter("bias", None)
+            self.bias = None
         else:
             self.bias = nn.Parameter(torch.empty(size))
 

@@ -44,6 +44,18 @@ def test_softmax_and_tied_match_fairseq_models(tiny_bin, ours, theirs, fc_keys):
         torch.testing.assert_close(mine(src, lengths, prev)[0], ref(src, lengths, prev)[0])
 
 
+@pytest.mark.parametrize("kind", ["softmax", "tied", "bilinear", "label", "context", "joint"])
+def test_fairseqs_trainer_sees_no_shared_parameter_of_the_output_layer(tiny_bin, kind):
+    """fairseq's Trainer catalogs the parameters a model shares (and ties them again after moving it): none of the
+    output layer's, whose absent parameters are no registered Nones (it took them for one shared parameter and logged
+    "detected shared parameter: decoder.output_projection.weight <- ...class_weight")."""
+    from fairseq.trainer import _catalog_shared_params
+
+    _, model = build(tiny_bin, "joint_lstm", "--output-layer", kind, "--joint-dim", 12, *SMALL_LSTM)
+    # (fairseq's own LSTM attention has two bias-free Linear layers: those it takes for one shared parameter too)
+    assert not [names for names in _catalog_shared_params(model) if any("output_projection" in n for n in names)]
+
+
 def test_a_fairseq_transformers_own_state_loads_into_the_softmax_layer(tiny_bin):
     """--finetune-from-model of fairseq's transformer into joint_transformer --output-layer softmax --no-output-bias:
     its state dict, which records no output layer, loads as it is (strict), and the logits are equal."""
