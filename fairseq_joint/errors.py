@@ -170,7 +170,8 @@ def translate(err: BaseException) -> Optional[Refusal]:
     * fairseq-train's validation logged no figure of the ``--best-checkpoint-metric`` (a ``KeyError`` after the first
       epoch: which figures the criterion and task log is known only then);
     * a sentence of the data longer than ``--max-tokens`` or than the model's positions (fairseq's assertion, its
-      ``Exception``), fairseq-generate's ``--print-step`` of a beam search (a ``KeyError``)."""
+      ``Exception``), fairseq-generate's ``--print-step`` of a beam search (a ``KeyError``), a task of several
+      encoder-decoders (``--task multilingual_translation``) given one model."""
     if weights_only_refusal(err):
         path = _frame_locals(err, "load").get("f")
         return unsafe_checkpoint(path if isinstance(path, (str, os.PathLike)) else "the checkpoint", err)
@@ -220,6 +221,9 @@ def translate(err: BaseException) -> Optional[Refusal]:
                            "gile_classifier checkpoint)")
     logged = (_frame_locals(err, "get_valid_stats") or _frame_locals(err, "validate")) if isinstance(err, KeyError) \
         else {}
+    if isinstance(err, ValueError) and message.endswith("requires a FairseqMultiModel architecture"):
+        return OptionError(f"{message} (one encoder-decoder per language pair): fairseq-joint's models are one "
+                           "encoder-decoder; for several language pairs use --task translation_multi_simple_epoch")
     too_long = re.fullmatch(r"Sentences lengths should not exceed max_tokens=(\d+)", message)
     if isinstance(err, AssertionError) and too_long:
         return OptionError(f"--max-tokens {too_long.group(1)} (--max-tokens-valid where given) is below the length "

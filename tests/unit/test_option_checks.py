@@ -782,6 +782,9 @@ def test_a_file_that_is_no_fairseq_checkpoint_is_named_as_such(tmp_path, monkeyp
                 "--skip-invalid-size-inputs-valid-test"
     assert str(errors.refusal(raised(exec, compile(f"raise Exception({positions!r})", in_fairseq.__file__, "exec")))) \
         == f"a sentence pair of the data is longer than the model's positions ({positions})"
+    multi = raised(exec, compile("raise ValueError('MultilingualTranslationTask requires a FairseqMultiModel "
+                                 "architecture')", in_fairseq.__file__, "exec"))
+    assert str(errors.refusal(multi)).endswith("for several language pairs use --task translation_multi_simple_epoch")
     namespace = {}
     exec(compile("def _main():\n    hypo = {}\n    hypo['steps']\n", in_fairseq.__file__, "exec"), namespace)
     assert str(errors.refusal(raised(namespace["_main"]))).startswith("--print-step prints the steps of an iterative "
