@@ -287,38 +287,40 @@ def before_main(cfg, main) -> None:
 
 
 def check_training_data(cfg) -> None:
-    """fairseq-train's DATA, ``DIR1:DIR2:...`` (fairseq trains on one directory an epoch, reading each with the first's
-    dictionaries): every directory there, each one's dictionaries the first's (another's word ids were read through
-    the first's dictionaries without a word; a missing directory failed in a traceback after an epoch). For fairseq's
-    translation task, each directory holds the training split; one fairseq-preprocess wrote ``--dataset-impl lazy``
-    (or ``cached``) is read with ``--dataset-impl`` given (fairseq infers ``cached`` and failed in training with a
-    ``KeyError``); ``--load-alignments`` finds alignments there (fairseq trained without them, the alignment loss 0)."""
+    """fairseq-train's DATA for fairseq's translation task, ``DIR1:DIR2:...`` (fairseq trains on one directory an
+    epoch, reading each with the first's dictionaries): every directory there, each of the others holding the
+    training split and the first's dictionaries (another's word ids were read through the first's dictionaries
+    without a word; a missing or empty directory failed in a traceback after an epoch); a corpus fairseq-preprocess
+    wrote ``--dataset-impl lazy`` (or ``cached``) read with ``--dataset-impl`` given (fairseq infers ``cached`` and
+    failed in training with a ``KeyError``); ``--load-alignments`` finding alignments (fairseq trained without them,
+    the alignment loss 0). (The first directory's missing split is fairseq's own refusal, ``errors.translate``.)"""
     import glob
 
     from fairseq import utils
     from fairseq.data import Dictionary, indexed_dataset
     from fairseq.tasks.translation import TranslationTask
 
-    data = str(cfg.task.data)
-    if "://" in data:
+    if not issubclass(registered(cfg, "task"), TranslationTask) or "://" in str(cfg.task.data):
         return
+    task, data = cfg.task, str(cfg.task.data)
     first, *others = shards = utils.split_paths(data)
     for shard in shards:
         check_exists(shard, f"DATA {data}:" if others else "DATA", "give the directories fairseq-preprocess wrote, "
                      "separated by ':'" if others else "give the directory fairseq-preprocess wrote", directory=True)
-    for name in sorted(n for n in os.listdir(first) if n.startswith("dict.") and n.endswith(".txt")) if others else ():
-        words = Dictionary.load(os.path.join(first, name)).symbols
+    langs = [lang for lang in (task.source_lang, task.target_lang) if lang]
+    names = [f"dict.{lang}.txt" for lang in langs] if len(langs) == 2 else \
+        sorted(n for n in os.listdir(first) if n.startswith("dict.") and n.endswith(".txt"))
+    for name in names if others else ():
+        words = Dictionary.load(os.path.join(first, name)).symbols if os.path.isfile(os.path.join(first, name)) \
+            else None
         for other in (os.path.join(shard, name) for shard in others):
-            if os.path.isfile(other) and Dictionary.load(other).symbols != words:
+            if words is not None and os.path.isfile(other) and Dictionary.load(other).symbols != words:
                 raise errors.InputError(f"DATA {data}: {other} is not the first directory's {name}, with whose word "
                                         f"ids fairseq reads every directory: binarize each with fairseq-preprocess "
                                         f"--srcdict/--tgtdict {first}/dict.LANG.txt")
-    if not issubclass(registered(cfg, "task"), TranslationTask):
-        return
-    task = cfg.task
     for shard in shards:
         split = os.path.join(glob.escape(shard), glob.escape(task.train_subset))
-        if not glob.glob(f"{split}.*-*.*"):
+        if shard is not first and not glob.glob(f"{split}.*-*.*"):
             raise errors.MissingFileError(f"DATA {data}: {shard} holds no '{task.train_subset}' split "
                                           "(SPLIT.SRC-TGT.LANG.bin): give directories fairseq-preprocess wrote")
         written = sorted(glob.glob(f"{split}.*-*.*.idx"))
@@ -326,7 +328,7 @@ def check_training_data(cfg) -> None:
             raise errors.OptionError(f"{written[0]} was written by fairseq-preprocess --dataset-impl lazy (or cached), "
                                      "which fairseq-train reads only when told (it infers cached, which fails in "
                                      "training): add --dataset-impl lazy")
-        if task.load_alignments and not glob.glob(f"{split}.align.*-*.*"):
+        if task.load_alignments and glob.glob(f"{split}.*-*.*") and not glob.glob(f"{split}.align.*-*.*"):
             raise errors.OptionError(f"--load-alignments: {shard} holds no alignments of its "
                                      f"'{task.train_subset}' split (SPLIT.align.SRC-TGT.bin; fairseq trained without "
                                      "them): binarize them with fairseq-preprocess --align-suffix, or drop "

@@ -270,9 +270,14 @@ def seen_offsets(scores, steps: int = 41) -> np.ndarray:
 H_TOLERANCE = 1e-9
 
 
-def calibrate_seen_offset(scores, targets, seen, steps: int = 41) -> float:
+def calibrate_seen_offset(scores, targets, seen, steps: int = 41) -> Optional[float]:
     """The γ of calibrated stacking of :func:`seen_offsets` that maximizes ``gzsl_h`` on these documents (of equal
-    ``gzsl_h``, up to :data:`H_TOLERANCE`, the one nearest 0; of -γ and γ, -γ)."""
+    ``gzsl_h``, up to :data:`H_TOLERANCE`, the one nearest 0; of -γ and γ, -γ); None where their gold labels are not
+    of both groups, seen and unseen (``gzsl_h`` is 0 at every γ: there is nothing to calibrate on, and the γ = 0
+    chosen passed for a calibrated one)."""
+    gold, seen = np.asarray(targets) > 0, np.asarray(seen, dtype=bool)
+    if not (gold[:, seen].any() and gold[:, ~seen].any()):
+        return None
     grid = seen_offsets(scores, steps)
     h = np.array([harmonic_mean(a, b) for a, b in gzsl_avgpr(scores, targets, seen, grid)])
     best = np.flatnonzero(h >= h.max() - H_TOLERANCE)
@@ -299,15 +304,12 @@ class LabelScores(NamedTuple):
 
 def pooled_seen_offset(batches: Sequence[LabelScores]) -> Optional[float]:
     """:func:`calibrate_seen_offset` over the documents of several batches of one label set (a validation's batches,
-    collected by the task when it calibrates γ); None where their gold labels are not of both groups, seen and unseen
-    (``gzsl_h`` is 0 at every γ: there is nothing to calibrate on, and γ = 0 would pass for a calibrated one)."""
+    collected by the task when it calibrates γ)."""
     seen = np.asarray(batches[0].seen, dtype=bool)
     if any(not np.array_equal(np.asarray(b.seen, dtype=bool), seen) for b in batches):
         raise ValueError("the batches to calibrate γ on were scored against different label sets")
-    gold = np.concatenate([b.gold for b in batches]) > 0
-    if not (gold[:, seen].any() and gold[:, ~seen].any()):
-        return None
-    return calibrate_seen_offset(np.concatenate([b.scores for b in batches]), gold, seen)
+    return calibrate_seen_offset(np.concatenate([b.scores for b in batches]), np.concatenate([b.gold for b in batches]),
+                                 seen)
 
 
 #: the probability thresholds calibration chooses from: steps of 0.001 over [0, 1] and a geometric grid down to 1e-6 (a

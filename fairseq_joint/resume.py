@@ -82,14 +82,15 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
     updates, budget = trainer.get_num_updates(), trainer.cfg.optimization.max_update
     problem, frozen = None, None
     criterion = trainer.get_criterion()
-    buffers_only = not finetuning and not utils.has_parameters(criterion) and bool(criterion.state_dict())
+    resets = [getattr(trainer.cfg.checkpoint, f"reset_{part}") for part in RESETS]
+    resuming = not finetuning and not all(resets)  # else a start from the weights only: the task starts as new
     if trainer.is_data_parallel_master:
         state = saved_checkpoint(filename) or {}
-        frozen = state.get("criterion") if buffers_only else None
-        resets = [getattr(trainer.cfg.checkpoint, f"reset_{part}") for part in RESETS]
-        if not finetuning and not all(resets):  # a start from the weights only: the task starts as in a new run
+        if resuming:
             trainer.task.load_state_dict(state.get("task_state") or {})
         saved = state.get("cfg")
+        # a frozen criterion (buffers only, which fairseq does not load) goes on with the tensors it was trained with
+        frozen = state.get("criterion") if resuming and not utils.has_parameters(criterion) else None
         changed = changed_options(saved, current_configuration(trainer.cfg)) if saved is not None else [
             "(not compared: the checkpoint records no configuration torch can read again)"]
         logger.info(f"resuming {filename} at update {updates}; options that differ from the checkpoint's: "
@@ -129,17 +130,19 @@ def trainer_state(original, trainer):
 def restore_frozen_criterion(criterion, frozen: dict, filename: str) -> None:
     """A resume of a criterion of buffers only (which fairseq does not load): the tensors ``frozen`` that checkpoint
     ``filename`` saved of it (:func:`trainer_state`), the ones the run was trained with, said when they differ from
-    those it was built with now; a state of other tensors (another criterion's) is left, said too."""
+    those its source gives now (``--label-embedding-from``: another file, or the file changed since); a source of
+    another form now (a full embedding for a compressed one) is refused."""
     own = criterion.state_dict()
-    if set(frozen) != set(own):
-        logger.warning(f"{filename} holds a frozen criterion state of other tensors ({', '.join(sorted(frozen))}): "
-                       "the criterion keeps the one it was built with")
-        return
+    fix = "start from the checkpoint's weights only (--finetune-from-model) to train with the other"
+    if frozen.keys() != own.keys() or any(frozen[k].shape != own[k].shape for k in own):
+        raise CheckpointError(f"{filename} was trained with frozen criterion tensors ({', '.join(sorted(frozen))}) "
+                              "of another form than its source gives now (--label-embedding-from: another file, or "
+                              f"the file changed since): give the source it was trained with, or {fix}")
     if any(not torch.equal(frozen[k].to(own[k]), own[k]) for k in own):
-        logger.warning(f"{filename} holds the frozen tensors the run was trained with (Eq. 17's label embedding: "
-                       f"{', '.join(sorted(own))}), not those its criterion was built with now (--label-embedding-from "
-                       "changed since): it goes on with the checkpoint's")
-    criterion.load_state_dict(frozen)
+        logger.warning(f"{filename} holds the frozen tensors the run was trained with ({', '.join(sorted(own))}), "
+                       "not those its source gives now (--label-embedding-from: another file, or the file changed "
+                       f"since): the run goes on with the checkpoint's ({fix})")
+        criterion.load_state_dict(frozen)
 
 
 #: fairseq's --reset-* options, all of which (or --finetune-from-model) make a start from a checkpoint's weights only
@@ -183,17 +186,18 @@ def optimizer_state_problem(filename: str, state: dict, cfg) -> Optional[str]:
 @contextlib.contextmanager
 def new_criterion_state(trainer, filename: str):
     """While fairseq loads ``--finetune-from-model filename``: a criterion with parameters (the label-embedding loss's
-    o2 and embedding) keeps those it starts with when the checkpoint holds no criterion state (one trained with a
-    criterion without parameters), which fairseq failed on (``load_state_dict(None)``); a state the checkpoint holds
-    is loaded as fairseq loads it."""
+    o2 and embedding) keeps those it starts with when the checkpoint holds no state of them (one trained with a
+    criterion without parameters, which fairseq failed on: ``load_state_dict(None)``; or with a frozen criterion,
+    Eq. 17's embedding without o2, which it refused as another model); a state of the same tensors is loaded as
+    fairseq loads it."""
     criterion = trainer.get_criterion()
     load = criterion.load_state_dict
 
     def load_or_keep(state, *args, **kwargs):
-        if state is not None:
+        if state is not None and state.keys() == criterion.state_dict().keys():
             return load(state, *args, **kwargs)
-        logger.info(f"{filename} holds no state of the criterion (trained with a criterion without parameters): "
-                    "the criterion's parameters start as in a new run")
+        logger.info(f"{filename} holds no state of the criterion's parameters (trained with a criterion without "
+                    "them, or a frozen one: --label-embedding-from): the criterion's parameters start as in a new run")
         return None
 
     criterion.load_state_dict = load_or_keep

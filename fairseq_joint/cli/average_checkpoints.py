@@ -59,15 +59,20 @@ def average_checkpoints(paths: Sequence[str]) -> Dict[str, object]:
     from fairseq_joint.loaders import load_checkpoint
     from fairseq_joint.resume import MODEL_GROUPS, changed_options
 
+    def started(state, part):
+        return {k: v.double() if _averaged(v) else v for k, v in (state.get(part) or {}).items()}
+
     sums: Dict[str, Dict[str, object]] = {}
+    counts = dict.fromkeys(AVERAGED, 1)
+    holder: Dict[str, Dict[str, object]] = {}  # the last state of each part read (its dtypes are the output's)
     first = first_cfg = last = None
     for path in paths:
         state = load_checkpoint(path)
         cfg = checkpoint_cfg(state)
         if first is None:
             first, first_cfg = path, cfg
-            sums = {part: {k: v.double() if _averaged(v) else v for k, v in (state.get(part) or {}).items()}
-                    for part in AVERAGED}
+            sums = {part: started(state, part) for part in AVERAGED}
+            holder = {part: state.get(part) or {} for part in AVERAGED}
             last = state
             continue
         differ = [d.replace("(checkpoint: ", f"({os.path.basename(first)}: ")
@@ -77,6 +82,11 @@ def average_checkpoints(paths: Sequence[str]) -> Dict[str, object]:
                                   "checkpoints of one run")
         for part in AVERAGED:
             held, mine = state.get(part) or {}, sums[part]
+            if part == "criterion" and not (held and mine):  # a frozen criterion of a run that spans the change that
+                if held:  # saves its state (Eq. 17: the embedding is the same in each): those that hold it
+                    sums[part], counts[part], holder[part] = started(state, part), 1, held
+                continue
+            counts[part], holder[part] = counts[part] + 1, held
             other = sorted(held.keys() ^ mine.keys())
             if other:
                 raise CheckpointError(f"{path}'s {part} holds other entries than {first}'s ({other[0]}): average the "
@@ -89,8 +99,8 @@ def average_checkpoints(paths: Sequence[str]) -> Dict[str, object]:
                                           "or its shape differs): average the checkpoints of one run, on one data")
         last = state
     for part in AVERAGED:
-        if part in last and last[part] is not None:
-            last[part] = {k: v.div_(len(paths)).to(last[part][k].dtype) if _averaged(v) else last[part][k]
+        if sums[part]:
+            last[part] = {k: v.div_(counts[part]).to(holder[part][k].dtype) if _averaged(v) else v
                           for k, v in sums[part].items()}
     return last
 

@@ -300,10 +300,13 @@ class OutputLayerModelMixin(UpdateCountMixin, DataFingerprintMixin, Configured):
         self.check_data(state_dict, names=(LANGUAGE_PAIR,))  # first: the other direction's dictionaries differ too
         check_dictionaries_match(self, state_dict)
         state_dict = self.check_data(state_dict)
-        # a state of fairseq's own lstm or transformer (--finetune-from-model) records no output layer: nothing to
-        # compare, its parameters are checked by their names and shapes (strict load refused it for the record alone)
-        unrecorded = {k: v for k, v in self.state_dict().items() if k.endswith("._extra_state") and k not in state_dict}
-        return super().load_state_dict({**state_dict, **unrecorded}, strict=strict, model_cfg=model_cfg, args=args)
+        # a state of fairseq's own transformer (--finetune-from-model) into --output-layer softmax: its projection has
+        # the layer's names and no record of a configuration (strict load refused it for the record alone); another
+        # layer's state without its record (stripped) is still refused
+        record = "decoder.output_projection._extra_state"
+        if self.decoder.output_projection.output_layer == "softmax" and record not in state_dict:
+            state_dict = {**state_dict, record: self.decoder.output_projection.get_extra_state()}
+        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
 
 
 def check_dictionaries_match(model, state_dict) -> None:

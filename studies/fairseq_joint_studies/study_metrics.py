@@ -49,7 +49,8 @@ def cross_calibrated_gzsl(scores, targets, seen) -> Dict[str, float]:
     pooled. Returns the pooled ``gzsl_*`` figures and ``gamma``, the mean of the two γ."""
     scores, targets = np.asarray(scores), np.asarray(targets) > 0
     folds = [np.arange(len(scores))[i::2] for i in (0, 1)]
-    gammas = [calibrate_seen_offset(scores[f], targets[f], seen) for f in folds]
+    # (a fold whose gold labels lack a group has no γ to calibrate: none is subtracted there)
+    gammas = [calibrate_seen_offset(scores[f], targets[f], seen) or 0.0 for f in folds]
     total = {"seen": {}, "unseen": {}}
     for fold, gamma in zip(folds, reversed(gammas)):
         for g, s in gzsl_metric_sums(scores[fold], targets[fold], seen, gamma).items():

@@ -40,6 +40,18 @@ def test_the_last_checkpoints_of_a_label_embedding_run_are_averaged_and_translat
         env={"FAIRSEQ_JOINT_PATCHES": "safe_checkpoints"})
     assert "fairseq_joint_checksums" in b and "fairseq_joint_checksums" not in state(tmp_path / "plain.pt")
 
+    # a run that spans the change saving a frozen criterion's state (Eq. 17): the criterion of those that hold it
+    from fairseq_joint.cli.average_checkpoints import average_checkpoints
+
+    older = {k: v for k, v in state(inputs[1]).items() if k != "fairseq_joint_checksums"}
+    torch.save({**older, "criterion": None}, tmp_path / "older.pt")
+    spanning = average_checkpoints([str(tmp_path / "older.pt"), str(inputs[2])])
+    assert spanning["criterion"].keys() == b["criterion"].keys()
+    assert all(torch.equal(v, b["criterion"][k]) if torch.is_tensor(v) else v == b["criterion"][k]
+               for k, v in spanning["criterion"].items())
+    torch.testing.assert_close(spanning["model"]["decoder.embed_tokens.weight"],
+                               averaged["model"]["decoder.embed_tokens.weight"], rtol=0, atol=1e-6)
+
     def refused(*args):
         proc = cli("fairseq-joint-average-checkpoints", *args, check=False)
         assert proc.returncode == 2, proc.stderr[-2000:]

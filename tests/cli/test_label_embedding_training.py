@@ -88,10 +88,14 @@ def test_full_embedding_then_generate_then_pretrained_eq17_then_export(tiny_bin,
     torch.save(source, ckpt)
     assert before > 0 and validate() == before  # it read the source again, and scored another loss, without a word
     resumed = train(tiny_bin, second, 4, "--label-embedding-from", ckpt, arch="joint_transformer_tiny")
-    assert "holds the frozen tensors the run was trained with (Eq. 17's label embedding: label_embedding.weight), " \
-           "not those its criterion was built with now" in resumed.stdout + resumed.stderr
+    assert "holds the frozen tensors the run was trained with (label_embedding.weight), not those its source gives " \
+           "now (--label-embedding-from: another file, or the file changed since)" in resumed.stdout + resumed.stderr
     assert torch.equal(checkpoint(second / "checkpoint_last.pt")["criterion"]["label_embedding.weight"],
                        state["label_embedding.weight"])
+    # its weights fine-tune a run of Eq. 14, whose o2 and embedding start as new (the frozen state is none of them)
+    tuned = train(tiny_bin, tmp_path / "third", 1, "--finetune-from-model", second / "checkpoint_last.pt",
+                  arch="joint_transformer_tiny")
+    assert "holds no state of the criterion's parameters" in tuned.stdout + tuned.stderr
 
     png = tmp_path / "heat.png"
     out = cli("fairseq-joint-export-label-embedding", ckpt, "--output", tmp_path / "emb.pt", "--top-k", 3,

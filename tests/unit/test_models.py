@@ -63,6 +63,10 @@ def test_a_fairseq_transformers_own_state_loads_into_the_softmax_layer(tiny_bin)
                        *SMALL_TRANSFORMER)
     _, ref = build(tiny_bin, "transformer", *SMALL_TRANSFORMER)
     mine.load_state_dict(ref.state_dict())
+    _, joint = build(tiny_bin, "joint_transformer", "--output-layer", "joint", "--joint-dim", 12, *SMALL_TRANSFORMER)
+    stripped = {k: v for k, v in joint.state_dict().items() if not k.endswith("_extra_state")}
+    with pytest.raises(RuntimeError, match="output_projection._extra_state"):  # another layer's is still compared
+        joint.load_state_dict(stripped)
     mine.eval(), ref.eval()
     src, lengths, prev = random_batch(task)
     with torch.no_grad():
