@@ -671,7 +671,9 @@ class TrainedLabelPredictor(LabelPredictor):
             "of any label file (`label<TAB>description`), labels never seen in training included.", "",
             "```python", "from fairseq_joint.hub import LabelPredictor", "",
             "predictor = LabelPredictor.from_pretrained(\"THIS_DIRECTORY\")",
-            "print(predictor.predict(\"a text to classify\", labels=\"labels.tsv\", topk=5))", "```", "",
+            f"print(predictor.predict(\"a text to classify\", labels={list(self.task.corpus.train_labels)[:3]!r}, "
+            "topk=3))", "# labels: names of its label file, {label: description}, or a label<TAB>description file",
+            "```", "",
             "## Training", "",
             "The options of its configuration that are not fairseq's defaults, as a command (paths of the machine it "
             "was trained on):", "", "```bash", bundles.training_command(cfg), "```", "",

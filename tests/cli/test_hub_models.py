@@ -6,6 +6,8 @@ directory that predicts the same elsewhere once its originals are gone. The mode
 sentence encoder beside TF-IDF features, label biases, the cosine prior) trained two epochs, its label file given from
 outside the data directory."""
 
+import contextlib
+import io
 import json
 import logging
 import shlex
@@ -177,6 +179,11 @@ def test_a_saved_model_predicts_the_same_elsewhere_once_its_originals_are_gone(p
         for path in originals:
             path.with_name(path.name + ".away").rename(path)
     card = (elsewhere / "README.md").read_text(encoding="utf-8")
+    example = card.split("```python\n", 1)[1].split("\n```", 1)[0].replace("THIS_DIRECTORY", str(elsewhere))
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(example, {})  # the card's Python runs as written (it named a labels.tsv the directory does not hold)
+    assert "LabelScore(" in printed.getvalue()
     command = card.split("```bash\n", 1)[1].split("\n```", 1)[0]
     args = options.parse_args_and_arch(options.get_training_parser(), shlex.split(command)[1:])
     cfg = torch.load(trained[0], weights_only=True)["cfg"]
