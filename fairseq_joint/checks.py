@@ -593,7 +593,9 @@ def hub_generate(original, hub, tokenized_sentences, *args, **kwargs):
     """fairseq's ``GeneratorHubInterface.generate`` (its ``translate`` and ``sample``, of ``load_translator`` and
     ``from_pretrained``) after the generation options given as keywords are checked: each one of fairseq's generation
     options or of its task's (fairseq set any other on a copy of the generation options without a word), each number
-    in the range fairseq's commands accept (``beam=0`` failed in a reshape traceback; the ``hub_options`` patch)."""
+    in the range fairseq's commands accept (``beam=0`` failed in a reshape traceback; the ``hub_options`` patch),
+    ``nbest`` at most ``beam``, and for a translation model what its hub interface cannot do
+    (:func:`check_hub_translation`); ``nbest=k`` returns k hypotheses a sentence (fairseq returned the whole beam)."""
     bound = inspect.signature(original).bind(hub, tokenized_sentences, *args, **kwargs)
     bound.apply_defaults()
     generation = {"beam": bound.arguments["beam"], **bound.arguments["kwargs"]}
@@ -605,7 +607,50 @@ def hub_generate(original, hub, tokenized_sentences, *args, **kwargs):
             check_number(f"{name}={value!r}:", value, allowed)
         if allowed and allowed.integer and not isinstance(value, numbers.Integral):  # 2.0: torch takes an int only
             raise errors.OptionError(f"{name}={value!r} must be an int: give {name}={int(value)}")
-    return original(hub, tokenized_sentences, *args, **kwargs)
+    if torch_tensor_1d(tokenized_sentences):  # fairseq calls generate again with the batch of one
+        return original(hub, tokenized_sentences, *args, **kwargs)
+    nbest, beam = generation.get("nbest"), generation["beam"]
+    if nbest is not None and nbest > beam and not generation.get("sampling"):
+        raise errors.OptionError(f"nbest={nbest} is above beam={beam}: raise beam to {nbest} or lower nbest")
+    if translation_hub(hub):
+        check_hub_translation(hub, tokenized_sentences, generation, bound.arguments["skip_invalid_size_inputs"])
+    results = original(hub, tokenized_sentences, *args, **kwargs)
+    return results if nbest is None else [hypos[:nbest] for hypos in results]  # fairseq returned the whole beam
+
+
+def torch_tensor_1d(value) -> bool:
+    import torch
+
+    return torch.is_tensor(value) and value.dim() == 1
+
+
+def translation_hub(hub) -> bool:
+    """Whether fairseq's hub interface ``hub`` holds encoder-decoder models (a translation's, not a language model's)."""
+    from fairseq.models import FairseqEncoderDecoderModel
+
+    return all(isinstance(model, FairseqEncoderDecoderModel) for model in hub.models)
+
+
+def check_hub_translation(hub, sentences, generation: dict, skip_invalid_size_inputs: bool) -> None:
+    """What fairseq's hub interface cannot do with a translation model, refused in one line: scoring references
+    (``score()``: fairseq scores a language model's only, a ``TypeError``), ``constraints`` (none reach the search: a
+    ``TypeError``), and a sentence longer than the model's source positions (fairseq's ``Exception`` that names a
+    command-line flag; ``skip_invalid_size_inputs=True`` left it out of the output, which then no longer lined up
+    with the input)."""
+    if generation.get("score_reference"):
+        raise errors.OptionError("score()/score_reference=True: fairseq's hub interface scores the sentences of a "
+                                 "language model only: score translations with fairseq-generate --score-reference")
+    if generation.get("constraints"):
+        raise errors.OptionError(f"constraints={generation['constraints']!r}: fairseq's hub interface hands no "
+                                 "constraints to the search: give them to fairseq-interactive, each after its "
+                                 "sentence on the line, separated by tabs")
+    limit = hub.max_positions[0] if isinstance(hub.max_positions, tuple) else hub.max_positions
+    long = next(((i, len(s)) for i, s in enumerate(sentences) if limit is not None and len(s) > limit), None)
+    if long is not None:
+        dropped = " (skip_invalid_size_inputs=True would leave it out of the output, which then no longer lines " \
+                  "up with the input)" if skip_invalid_size_inputs else ""
+        raise errors.InputError(f"sentence {long[0]} is {long[1]} tokens long, above the model's {limit} source "
+                                f"positions{dropped}: shorten it")
 
 
 #: the options of fairseq's subword models that name a file

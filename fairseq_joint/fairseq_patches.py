@@ -104,8 +104,11 @@ trained_criterion  ``checkpoint_utils.load_model_ensemble_and``  a checkpoint of
                                                                  entropy.trained_criterion``)
 hub_options        ``hub_utils.GeneratorHubInterface.generate``  ``translate``/``sample``/``generate`` of fairseq's hub
                                                                  interface: a keyword that is no generation option,
-                                                                 or a number out of range (``beam=0``), is refused in
-                                                                 one line (``checks.hub_generate``)
+                                                                 a number out of range (``beam=0``), ``nbest`` above
+                                                                 ``beam``, and for a translation model ``score()``,
+                                                                 ``constraints`` and a sentence above its positions,
+                                                                 are refused in one line; ``nbest=k`` returns k
+                                                                 hypotheses (``checks.hub_generate``)
 readable_subwords  ``data.encoders.build_bpe``                   a subword file (``--bpe-codes``,
                                                                  ``--sentencepiece-model``, ...) its library cannot
                                                                  read is refused in one line naming it, by

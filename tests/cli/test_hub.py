@@ -194,9 +194,29 @@ def test_translation_keywords_are_fairseqs_options(translation_checkpoint, tiny_
                               (dict(temperature=0.0, sampling=True), r"^temperature=0.0: must be positive"),
                               (dict(beam=2.0), r"^beam=2.0 must be an int: give beam=2$"),
                               (dict(beam=None), r"^beam=None: must be positive"),  # a TypeError in torch, both
-                              (dict(lenpen=float("inf")), r"^lenpen=inf: must be a finite number")):
+                              (dict(lenpen=float("inf")), r"^lenpen=inf: must be a finite number"),
+                              # as fairseq-generate refuses it (fairseq returned the whole beam)
+                              (dict(beam=2, nbest=5), r"^nbest=5 is above beam=2: raise beam to 5 or lower nbest$"),
+                              # TypeErrors in fairseq: its hub interface scores language models only, and hands no
+                              # constraints to a translation's search
+                              (dict(score_reference=True), r"^score\(\)/score_reference=True: fairseq's hub interface "
+                                                           "scores the sentences of a language model only"),
+                              (dict(constraints="ordered"), r"^constraints='ordered': fairseq's hub interface hands no "
+                                                            "constraints")):
         with pytest.raises(errors.OptionError, match=message):
             translator.translate("ein Satz", **keywords)
+    with pytest.raises(errors.OptionError, match=r"^score\(\)/score_reference=True"):
+        translator.score("ein Satz")
+    # a sentence above the model's positions: named (fairseq's Exception named a command-line flag), also where
+    # skip_invalid_size_inputs=True would leave it out of the output, which then no longer lined up with the input
+    limit = translator.max_positions[0]
+    for skip, said in ((False, ""), (True, r" \(skip_invalid_size_inputs=True would leave it out of the output")):
+        with pytest.raises(errors.InputError, match=rf"^sentence 1 is {limit + 1} tokens long, above the model's "
+                                                    rf"{limit} source positions{said}"):
+            translator.generate([translator.encode("a"), torch.ones(limit + 1, dtype=torch.long)],
+                                skip_invalid_size_inputs=skip)
+    hypotheses = translator.generate([translator.encode("a"), translator.encode("b")], beam=3, nbest=2)
+    assert [len(h) for h in hypotheses] == [2, 2]  # nbest of the beam (fairseq returned all 3)
     # the generation options given, and generate's own keywords, still reach fairseq
     assert translator.translate("a sentence", beam=2, verbose=False) == translator.sample("a sentence", 2)
     tokens = translator.encode("a sentence")
