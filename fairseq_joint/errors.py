@@ -96,6 +96,18 @@ def weights_only_refusal(err: BaseException) -> bool:
     return isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in str(err)
 
 
+def _raised_in(err: BaseException, function: str, module: str) -> dict:
+    """The local variables of the innermost frame of ``err``'s traceback if it is ``function`` of fairseq's
+    ``module`` (``fairseq_cli.train``: the error is that function's own, not of one it called), else empty."""
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code if tb is not None else None
+    path = os.path.join(*module.split(".")) + ".py"
+    return tb.tb_frame.f_locals if code is not None and code.co_name == function and \
+        code.co_filename.endswith(os.sep + path) else {}
+
+
 def _frame_locals(err: BaseException, function: str) -> dict:
     """The local variables of the innermost frame of ``function`` in ``err``'s traceback (none: empty)."""
     found, tb = {}, err.__traceback__
@@ -219,8 +231,6 @@ def translate(err: BaseException) -> Optional[Refusal]:
     if isinstance(err, KeyError) and err.args == (None,) and "parser" in _frame_locals(err, "parse_args_and_arch"):
         return OptionError("no task was given: add --task (translation, or gile_classification for a "
                            "gile_classifier checkpoint)")
-    logged = (_frame_locals(err, "get_valid_stats") or _frame_locals(err, "validate")) if isinstance(err, KeyError) \
-        else {}
     if isinstance(err, ValueError) and message.endswith("requires a FairseqMultiModel architecture"):
         return OptionError(f"{message} (one encoder-decoder per language pair): fairseq-joint's models are one "
                            "encoder-decoder; for several language pairs use --task translation_multi_simple_epoch")
@@ -229,11 +239,16 @@ def translate(err: BaseException) -> Optional[Refusal]:
         return OptionError(f"--max-tokens {too_long.group(1)} (--max-tokens-valid where given) is below the length "
                            "of a sentence of the data, in subwords with </s>: raise it")
     if message.startswith("Size of sample #") and "--skip-invalid-size-inputs-valid-test" in message:
-        return OptionError(f"a sentence pair of the data is longer than the model's positions ({one_line(err)})")
-    if isinstance(err, KeyError) and err.args == ("steps",) and "hypo" in _frame_locals(err, "_main"):
+        return OptionError(f"a sentence of the data is longer than the model's positions ({one_line(err)}), or "
+                           "give a split of shorter sentences")
+    generating = _raised_in(err, "_main", "fairseq_cli.generate") if isinstance(err, KeyError) else {}
+    if err.args == ("steps",) and "cfg" in generating and generating["cfg"].generation.print_step:
         return OptionError("--print-step prints the steps of an iterative refinement model's decoding (fairseq's "
                            "non-autoregressive models); a beam search has none: drop --print-step")
-    if {"cfg", "stats"} <= logged.keys() and err.args == (logged["cfg"].checkpoint.best_checkpoint_metric,):
+    logged = (_raised_in(err, "get_valid_stats", "fairseq_cli.train") or _raised_in(err, "validate", "fairseq_cli.train")
+              ) if isinstance(err, KeyError) else {}
+    if {"cfg", "stats"} <= logged.keys() and err.args == (logged["cfg"].checkpoint.best_checkpoint_metric,) \
+            and err.args[0] not in logged["stats"]:
         figures = ", ".join(k for k in logged["stats"] if k != "num_updates" and not k.startswith("best_"))
         return OptionError(f"--best-checkpoint-metric {err.args[0]}: validation logs no such figure (it logged "
                            f"{figures}; this epoch was not saved): give one of those")

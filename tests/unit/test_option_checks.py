@@ -781,14 +781,19 @@ def test_a_file_that_is_no_fairseq_checkpoint_is_named_as_such(tmp_path, monkeyp
     positions = "Size of sample #3 is invalid (=(2, 6)) since max_positions=(5, 5), skip this example with " \
                 "--skip-invalid-size-inputs-valid-test"
     assert str(errors.refusal(raised(exec, compile(f"raise Exception({positions!r})", in_fairseq.__file__, "exec")))) \
-        == f"a sentence pair of the data is longer than the model's positions ({positions})"
+        == f"a sentence of the data is longer than the model's positions ({positions}), or give a split of shorter " \
+           "sentences"
     multi = raised(exec, compile("raise ValueError('MultilingualTranslationTask requires a FairseqMultiModel "
                                  "architecture')", in_fairseq.__file__, "exec"))
     assert str(errors.refusal(multi)).endswith("for several language pairs use --task translation_multi_simple_epoch")
-    namespace = {}
-    exec(compile("def _main():\n    hypo = {}\n    hypo['steps']\n", in_fairseq.__file__, "exec"), namespace)
-    assert str(errors.refusal(raised(namespace["_main"]))).startswith("--print-step prints the steps of an iterative "
-                                                                       "refinement model's decoding")
+    import fairseq_cli.generate as in_generate
+
+    namespace, cfg = {}, OmegaConf.create({"generation": {"print_step": True}})
+    exec(compile("def _main(cfg):\n    hypo = {}\n    hypo['steps']\n", in_generate.__file__, "exec"), namespace)
+    assert str(errors.refusal(raised(namespace["_main"], cfg))).startswith("--print-step prints the steps of an "
+                                                                            "iterative refinement model's decoding")
+    cfg.generation.print_step = False  # a KeyError('steps') of something else: a bug's, kept
+    assert errors.refusal(raised(namespace["_main"], cfg)) is None
     # a --best-checkpoint-metric validation does not log: fairseq's KeyError after the first epoch, named
     from fairseq_cli import train as fairseq_train
 
