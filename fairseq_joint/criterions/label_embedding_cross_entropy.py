@@ -133,10 +133,13 @@ class LabelEmbeddingOptions(CandidateSamplingConfig):
 
     @staticmethod
     def validate(cfg) -> None:
-        """With --label-embedding-from, none of the options of o2 given: the loaded embedding is used frozen, without
-        o2 (Eq. 17); they were ignored without a word, and the checkpoint recorded a --label-embedding-dim other than
-        the loaded embedding's."""
+        """With --label-embedding-from, neither --label-embedding-state-from nor the options of o2 given: the loaded
+        embedding is used frozen, without o2 (Eq. 17); they were ignored without a word, and the checkpoint recorded a
+        --label-embedding-dim other than the loaded embedding's."""
         c, unset = cfg.criterion, LabelEmbeddingOptions()
+        if c.label_embedding_from and c.label_embedding_state_from:  # which embedding: one was dropped without a word
+            raise OptionError("--label-embedding-state-from starts o2 and the embedding Eq. 14 trains; "
+                              "--label-embedding-from freezes a trained embedding without o2 (Eq. 17): give one of them")
         if c.label_embedding_from:
             given = [flag(name) for name in LabelEmbeddingOptions.O2_OPTIONS if getattr(c, name) != getattr(unset, name)]
             if given:

@@ -506,6 +506,8 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
     ([*LABEL_EMBEDDING, "--label-embedding-from", "ck.pt", "--label-embedding-dim", "50", "--label-embedding-tau", "5"],
      "^--label-embedding-from uses its checkpoint's embedding, frozen, without o2 .Eq. 17.: --label-embedding-dim and "
      "--label-embedding-tau shape o2 and the embedding it learns: drop them$"),
+    ([*LABEL_EMBEDDING, "--label-embedding-from", "ck.pt", "--label-embedding-state-from", "ck.pt"],
+     "^--label-embedding-state-from starts o2 and the embedding Eq. 14 trains; --label-embedding-from freezes"),
     ([*GILE_LE, "--label-embedding-from", "ck.pt", "--label-embedding-two-sided-hinge"],
      "^--label-embedding-from uses .*: --label-embedding-two-sided-hinge shape o2"),
     ([*LABEL_EMBEDDING, "--num-samples", "8", "--unigram-alpha", "0.5"], r"^--unigram-alpha 0.5 is the exponent of "
