@@ -625,7 +625,8 @@ def torch_tensor_1d(value) -> bool:
 
 
 def translation_hub(hub) -> bool:
-    """Whether fairseq's hub interface ``hub`` holds encoder-decoder models (a translation's, not a language model's)."""
+    """Whether fairseq's hub interface ``hub`` holds encoder-decoder models (a translation's, not a language
+    model's)."""
     from fairseq.models import FairseqEncoderDecoderModel
 
     return all(isinstance(model, FairseqEncoderDecoderModel) for model in hub.models)

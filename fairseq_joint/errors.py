@@ -245,8 +245,8 @@ def translate(err: BaseException) -> Optional[Refusal]:
     if err.args == ("steps",) and "cfg" in generating and generating["cfg"].generation.print_step:
         return OptionError("--print-step prints the steps of an iterative refinement model's decoding (fairseq's "
                            "non-autoregressive models); a beam search has none: drop --print-step")
-    logged = (_raised_in(err, "get_valid_stats", "fairseq_cli.train") or _raised_in(err, "validate", "fairseq_cli.train")
-              ) if isinstance(err, KeyError) else {}
+    logged = (_raised_in(err, "get_valid_stats", "fairseq_cli.train")
+              or _raised_in(err, "validate", "fairseq_cli.train")) if isinstance(err, KeyError) else {}
     if {"cfg", "stats"} <= logged.keys() and err.args == (logged["cfg"].checkpoint.best_checkpoint_metric,) \
             and err.args[0] not in logged["stats"]:
         figures = ", ".join(k for k in logged["stats"] if k != "num_updates" and not k.startswith("best_"))

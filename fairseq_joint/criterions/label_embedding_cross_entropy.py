@@ -139,7 +139,8 @@ class LabelEmbeddingOptions(CandidateSamplingConfig):
         c, unset = cfg.criterion, LabelEmbeddingOptions()
         if c.label_embedding_from and c.label_embedding_state_from:  # which embedding: one was dropped without a word
             raise OptionError("--label-embedding-state-from starts o2 and the embedding Eq. 14 trains; "
-                              "--label-embedding-from freezes a trained embedding without o2 (Eq. 17): give one of them")
+                              "--label-embedding-from freezes a trained embedding without o2 (Eq. 17): give one of "
+                              "them")
         if c.label_embedding_from:
             given = [flag(name) for name in LabelEmbeddingOptions.O2_OPTIONS if getattr(c, name) != getattr(unset, name)]
             if given:

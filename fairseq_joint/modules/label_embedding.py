@@ -71,7 +71,7 @@ class LabelEmbedding(nn.Module):
 
     def freeze_(self) -> "LabelEmbedding":
         """Make the embedding a constant (Appendix B): its tensors become buffers, so neither optimizers nor
-        fairseq's distributed wrapper see parameters, and checkpoints rebuild it from its source."""
+        fairseq's distributed wrapper see parameters (checkpoints keep them: the ``frozen_criterion`` patch)."""
         for name, param in list(self.named_parameters(recurse=False)):
             delattr(self, name)
             self.register_buffer(name, param.detach().clone())

@@ -161,7 +161,7 @@ class PretrainedSentenceEncoder(nn.Module):
         if self.static:  # the ids StaticEmbedding averages (as its own preprocessing makes them; never cut)
             return [e.ids for e in tok.encode_batch(list(texts), add_special_tokens=False)]
         limit = self.max_seq_length or None
-        ids = tok(list(texts), add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
+        ids = self.whole_ids(texts)
         long = [i for i, row in enumerate(ids) if limit and len(row) > limit]
         if long:  # only these are tokenized again, cut as the tokenizer cuts (special tokens kept)
             cut = tok([texts[i] for i in long], add_special_tokens=True, truncation=True, max_length=limit)["input_ids"]
@@ -170,13 +170,16 @@ class PretrainedSentenceEncoder(nn.Module):
             logger.info(self.cut_note(len(long), len(texts)))
         return ids
 
+    def whole_ids(self, texts: Sequence[str]) -> List[List[int]]:
+        """The token ids of every text, special tokens included, not cut (a transformer's tokenizer)."""
+        return self.st.tokenizer(list(texts), add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
+
     def cut(self, texts: Sequence[str]) -> int:
         """How many of ``texts`` are longer than the encoder's ``max_seq_length`` word pieces (it reads their first
         ones, as it was trained; sentence-transformers cuts without a word); 0 for a model that reads whole texts."""
         if self.static or not self.max_seq_length:
             return 0
-        ids = self.st.tokenizer(list(texts), add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
-        return sum(len(row) > self.max_seq_length for row in ids)
+        return sum(len(row) > self.max_seq_length for row in self.whole_ids(texts))
 
     def cut_note(self, cut: int, total: int, what: str = "texts") -> str:
         """What is said of the ``cut`` of ``total`` texts (of ``what``) the encoder reads up to its

@@ -176,7 +176,8 @@ def test_whole_model_rows_are_each_cases_median_run():
     # a case the time budget cut short says its median is of fewer runs, in the table and under the Markdown's
     assert [bgt.runs_cell(rows["tied"], 3), bgt.runs_cell(even[0], 3), bgt.runs_cell(even[0], 1)] == [
         "3: 100-130", "2 of 3: 100-130", ""]
-    cfg = {"torch": "2.13.0", "precision": "bf16", "arch": "transformer", "max_tokens": 4096, "updates": 20, "rounds": 3}
+    cfg = {"torch": "2.13.0", "precision": "bf16", "arch": "transformer", "max_tokens": 4096, "updates": 20,
+           "rounds": 3}
     for r in [rows["tied"], *even]:
         r.update(mfu=0.1, vs=None, reference=None)
     lines = bgt.markdown({"config": cfg, "device": "CPU", "wall_seconds": 1.0, "peak_tflops": 1.0, "skipped": [],

@@ -89,8 +89,9 @@ def test_similarity_init_starts_at_the_encoders_cosine(data, tmp_path, sentence_
 
 def test_predict_unseen_labels_seen_score_offset_and_encoder_errors(data, tmp_path, sentence_encoder):
     run = train(data, tmp_path / "ck", sentence_encoder, "--head", "gile", "--similarity-init", "--max-epoch", "1")
-    assert re.search(r"\| train: \d+ of 150 texts are longer than the encoder's max_seq_length 64 word pieces: it reads "
-                     r"their first 64", run.stdout + run.stderr)  # (sentence-transformers cuts them without a word)
+    # counted and logged (sentence-transformers cuts them without a word)
+    assert re.search(r"\| train: \d+ of 150 texts are longer than the encoder's max_seq_length 64 word pieces: it "
+                     r"reads their first 64", run.stdout + run.stderr)
     ckpt = tmp_path / "ck" / "checkpoint_last.pt"
     texts = tmp_path / "texts.txt"
     texts.write_text("a text editor for programmers\nnetwork audio streaming server\n" + "audio " * 80 + "\n")

@@ -473,7 +473,8 @@ def test_fairseq_options_are_checked_finite_and_in_range(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["fairseq-generate"])
     for flags, said in ((["--diverse-beam-groups", "2", "--beam", "4"], "^--diverse-beam-groups 2: fairseq 0.12's "
                          "diverse beam search fails on a split of more than one batch"),
-                        (["--constraints"], "^--constraints: fairseq-generate's binarized data carries no constraints")):
+                        (["--constraints"], "^--constraints: fairseq-generate's binarized data carries no "
+                                            "constraints")):
         with pytest.raises(errors.OptionError, match=said):
             options.parse_args_and_arch(options.get_generation_parser(), ["data", *flags])
     monkeypatch.setattr(sys, "argv", ["fairseq-interactive"])
@@ -778,8 +779,8 @@ def test_a_file_that_is_no_fairseq_checkpoint_is_named_as_such(tmp_path, monkeyp
     # a sentence longer than --max-tokens or the model's positions (fairseq's assertion, its Exception); --print-step
     too_long = raised(exec, compile("raise AssertionError('Sentences lengths should not exceed max_tokens=10')",
                                     in_fairseq.__file__, "exec"))
-    assert str(errors.refusal(too_long)) == ("--max-tokens 10 (--max-tokens-valid where given) is below the length of a "
-                                             "sentence of the data, in subwords with </s>: raise it")
+    assert str(errors.refusal(too_long)) == ("--max-tokens 10 (--max-tokens-valid where given) is below the length "
+                                             "of a sentence of the data, in subwords with </s>: raise it")
     positions = "Size of sample #3 is invalid (=(2, 6)) since max_positions=(5, 5), skip this example with " \
                 "--skip-invalid-size-inputs-valid-test"
     assert str(errors.refusal(raised(exec, compile(f"raise Exception({positions!r})", in_fairseq.__file__, "exec")))) \

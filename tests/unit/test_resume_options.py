@@ -53,7 +53,8 @@ def test_a_resume_into_another_head_names_the_option_not_the_layers_fields(tmp_p
     assert "holds another model than this run builds (--head bil_n16 (checkpoint: gile))" in str(found), found
     assert str(model_mismatch(path, cfg, err, finetuning=True)).endswith(  # not "resume it ... --finetune-from-model"
         "(--head bil_n16 (checkpoint: gile)): --finetune-from-model starts from the weights of a model of the same "
-        "parameters: build this one as the checkpoint's (its --arch, --output-layer and sizes), or train it from scratch")
+        "parameters: build this one as the checkpoint's (its --arch, --output-layer and sizes), or train it from "
+        "scratch")
     cfg.model.head = "gile"  # nothing the user changed: the layer's own refusal says what is wrong (other data, ...)
     assert model_mismatch(str(tmp_path / "checkpoint_last.pt"), cfg, err) is None
     # through fairseq's Trainer.load_checkpoint: a resume names the option; --finetune-from-model, whose point is
