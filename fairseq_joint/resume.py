@@ -90,7 +90,8 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
             trainer.task.load_state_dict(state.get("task_state") or {})
         saved = state.get("cfg")
         # a frozen criterion (buffers only, which fairseq does not load) goes on with the tensors it was trained with
-        frozen = state.get("criterion") if resuming and not utils.has_parameters(criterion) else None
+        frozen = state.get("criterion") if resuming and not utils.has_parameters(criterion) \
+            and criterion.state_dict() else None
         changed = changed_options(saved, current_configuration(trainer.cfg)) if saved is not None else [
             "(not compared: the checkpoint records no configuration torch can read again)"]
         logger.info(f"resuming {filename} at update {updates}; options that differ from the checkpoint's: "
@@ -130,18 +131,18 @@ def trainer_state(original, trainer):
 def restore_frozen_criterion(criterion, frozen: dict, filename: str) -> None:
     """A resume of a criterion of buffers only (which fairseq does not load): the tensors ``frozen`` that checkpoint
     ``filename`` saved of it (:func:`trainer_state`), the ones the run was trained with, said when they differ from
-    those its source gives now (``--label-embedding-from``: another file, or the file changed since); a source of
-    another form now (a full embedding for a compressed one) is refused."""
+    those its source gives now (``--label-embedding-from``: another file, or the file changed since). A state of other
+    tensors (another criterion's, after --reset-optimizer; an embedding of another form) is not this criterion's: it
+    keeps what it was built with, said."""
     own = criterion.state_dict()
-    fix = "start from the checkpoint's weights only (--finetune-from-model) to train with the other"
     if frozen.keys() != own.keys() or any(frozen[k].shape != own[k].shape for k in own):
-        raise CheckpointError(f"{filename} was trained with frozen criterion tensors ({', '.join(sorted(frozen))}) "
-                              "of another form than its source gives now (--label-embedding-from: another file, or "
-                              f"the file changed since): give the source it was trained with, or {fix}")
-    if any(not torch.equal(frozen[k].to(own[k]), own[k]) for k in own):
+        logger.warning(f"{filename} holds a criterion state of other tensors ({', '.join(sorted(frozen))}) than this "
+                       "run's frozen criterion: it keeps the tensors it was built with")
+    elif any(not torch.equal(frozen[k].to(own[k]), own[k]) for k in own):
         logger.warning(f"{filename} holds the frozen tensors the run was trained with ({', '.join(sorted(own))}), "
                        "not those its source gives now (--label-embedding-from: another file, or the file changed "
-                       f"since): the run goes on with the checkpoint's ({fix})")
+                       "since): the run goes on with the checkpoint's (start from its weights only, "
+                       "--finetune-from-model, to train with the other)")
         criterion.load_state_dict(frozen)
 
 
