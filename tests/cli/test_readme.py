@@ -2,8 +2,8 @@
 
 ``test_the_readme_runs_as_written`` runs every ```bash and ```python block of README.md verbatim, in order, in a fresh
 copy of the repository's tracked files (a clone's root, with ``.venv`` linked in and ``.venv/bin`` first on PATH), each
-block in its own shell and within ``BLOCK_SECONDS`` (the console scripts a bash block starts run warm, as every other
-test's: tests/warm_commands.py). ``test_the_python_guides_run_after_the_readme`` then runs the
+block in its own shell (a Python block as a file beside the README) and within ``BLOCK_SECONDS`` (the console scripts
+and Python files run warm, as every other test's: tests/warm_commands.py). ``test_the_python_guides_run_after_the_readme`` then runs the
 ```python blocks of each page of ``PYTHON_GUIDES`` (they use the README's models in ``work/``) in that directory, the
 blocks of a page one after another in one interpreter, as a reader pastes them. Two kinds of lines or blocks are left
 out, and only these:
@@ -152,6 +152,14 @@ def run_block(cmd: List[str], cwd: Path, env: dict, where: str) -> str:
     return proc.stdout
 
 
+def python_file(root: Path, name: str, code: str) -> List[str]:
+    """The command that runs ``code`` as ``python FILE`` (a file in ``root`` beside the README: the directory it
+    runs in, ``sys.path``'s first entry as for ``python -c``), which the warm servers can start."""
+    path = root / f".{name}.py"
+    path.write_text(code, encoding="utf-8")
+    return [str(BIN / "python"), str(path)]
+
+
 @pytest.fixture(scope="module")
 def readme_run(clone):
     """Every runnable block of the clone's README run in order: ``(environment, [(block, stdout), ...])``."""
@@ -163,9 +171,10 @@ def readme_run(clone):
         code = runnable(block)
         if code is None:
             continue
-        cmd = ["bash", "-e", "-o", "pipefail", "-c", code] if block.lang == "bash" else [str(BIN / "python"), "-c", code]
+        cmd = ["bash", "-e", "-o", "pipefail", "-c", code] if block.lang == "bash" else \
+            python_file(clone, f"readme-line-{block.line}", code)
         # a bash block as written, its fairseq and fairseq-joint commands started warm (tests/warm_commands.py: the
-        # console scripts themselves run, in a process that imported torch and fairseq already)
+        # console scripts themselves run, in a process that imported torch and fairseq already); so is a Python block
         cmd, block_env = WARM.command(cmd, env)
         outputs.append((block, run_block(cmd, clone, block_env, f"README.md line {block.line}: the {block.lang} "
                                                                 f"block")))
@@ -196,7 +205,8 @@ def test_the_python_guides_run_after_the_readme(clone, readme_run):
         blocks = [b for b in readme_blocks((clone / page).read_text(encoding="utf-8")) if b.lang == "python"]
         code = "".join(runnable(b) or "" for b in blocks)
         assert code, f"{page}: no Python block to run"
-        stdout = run_block([str(BIN / "python"), "-c", code], clone, env, f"{page}: its Python blocks")
+        cmd, page_env = WARM.command(python_file(clone, page.replace("/", "-"), code), env)
+        stdout = run_block(cmd, clone, page_env, f"{page}: its Python blocks")
         if page == "docs/python.md":  # each text's best label of the bundled set, and the new labels ranked
             assert "new::racing" in stdout and "new::astronomy" in stdout, stdout
             assert re.search(r"score +-?[\d.]+ +p [01]\.\d{3} +(seen|unseen)", stdout), stdout
