@@ -3,9 +3,10 @@
 ``test_the_readme_runs_as_written`` runs every ```bash and ```python block of README.md verbatim, in order, in a fresh
 copy of the repository's tracked files (a clone's root, with ``.venv`` linked in and ``.venv/bin`` first on PATH), each
 block in its own shell (a Python block as a file beside the README) and within ``BLOCK_SECONDS`` (the console scripts
-and Python files run warm, as every other test's: tests/warm_commands.py). ``test_the_python_guides_run_after_the_readme`` then runs the
-```python blocks of each page of ``PYTHON_GUIDES`` (they use the README's models in ``work/``) in that directory, the
-blocks of a page one after another in one interpreter, as a reader pastes them. Two kinds of lines or blocks are left
+and Python files run warm, as every other test's: tests/warm_commands.py).
+``test_the_python_guides_run_after_the_readme`` then runs the ```python blocks of each page of ``PYTHON_GUIDES`` (they
+use the README's models in ``work/``) in that directory, the blocks of a page one after another in one interpreter, as
+a reader pastes them. Two kinds of lines or blocks are left
 out, and only these:
 
 * the set-up lines ``make ...`` of a bash block (``make demo``/``make test`` build the environment this test runs in);
