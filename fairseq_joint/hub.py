@@ -264,7 +264,9 @@ class LabelPredictor(abc.ABC):
                 raise OptionError(f"pretrained_encoder: {directory} holds {what}: drop pretrained_encoder")
             encoder = os.fspath(pretrained_encoder)
         elif encoder is None and reference is not None:
-            encoder = reference["path"]
+            encoder = check_exists(reference["path"], f"sentence encoder of {directory} (saved as a reference)",
+                                   "give its directory now as from_pretrained(..., pretrained_encoder=PATH)",
+                                   directory=True)
         label_file = bundles.bundle_part(directory, manifest, "label_file")
         if manifest["kind"] == "encoder":  # a kind read_bundle knows
             predictor = cls.from_encoder(encoder, label_file=label_file, device=device)

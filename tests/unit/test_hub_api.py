@@ -252,3 +252,8 @@ def test_an_encoder_saved_by_reference_is_pinned_by_its_fingerprint(sentence_enc
         LabelPredictor.from_pretrained(tmp_path / "saved")
     loaded = LabelPredictor.from_pretrained(tmp_path / "saved", pretrained_encoder=tmp_path / "moved")
     assert loaded.predict(TEXTS, labels) == predictor.predict(TEXTS, labels)
+    shutil.rmtree(encoder)  # gone: the keyword that fixes it is named (it named fairseq's --pretrained-encoder)
+    with pytest.raises(errors.MissingFileError, match=rf"^sentence encoder of {tmp_path / 'saved'} \(saved as a "
+                       rf"reference\) {encoder}: no such directory: give its directory now as from_pretrained\(\.\.\., "
+                       r"pretrained_encoder=PATH\)$"):
+        LabelPredictor.from_pretrained(tmp_path / "saved")
