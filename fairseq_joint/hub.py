@@ -383,6 +383,8 @@ class LabelPredictor(abc.ABC):
             raise OptionError(f"threshold: the criterion of {self.source} defines no probability to threshold")
         if isinstance(threshold, str) and threshold == CALIBRATED:
             return self.calibrated_threshold()
+        if isinstance(threshold, str):  # a misspelled "calibrated" was refused as a number out of range
+            raise OptionError(f"threshold={threshold!r}: give {CALIBRATED!r} or {self.threshold_range}")
         return check_number(f"threshold (on the {self.threshold_on})", threshold, self.threshold_range), "given"
 
     def label_set(self, descriptions: Dict[str, str], source: str = "the labels given") -> LabelSet:

@@ -102,7 +102,9 @@ def test_a_threshold_keeps_the_labels_at_or_above_it_and_one_outside_the_cosines
             (float("nan"), errors.OptionError, r"^threshold \(on the score\) must be a finite number"),
             ("calibrated", errors.OptionError, r"^threshold='calibrated': a sentence encoder has no calibrated "
                                                "threshold: give a cosine"),
-            ("high", errors.OptionError, r"^threshold \(on the score\) must be a finite number in \[-1, 1\], got 'high'")):
+            # a word other than "calibrated" (it was refused as a number out of range)
+            ("calib", errors.OptionError, r"^threshold='calib': give 'calibrated' or a finite number in "
+                                          r"\[-1, 1\]$")):
         with pytest.raises(kind, match=message):
             zero_shot.predict(TEXTS, labels=NAMES, threshold=threshold)
 
