@@ -123,8 +123,8 @@ def trainer_state(original, trainer):
     whatever that file held by then."""
     state = original(trainer)
     criterion = trainer.get_criterion()
-    if state["criterion"] is None and not utils.has_parameters(criterion) and criterion.state_dict():
-        state["criterion"] = criterion.state_dict()
+    if state["criterion"] is None and not utils.has_parameters(criterion):
+        state["criterion"] = criterion.state_dict() or None
     return state
 
 

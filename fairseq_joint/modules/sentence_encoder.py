@@ -219,8 +219,8 @@ class PretrainedSentenceEncoder(nn.Module):
         at ``max_seq_length``. Batches are formed over the texts sorted by length (little padding); the result is in
         the order of ``texts``."""
         st = self.st
-        cut = self.cut(texts)
-        if cut:
+        cut = self.cut(texts) if logger.isEnabledFor(logging.INFO) else 0  # (a command that logs nothing, e.g.
+        if cut:  # fairseq-joint-predict-labels, counts them itself: the texts are not tokenized once more for it)
             logger.info(self.cut_note(cut, len(texts), what))
         was_training = st.training
         st.eval()
