@@ -89,8 +89,8 @@ class OutputLayerConfig(FairseqDataclass):
                               "layer: use --criterion cross_entropy, or sampled_cross_entropy for large vocabularies")
         # options the layer does not read, given (not the architecture's own values): ignored before without a word,
         # and a tied run that recorded a --joint-dim was later refused as "another model" when resumed without it
-        unset = architecture_defaults(args, ("joint_dim", "joint_activation"))
-        spec = OutputLayerSpec(str(args.output_layer))
+        unset = architecture_defaults(args, ("joint_dim", "joint_activation", "output_layer_init"))
+        spec = output_layer_spec(args)
         if not spec.has_joint_space and args.joint_dim != unset.joint_dim:
             raise OptionError(f"--joint-dim {args.joint_dim} is dj of --output-layer joint; --output-layer "
                               f"{args.output_layer} has no joint space of its own: drop --joint-dim, or use --output-layer "
@@ -100,6 +100,10 @@ class OutputLayerConfig(FairseqDataclass):
                 raise OptionError(f"--joint-activation {args.joint_activation} is σ of a projected side (--output-layer "
                                   f"label, context or joint); --output-layer {args.output_layer} has none: drop "
                                   "--joint-activation")
+        if not spec.has_parameters and str(args.output_layer_init) != str(unset.output_layer_init):
+            raise OptionError(f"--output-layer-init {args.output_layer_init} starts the output layer's own parameters; "
+                              f"--output-layer {args.output_layer} --no-output-bias has none (it scores with E alone): "
+                              "drop --output-layer-init, or --no-output-bias")
 
 
 def architecture_defaults(args, names):
@@ -162,16 +166,21 @@ def output_layer_defaults(args, input_dim: int) -> None:
         args.label_embedding_input_dim = int(input_dim)
 
 
-def build_output_layer(args, dictionary, embed_tokens, input_dim: int) -> OutputLayer:
-    """The decoder's output layer from ``args``; E (``embed_tokens``) is shared, never copied."""
-    spec = OutputLayerSpec(
-        kind=args.output_layer,
+def output_layer_spec(args) -> OutputLayerSpec:
+    """The :class:`OutputLayerSpec` of the ``--output-layer`` options in ``args``."""
+    return OutputLayerSpec(
+        kind=str(args.output_layer),
         joint_dim=args.joint_dim,
-        activation=args.joint_activation,
+        activation=str(args.joint_activation),
         bias="none" if args.no_output_bias else "per_class",
         dropout=args.joint_dropout,
-        init=args.output_layer_init,
+        init=str(args.output_layer_init),
     )
+
+
+def build_output_layer(args, dictionary, embed_tokens, input_dim: int) -> OutputLayer:
+    """The decoder's output layer from ``args``; E (``embed_tokens``) is shared, never copied."""
+    spec = output_layer_spec(args)
     embedding = None if spec.kind == "softmax" else embed_tokens
     return OutputLayer(spec, num_classes=len(dictionary), input_dim=input_dim, embedding=embedding)
 

@@ -179,6 +179,13 @@ class OutputLayerSpec:
         return self.class_proj != _NONE and self.ctx_proj != _NONE
 
     @property
+    def has_parameters(self) -> bool:
+        """Whether the layer has parameters of its own, what ``init`` starts: free rows W (``softmax``), a projection,
+        the scale w or a bias (``tied`` without a bias scores with E alone: it has none)."""
+        return (self.kind == "softmax" or self.class_proj != _NONE or self.ctx_proj != _NONE or self.context_scale
+                or self.bias != "none")
+
+    @property
     def proj_bias(self) -> bool:
         """Whether the non-linear projections carry a bias (b_u, b_v of Eqs. 12-13)."""
         return PRESETS[self.kind][2] if self.projection_bias is None else self.projection_bias

@@ -545,6 +545,10 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
     (["--output-layer", "bilinear", "--joint-activation", "relu"], "^--joint-activation relu is σ of a projected side "
                                                                    r"\(--output-layer label, context or joint\); "
                                                                    "--output-layer bilinear has none: drop"),
+    # an init of the output layer's own parameters, and it has none (it was accepted and started nothing)
+    (["--output-layer", "tied", "--no-output-bias", "--output-layer-init", "uniform"], "^--output-layer-init uniform "
+     r"starts the output layer's own parameters; --output-layer tied --no-output-bias has none \(it scores with E "
+     r"alone\): drop --output-layer-init, or --no-output-bias$"),
     (["--share-decoder-input-output-embed", "--arch", "joint_lstm_tiny"], "conflicts with --output-layer joint: use "
                                                                           "--output-layer tied"),
     (["--share-decoder-input-output-embed", "--share-all-embeddings", "--arch", "joint_lstm_tiny"],
@@ -652,6 +656,10 @@ def test_each_rule_is_refused_before_fairseq_starts(flags, said):
                                    [*SAMPLED, "--num-samples", "8", "--sampler", "unigram", "--unigram-alpha", "1"],
                                    [*LABEL_EMBEDDING, "--label-embedding-from", "ck.pt", "--label-embedding-beta", "0.5"],
                                    ["--output-layer", "tied"], ["--arch", "joint_lstm_tiny", "--output-layer", "softmax"],
+                                   # a bias to start; the preset's own init, not given
+                                   ["--output-layer", "tied", "--output-layer-init", "uniform"],
+                                   ["--arch", "joint_lstm_wmt17_uniform_init", "--output-layer", "tied",
+                                    "--no-output-bias"],
                                    ["--output-layer", "label", "--joint-activation", "relu"],
                                    [*GILE, "--head", "linear", "--joint-dropout", "0.5"],  # dropout acts on h there
                                    [*GILE, "--best-checkpoint-metric", "seen_avgpr", "--maximize-best-checkpoint-metric"],
