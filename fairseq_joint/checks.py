@@ -47,6 +47,7 @@ from fairseq_joint.options import (
     check_number,
     declared,
     flag,
+    keyword,
     number_problem,
     ranges,
     registered,
@@ -131,8 +132,9 @@ def fairseq_option_problems(args: argparse.Namespace) -> Iterator[Tuple[str, obj
                 yield name, item, rule
 
 
-def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = ()) -> None:
-    """Refuse the first of :func:`fairseq_option_problems` (fairseq's commands, as they parse their arguments): one
+def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = (), keywords: bool = False) -> None:
+    """Refuse the first of :func:`fairseq_option_problems` (fairseq's commands, as they parse their arguments; with
+    ``keywords``, named as the Python keywords they were given as, :func:`~fairseq_joint.options.keyword`): one
     of the command line ``given`` first (an architecture copies ``--dropout`` into ``--decoder-dropout-in``); then
     options that contradict each other silently: ``--nbest`` above ``--beam`` (a beam search keeps ``--beam``
     hypotheses, fairseq printed fewer than asked), options fairseq-generate fails on in a traceback
@@ -144,7 +146,7 @@ def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = ()) -
     checkpoint's model (``--output-layer tied`` was ignored)."""
     typed = {arg.split("=", 1)[0] for arg in given}
     for name, value, allowed in sorted(fairseq_option_problems(args), key=lambda p: flag(p[0]) not in typed):
-        check_number(flag(name), value, allowed)
+        check_number(keyword(name, value) if keywords else flag(name), value, allowed)
     beam, nbest = getattr(args, "beam", None), getattr(args, "nbest", None)
     if isinstance(beam, int) and isinstance(nbest, int) and nbest > beam and not getattr(args, "sampling", False):
         raise errors.OptionError(f"--nbest {nbest} is above --beam {beam}: raise --beam to {nbest} or lower --nbest")
@@ -553,7 +555,8 @@ def check_overrides(cfg, overrides: dict) -> None:
     holds (fairseq failed in a ``KeyError``) and not another than the checkpoint's (fairseq kept the checkpoint's
     without a word: fairseq-validate ``--criterion`` scored with the criterion trained with), no ``beam`` (the hub
     interface's ``translate`` sets its own, 5 unless given, on every call: ``load_translator(..., beam=3)`` translated
-    with 5), its numbers as fairseq's commands check theirs. The overrides of fairseq's own models are left to fairseq
+    with 5), its numbers as fairseq's commands check theirs (a group's given as a dict too), named as the keywords
+    they were given as (``lenpen=nan:``, not the ``--lenpen`` the caller never wrote). The overrides of fairseq's own models are left to fairseq
     (BART's hub passes keys of its own)."""
     from fairseq.models import ARCH_MODEL_REGISTRY
     from fairseq.registry import REGISTRIES
@@ -575,7 +578,10 @@ def check_overrides(cfg, overrides: dict) -> None:
     if beam is not None:  # the hub interface's translate() sets its own (default 5) on every call
         raise errors.OptionError(f"beam={beam!r}: a checkpoint's beam is not read: give it where the translation is "
                                  f"made (translate(text, beam={beam!r}), fairseq-generate --beam {beam!r})")
-    check_fairseq_options(argparse.Namespace(**overrides))
+    # a group's options given as a dict (generation={"lenpen": 2.0}) are checked as those given alone
+    flat = {name: item for key, value in overrides.items()
+            for name, item in (value.items() if isinstance(value, dict) else [(key, value)])}
+    check_fairseq_options(argparse.Namespace(**flat), keywords=True)
 
 
 @functools.lru_cache(maxsize=None)
@@ -604,7 +610,7 @@ def hub_generate(original, hub, tokenized_sentences, *args, **kwargs):
     for name, value in generation.items():  # as fairseq's parser would have typed them: beam=2.0 failed in torch
         allowed = FAIRSEQ_RANGES.get(name, ANY if isinstance(value, float) else None)  # an unranged float: finite
         if allowed:
-            check_number(f"{name}={value!r}:", value, allowed)
+            check_number(keyword(name, value), value, allowed)
         if allowed and allowed.integer and not isinstance(value, numbers.Integral):  # 2.0: torch takes an int only
             raise errors.OptionError(f"{name}={value!r} must be an int: give {name}={int(value)}")
     if torch_tensor_1d(tokenized_sentences):  # fairseq calls generate again with the batch of one

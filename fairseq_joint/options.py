@@ -155,6 +155,12 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def keyword(name: str, value) -> str:
+    """How a refusal names a value given as a Python keyword, or a key of fairseq's overrides (``lenpen=nan:``): the
+    caller wrote the name, not the command-line option."""
+    return f"{name}={value!r}:"
+
+
 def ranges(config: type) -> Iterator[Tuple[str, Range]]:
     """``(field, range)`` of every field of the dataclass ``config`` (its own and those it inherits) that declares a
     :class:`Range`."""

@@ -155,7 +155,7 @@ def test_translation_keywords_are_fairseqs_options(translation_checkpoint, tiny_
             load_translator(translation_checkpoint, tiny_bin, **overrides)
     with pytest.raises(errors.OptionError, match="^bpe: unknown 'nope'; choose one of .*characters"):
         load_translator(translation_checkpoint, tiny_bin, bpe="nope")  # fairseq's KeyError
-    with pytest.raises(errors.OptionError, match=r"^--lenpen must be a finite number, got nan"):
+    with pytest.raises(errors.OptionError, match=r"^lenpen=nan: must be a finite number, got nan"):  # the keyword
         load_translator(translation_checkpoint, tiny_bin, lenpen=float("nan"))
     for overrides in (dict(beam=3), dict(generation={"beam": 3})):  # translate(beam=5) set 5 on every call
         with pytest.raises(errors.OptionError, match=r"^beam=3: a checkpoint's beam is not read: give it where the "

@@ -259,6 +259,22 @@ def test_a_checkpoint_number_overridden_out_of_range_is_refused(tmp_path):
         checks.checkpoint_checks(path, state, None, None, "fairseq-validate")
 
 
+def test_an_override_out_of_range_names_the_keyword_it_was_given_as():
+    """load_translator(..., lenpen=nan) (a key of --model-overrides too) said "--lenpen", which the caller never wrote:
+    the override is named as given, as translate(lenpen=nan) names it; a group's options given as a dict are checked
+    too (generation={'lenpen': nan} passed)."""
+    cfg = OmegaConf.create({"model": {"_name": "joint_transformer_tiny"}, "task": {"_name": "translation", "data": "x"}})
+    for overrides, said in (({"lenpen": NAN}, "^lenpen=nan: must be a finite number, got nan: give a value in that "
+                                              "range$"),
+                            ({"max_len_b": -1}, "^max_len_b=-1: must be an integer >= 0, got -1"),
+                            ({"generation": {"lenpen": INF}}, "^lenpen=inf: must be a finite number, got inf")):
+        with pytest.raises(errors.OptionError, match=said):
+            checks.check_overrides(cfg, overrides)
+    checks.check_overrides(cfg, {"lenpen": 1.5, "generation": {"max_len_b": 4}})
+    with pytest.raises(errors.OptionError, match="^--lenpen must be a finite number, got nan"):  # the command line's
+        checks.check_fairseq_options(argparse.Namespace(lenpen=NAN))
+
+
 def test_model_overrides_of_a_checkpoint_follow_the_models_rules(tmp_path):
     """--model-overrides "{'cosine_prior': 5.0}" of a WAN model ended at the first batch in an AttributeError
     traceback (it has no sentence encoder): the overrides of a checkpoint's model options meet the model's rules,
