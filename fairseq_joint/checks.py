@@ -26,7 +26,7 @@ import io
 import numbers
 import os
 import sys
-from typing import Dict, FrozenSet, Iterable, Iterator, Optional, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, Iterable, Iterator, Optional, Sequence, Tuple
 
 from fairseq_joint import checkpoints, errors
 from fairseq_joint.data.gile_files import parse_languages
@@ -151,10 +151,9 @@ def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = (), k
     if isinstance(beam, int) and isinstance(nbest, int) and nbest > beam and not getattr(args, "sampling", False):
         raise errors.OptionError(f"--nbest {nbest} is above --beam {beam}: raise --beam to {nbest} or lower --nbest")
     groups, generate = getattr(args, "diverse_beam_groups", None), errors.program() == "fairseq-generate"
-    if generate and isinstance(groups, int) and groups > 1:  # its state indexed by sentence id: IndexError past a batch
-        raise errors.OptionError(f"--diverse-beam-groups {groups}: fairseq 0.12's diverse beam search fails on a "
-                                 "split of more than one batch (it indexes a batch's state by sentence id, an "
-                                 "IndexError): drop it (--diversity-rate R diversifies the beam instead)")
+    if generate:  # a split of binarized data: batches
+        check_diverse_beam_groups(groups, f"--diverse-beam-groups {groups}",
+                                  "drop it (--diversity-rate R diversifies the beam instead)")
     if generate and getattr(args, "constraints", None):
         raise errors.OptionError("--constraints: fairseq-generate's binarized data carries no constraints (fairseq "
                                  "failed in a TypeError): give them to fairseq-interactive, each after its sentence "
@@ -182,6 +181,16 @@ def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = (), k
         raise errors.OptionError("--write-checkpoints-asynchronously needs iopath, which is not installed "
                                  "(fairseq-train logged it and exited 0 having trained nothing): pip install iopath, "
                                  "or drop the option")
+
+
+def check_diverse_beam_groups(groups, option: str, fix: str, batches: Optional[Callable[[], int]] = None) -> None:
+    """``groups`` of diverse beam search refused above 1 (named ``option``, ending in ``fix``) for a translation of
+    more than one batch: fairseq-generate's split, or where ``batches()`` counts more than one (the hub interface's
+    sentences; counted only for groups above 1). fairseq 0.12's diverse beam search indexes its state of a batch by
+    the sentences' ids: an IndexError at the second batch."""
+    if isinstance(groups, int) and groups > 1 and (batches is None or batches() > 1):
+        raise errors.OptionError(f"{option}: fairseq 0.12's diverse beam search fails on more than one batch (it "
+                                 f"indexes a batch's state by sentence id, an IndexError): {fix}")
 
 
 @functools.lru_cache(maxsize=1)
@@ -600,7 +609,8 @@ def hub_generate(original, hub, tokenized_sentences, *args, **kwargs):
     ``from_pretrained``) after the generation options given as keywords are checked: each one of fairseq's generation
     options or of its task's (fairseq set any other on a copy of the generation options without a word), each number
     in the range fairseq's commands accept (``beam=0`` failed in a reshape traceback; the ``hub_options`` patch),
-    ``nbest`` at most ``beam``, and for a translation model what its hub interface cannot do
+    ``nbest`` at most ``beam``, ``diverse_beam_groups`` above 1 only for sentences of one batch
+    (:func:`check_diverse_beam_groups`), and for a translation model what its hub interface cannot do
     (:func:`check_hub_translation`); ``nbest=k`` returns k hypotheses a sentence (fairseq returned the whole beam)."""
     bound = inspect.signature(original).bind(hub, tokenized_sentences, *args, **kwargs)
     bound.apply_defaults()
@@ -618,8 +628,14 @@ def hub_generate(original, hub, tokenized_sentences, *args, **kwargs):
     nbest, beam = generation.get("nbest"), generation["beam"]
     if nbest is not None and nbest > beam and not generation.get("sampling"):
         raise errors.OptionError(f"nbest={nbest} is above beam={beam}: raise beam to {nbest} or lower nbest")
+    skip = bound.arguments["skip_invalid_size_inputs"]
+    groups = generation.get("diverse_beam_groups", hub.cfg.generation.diverse_beam_groups)
+    check_diverse_beam_groups(groups, f"diverse_beam_groups={groups}", "give the sentences in calls of one batch each "
+                              "(or load_translator a larger batch_size or max_tokens), or drop diverse_beam_groups "
+                              "(diversity_rate=R diversifies the beam instead)",
+                              lambda: len(hub._build_batches(tokenized_sentences, skip)))
     if translation_hub(hub):
-        check_hub_translation(hub, tokenized_sentences, generation, bound.arguments["skip_invalid_size_inputs"])
+        check_hub_translation(hub, tokenized_sentences, generation, skip)
     results = original(hub, tokenized_sentences, *args, **kwargs)
     return results if nbest is None else [hypos[:nbest] for hypos in results]  # fairseq returned the whole beam
 

@@ -225,6 +225,21 @@ def test_translation_keywords_are_fairseqs_options(translation_checkpoint, tiny_
     assert any(len(h["tokens"]) > 2 for h in translator.generate(tokens, beam=2, max_len_a=0, max_len_b=8))
 
 
+def test_diverse_beam_search_is_refused_past_one_batch(translation_checkpoint, tiny_bin):
+    """fairseq 0.12's diverse beam search failed in an IndexError at a call's second batch (as fairseq-generate's, which
+    refuses it): refused then, with the keyword, given to generate or load_translator; sentences of one batch take it."""
+    said = r"^diverse_beam_groups=2: fairseq 0.12's diverse beam search fails on more than one batch .* give the "
+    for keywords, generation in ((dict(diverse_beam_groups=2), {}), ({}, {"diverse_beam_groups": 2})):
+        translator = load_translator(translation_checkpoint, tiny_bin, bpe="characters", batch_size=1,
+                                     generation={"max_len_b": 2, **generation})
+        sentences = [translator.encode("a b"), translator.encode("c")]
+        with pytest.raises(errors.OptionError, match=said):
+            translator.generate(sentences, beam=2, **keywords)
+        assert len(translator.generate(sentences[0], beam=2, **keywords)) == 2  # one sentence: one batch
+    one_batch = load_translator(translation_checkpoint, tiny_bin, bpe="characters", generation={"max_len_b": 2})
+    assert [len(h) for h in one_batch.generate(sentences, beam=2, diverse_beam_groups=2)] == [2, 2]
+
+
 def test_translator_refuses_a_language_model(tiny_text, tmp_path):
     """A fairseq language model (a decoder only: fairseq-train --task language_modeling) given to load_translator is
     refused naming what it holds, where fairseq's hub built a translator that failed at the first translate."""

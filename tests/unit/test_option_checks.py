@@ -488,7 +488,7 @@ def test_fairseq_options_are_checked_finite_and_in_range(monkeypatch):
     # options fairseq-generate failed on in a traceback (fairseq-interactive with one sentence a batch takes them)
     monkeypatch.setattr(sys, "argv", ["fairseq-generate"])
     for flags, said in ((["--diverse-beam-groups", "2", "--beam", "4"], "^--diverse-beam-groups 2: fairseq 0.12's "
-                         "diverse beam search fails on a split of more than one batch"),
+                         "diverse beam search fails on more than one batch"),
                         (["--constraints"], "^--constraints: fairseq-generate's binarized data carries no "
                                             "constraints")):
         with pytest.raises(errors.OptionError, match=said):
