@@ -36,6 +36,7 @@ import logging
 import os
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import torch
 from omegaconf.errors import MissingMandatoryValue
 
@@ -385,6 +386,11 @@ class LabelPredictor(abc.ABC):
             return self.calibrated_threshold()
         if isinstance(threshold, str):  # a misspelled "calibrated" was refused as a number out of range
             raise OptionError(f"threshold={threshold!r}: give {CALIBRATED!r} or {self.threshold_range}")
+        if torch.is_tensor(threshold) or isinstance(threshold, np.ndarray):  # torch.tensor(0.05): refused as no number
+            if threshold.ndim:
+                raise OptionError(f"threshold is a {type(threshold).__name__} of shape {tuple(threshold.shape)}: give "
+                                  "one number (a float, or a 0-d tensor)")
+            threshold = threshold.item()
         return check_number(f"threshold (on the {self.threshold_on})", threshold, self.threshold_range), "given"
 
     def label_set(self, descriptions: Dict[str, str], source: str = "the labels given") -> LabelSet:

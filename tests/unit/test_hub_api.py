@@ -5,6 +5,7 @@ with the same calls as a trained model, saved and loaded as one checksummed dire
 import json
 import shutil
 
+import numpy as np
 import pytest
 import torch
 from conftest import SAMPLE
@@ -97,6 +98,13 @@ def test_a_threshold_keeps_the_labels_at_or_above_it_and_one_outside_the_cosines
                                                              for row in scores.tolist()]
     assert 0 < sum(map(len, rows)) < len(TEXTS) * len(NAMES)
     assert zero_shot.threshold(t) == (t, "given")
+    # a 0-d tensor or array is the number it holds (torch.tensor(0.05) was refused as "got tensor(0.0500)")
+    assert zero_shot.threshold(torch.tensor(0.25)) == zero_shot.threshold(np.array(0.25)) == (0.25, "given")
+    assert zero_shot.predict(TEXTS, labels=NAMES, topk=None, threshold=torch.tensor(t, dtype=torch.float64)) == rows
+    for threshold, shape in ((torch.tensor([0.25]), r"Tensor of shape \(1,\)"), (np.zeros(2), r"ndarray of shape \(2,\)")):
+        with pytest.raises(errors.OptionError, match=rf"^threshold is a {shape}: give one number \(a float, or a 0-d "
+                                                     r"tensor\)$"):
+            zero_shot.predict(TEXTS, labels=NAMES, threshold=threshold)
     for threshold, kind, message in (
             (1.5, errors.OptionError, r"^threshold \(on the score\) must be a finite number in \[-1, 1\], got 1.5"),
             (float("nan"), errors.OptionError, r"^threshold \(on the score\) must be a finite number"),
