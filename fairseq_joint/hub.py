@@ -589,7 +589,12 @@ class TrainedLabelPredictor(LabelPredictor):
     def encode_labels(self, descriptions: Dict[str, str], source: str) -> LabelSet:
         """The task's encoding of the labels (which refuses descriptions it cannot read), then a warning when they
         seem to be in another language than the model's
-        (:func:`~fairseq_joint.data.label_set.check_description_language`)."""
+        (:func:`~fairseq_joint.data.label_set.check_description_language`). A model that scores no label unseen in
+        training (``--head linear``: a row of its own per training label) reads their names alone: their
+        descriptions are neither encoded nor checked (an unknown word was warned about, a description of none
+        refused)."""
+        if not self.model.scores_unseen_labels:
+            return self.task.encode_labels(list(descriptions), None, "predict-labels")
         encoded = self.task.encode_labels(list(descriptions), descriptions, "predict-labels")
         corpus = self.task.corpus
         check_description_language(descriptions, corpus.dictionary, corpus.label_language,

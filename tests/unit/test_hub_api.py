@@ -267,3 +267,35 @@ def test_an_encoder_saved_by_reference_is_pinned_by_its_fingerprint(sentence_enc
                        rf"reference\) {encoder}: no such directory: give its directory now as from_pretrained\(\.\.\., "
                        r"pretrained_encoder=PATH\)$"):
         LabelPredictor.from_pretrained(tmp_path / "saved")
+
+
+def test_a_linear_head_reads_the_label_names_alone(tmp_path, caplog):
+    """--head linear scores a training label by its own row, never its description: the descriptions given are not
+    encoded or checked (a description of no known word was refused, one of a few unknown words warned about); a
+    label unseen in training is still refused. fairseq-joint-predict-labels ranks through the same label_set."""
+    from conftest import training_args
+    from fairseq import tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    from fairseq_joint.cli import preprocess_gile
+    from fairseq_joint.hub import TrainedLabelPredictor
+
+    (tmp_path / "labels.tsv").write_text("A\tapple fruit\nB\tcar engine\nC\triver water\n")
+    (tmp_path / "train.tsv").write_text("apple fruit apple\tA\ncar engine car\tB\nfruit car\tA B\n")
+    preprocess_gile.main(["--train", str(tmp_path / "train.tsv"), "--labels", str(tmp_path / "labels.tsv"),
+                          "--destdir", str(tmp_path / "bin")])
+    cfg = convert_namespace_to_omegaconf(training_args(
+        tmp_path / "bin", "gile_classifier", "--task", "gile_classification", "--head", "linear", "--embed-dim", 4,
+        "--encoder-dim", 4, "--attention-dim", 4, "--criterion", "multilabel_classification"))
+    task = tasks.setup_task(cfg.task)
+    predictor = TrainedLabelPredictor(task.build_model(cfg.model).eval(), task, "linear.pt", "bce", 0.5,
+                                      torch.device("cpu"))
+    with caplog.at_level("WARNING"):
+        ranked = predictor.predict("apple car", labels={"A": "zzz qqq", "B": "car xxx yyy"}, topk=None)
+    assert {r.label for r in ranked} == {"A", "B"} and all(r.seen for r in ranked)
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
+    scores = predictor.scores("apple car", labels=["A", "B"]).scores  # the same rows, whatever the descriptions
+    assert {r.label: r.score for r in ranked} == pytest.approx(dict(zip(["A", "B"], scores.tolist())))
+    with pytest.raises(errors.InputError, match="^--head linear cannot score the 1 label.* it never saw in training "
+                                                "\\(e.g. 'C'\\)"):
+        predictor.predict("apple", labels={"A": "apple", "C": "river water"})
