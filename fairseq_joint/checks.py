@@ -565,8 +565,8 @@ def check_overrides(cfg, overrides: dict) -> None:
     without a word: fairseq-validate ``--criterion`` scored with the criterion trained with), no ``beam`` (the hub
     interface's ``translate`` sets its own, 5 unless given, on every call: ``load_translator(..., beam=3)`` translated
     with 5), its numbers as fairseq's commands check theirs (a group's given as a dict too), named as the keywords
-    they were given as (``lenpen=nan:``, not the ``--lenpen`` the caller never wrote). The overrides of fairseq's own models are left to fairseq
-    (BART's hub passes keys of its own)."""
+    they were given as (``lenpen=nan:``, not the ``--lenpen`` the caller never wrote). The overrides of fairseq's own
+    models are left to fairseq (BART's hub passes keys of its own)."""
     from fairseq.models import ARCH_MODEL_REGISTRY
     from fairseq.registry import REGISTRIES
 

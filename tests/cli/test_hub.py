@@ -227,7 +227,8 @@ def test_translation_keywords_are_fairseqs_options(translation_checkpoint, tiny_
 
 def test_diverse_beam_search_is_refused_past_one_batch(translation_checkpoint, tiny_bin):
     """fairseq 0.12's diverse beam search failed in an IndexError at a call's second batch (as fairseq-generate's, which
-    refuses it): refused then, with the keyword, given to generate or load_translator; sentences of one batch take it."""
+    refuses it): refused then, with the keyword, given to generate or load_translator; sentences of one batch take
+    it."""
     said = r"^diverse_beam_groups=2: fairseq 0.12's diverse beam search fails on more than one batch .* give the "
     for keywords, generation in ((dict(diverse_beam_groups=2), {}), ({}, {"diverse_beam_groups": 2})):
         translator = load_translator(translation_checkpoint, tiny_bin, bpe="characters", batch_size=1,

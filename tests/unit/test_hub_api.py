@@ -101,7 +101,8 @@ def test_a_threshold_keeps_the_labels_at_or_above_it_and_one_outside_the_cosines
     # a 0-d tensor or array is the number it holds (torch.tensor(0.05) was refused as "got tensor(0.0500)")
     assert zero_shot.threshold(torch.tensor(0.25)) == zero_shot.threshold(np.array(0.25)) == (0.25, "given")
     assert zero_shot.predict(TEXTS, labels=NAMES, topk=None, threshold=torch.tensor(t, dtype=torch.float64)) == rows
-    for threshold, shape in ((torch.tensor([0.25]), r"Tensor of shape \(1,\)"), (np.zeros(2), r"ndarray of shape \(2,\)")):
+    for threshold, shape in ((torch.tensor([0.25]), r"Tensor of shape \(1,\)"),
+                             (np.zeros(2), r"ndarray of shape \(2,\)")):
         with pytest.raises(errors.OptionError, match=rf"^threshold is a {shape}: give one number \(a float, or a 0-d "
                                                      r"tensor\)$"):
             zero_shot.predict(TEXTS, labels=NAMES, threshold=threshold)

@@ -263,7 +263,8 @@ def test_an_override_out_of_range_names_the_keyword_it_was_given_as():
     """load_translator(..., lenpen=nan) (a key of --model-overrides too) said "--lenpen", which the caller never wrote:
     the override is named as given, as translate(lenpen=nan) names it; a group's options given as a dict are checked
     too (generation={'lenpen': nan} passed)."""
-    cfg = OmegaConf.create({"model": {"_name": "joint_transformer_tiny"}, "task": {"_name": "translation", "data": "x"}})
+    cfg = OmegaConf.create({"model": {"_name": "joint_transformer_tiny"},
+                            "task": {"_name": "translation", "data": "x"}})
     for overrides, said in (({"lenpen": NAN}, "^lenpen=nan: must be a finite number, got nan: give a value in that "
                                               "range$"),
                             ({"max_len_b": -1}, "^max_len_b=-1: must be an integer >= 0, got -1"),
