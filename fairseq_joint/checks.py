@@ -147,9 +147,7 @@ def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = (), k
     typed = {arg.split("=", 1)[0] for arg in given}
     for name, value, allowed in sorted(fairseq_option_problems(args), key=lambda p: flag(p[0]) not in typed):
         check_number(keyword(name, value) if keywords else flag(name), value, allowed)
-    beam, nbest = getattr(args, "beam", None), getattr(args, "nbest", None)
-    if isinstance(beam, int) and isinstance(nbest, int) and nbest > beam and not getattr(args, "sampling", False):
-        raise errors.OptionError(f"--nbest {nbest} is above --beam {beam}: raise --beam to {nbest} or lower --nbest")
+    check_nbest(getattr(args, "nbest", None), getattr(args, "beam", None), getattr(args, "sampling", False))
     groups, generate = getattr(args, "diverse_beam_groups", None), errors.program() == "fairseq-generate"
     if generate:  # a split of binarized data: batches
         check_diverse_beam_groups(groups, f"--diverse-beam-groups {groups}",
@@ -191,6 +189,15 @@ def check_diverse_beam_groups(groups, option: str, fix: str, batches: Optional[C
     if isinstance(groups, int) and groups > 1 and (batches is None or batches() > 1):
         raise errors.OptionError(f"{option}: fairseq 0.12's diverse beam search fails on more than one batch (it "
                                  f"indexes a batch's state by sentence id, an IndexError): {fix}")
+
+
+def check_nbest(nbest, beam, sampling, keywords: bool = False) -> None:
+    """``nbest`` hypotheses at most ``beam``, unless ``sampling``: a beam search keeps ``beam`` (fairseq printed fewer
+    than asked); named as command-line options, or with ``keywords`` as the hub interface's (``nbest=7``)."""
+    if isinstance(beam, int) and isinstance(nbest, int) and nbest > beam and not sampling:
+        n, b = ("nbest", "beam") if keywords else ("--nbest", "--beam")
+        sep = "=" if keywords else " "
+        raise errors.OptionError(f"{n}{sep}{nbest} is above {b}{sep}{beam}: raise {b} to {nbest} or lower {n}")
 
 
 @functools.lru_cache(maxsize=1)
@@ -625,9 +632,8 @@ def hub_generate(original, hub, tokenized_sentences, *args, **kwargs):
             raise errors.OptionError(f"{name}={value!r} must be an int: give {name}={int(value)}")
     if torch_tensor_1d(tokenized_sentences):  # fairseq calls generate again with the batch of one
         return original(hub, tokenized_sentences, *args, **kwargs)
-    nbest, beam = generation.get("nbest"), generation["beam"]
-    if nbest is not None and nbest > beam and not generation.get("sampling"):
-        raise errors.OptionError(f"nbest={nbest} is above beam={beam}: raise beam to {nbest} or lower nbest")
+    nbest = generation.get("nbest")
+    check_nbest(nbest, generation["beam"], generation.get("sampling"), keywords=True)
     skip = bound.arguments["skip_invalid_size_inputs"]
     groups = generation.get("diverse_beam_groups", hub.cfg.generation.diverse_beam_groups)
     check_diverse_beam_groups(groups, f"diverse_beam_groups={groups}", "give the sentences in calls of one batch each "
