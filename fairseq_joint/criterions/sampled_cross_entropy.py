@@ -96,12 +96,14 @@ class CandidateSamplingConfig(FairseqDataclass):
 @dataclass
 class SampledCrossEntropyConfig(LabelSmoothedCrossEntropyCriterionConfig, CandidateSamplingConfig):
     logq_correction: bool = field(
-        default=False, metadata={"help": "subtract the log expected count of each candidate (sampled softmax proper)"}
+        default=False, metadata={"help": "subtract the log expected count of each candidate in V' (0 for a positive, "
+                                 "its probability of being drawn for a negative: sampled softmax proper)"}
     )
     remove_accidental_hits: bool = field(
         default=False,
         metadata={"help": "draw negatives from the whole vocabulary (TensorFlow's setting) and mask those equal "
-                          "to a token's own target; default: negatives never duplicate positives"},
+                          "to a positive (a token's own target, or another's, which V' holds already); default: "
+                          "negatives never duplicate positives"},
     )
     vocab_chunk_size: Optional[int] = field(
         default=None,

@@ -11,13 +11,19 @@ from the rest of the vocabulary; only V' is projected and scored. Samplers:
 
 Negatives are drawn without replacement and, by default, never duplicate a positive. With
 ``exclude_positives=False`` they are drawn from the full distribution (TensorFlow's
-``sampled_softmax_loss`` setting): a negative may then equal a row's own target (an *accidental hit*),
-which :func:`candidate_logits` masks with ``remove_accidental_hits=True``.
+``sampled_softmax_loss`` setting): a negative may then equal a positive, a row's own target (an *accidental hit*)
+or another row's, whose class V' already holds as a positive column; :func:`candidate_logits` masks those with
+``remove_accidental_hits=True``, so that each class counts once.
 
-``log_q`` is the log of each candidate's expected count under the sampler, ``log(n · q(v))`` (n = number of
-negatives drawn), subtracted from the logits by the logQ correction (Jean et al. 2015; TensorFlow's
-``subtract_log_q``). Draws use torch's global RNG unless a generator is given: fairseq seeds it per update
-(``seed + num_updates``), so the same ``--seed`` gives the same candidates, across a resume too.
+The logQ correction (Jean et al. 2015; TensorFlow's ``subtract_log_q``) subtracts from each candidate's logit the
+log of its expected count in V' (:meth:`Candidates.log_expected_counts`): 0 for a positive, which V' always holds,
+and for a negative its probability of being drawn, π(v) = 1 − (1 − q(v))^t with t the number of draws with
+replacement that yield n distinct ids on average (Σ π = n; TensorFlow's estimate for its unique samplers), q being
+the distribution the negatives were drawn from (positives excluded by default). Then logsumexp over V' estimates
+the full softmax's normaliser without bias: each negative stands for 1/π(v) classes. (n·q(v), the count of draws
+*with* replacement, overstates a frequent id's share: q = 0.29 of 4 draws is 1.15, π = 0.89.) Draws use torch's
+global RNG unless a generator is given: fairseq seeds it per update (``seed + num_updates``), so the same
+``--seed`` gives the same candidates, across a resume too.
 """
 
 import math
@@ -35,12 +41,43 @@ IGNORED = -100
 ACCIDENTAL_HIT_LOGIT = -1e9
 
 
+#: bisection steps of :func:`log_inclusion` over log t in [log n, log n + 64]: t to a relative 64 / 2^32
+INCLUSION_STEPS = 32
+
+
+def log_inclusion(log_q: Tensor, n: Union[int, Tensor]) -> Tensor:
+    """log π(v) of every id: the probability that ``n`` ids drawn without replacement in proportion to
+    ``exp(log_q)`` (unnormalised; -inf: never drawn) include v, as TensorFlow estimates it for its unique samplers:
+    π(v) = 1 − (1 − q(v))^t, t (the draws with replacement that yield n distinct ids on average) solving
+    Σ π(v) = n, by a bisection of fixed length (no host synchronisation)."""
+    q = torch.softmax(log_q, 0)
+    log_miss = torch.log1p(-q)  # log(1 - q(v)), one draw missing v
+    count = torch.as_tensor(n, dtype=q.dtype, device=q.device).clamp(min=1)
+    low = count.log()
+    high = low + 64.0
+    for _ in range(INCLUSION_STEPS):
+        mid = (low + high) / 2
+        over = -torch.expm1(mid.exp() * log_miss).sum() > count
+        low, high = torch.where(over, low, mid), torch.where(over, mid, high)
+    return torch.log(-torch.expm1(high.exp() * log_miss))
+
+
 @dataclass
 class Candidates:
     ids: Tensor  # (C,) class ids of V': all positives first, then negatives
     targets: Tensor  # input targets remapped to positions in ids (same shape); ignored positions -> -100
     num_positives: Union[int, Tensor]  # an int, or a 0-d tensor on the device when V' was drawn without a host sync
-    log_q: Optional[Tensor]  # (C,) log expected count of each id under the sampler
+    drawn_log_q: Optional[Tensor] = None  # (|V|,) log q the negatives were drawn from (-inf: never), None: none drawn
+    num_negatives: Union[int, Tensor] = 0  # n, as num_positives
+
+    def log_expected_counts(self) -> Tensor:
+        """(C,) the log expected count of each candidate in V' (the logQ correction; module docstring): 0 for the
+        positives, log π(v) (:func:`log_inclusion`) for the negatives."""
+        if self.drawn_log_q is None:
+            return torch.zeros(self.ids.shape, device=self.ids.device)
+        drawn = log_inclusion(self.drawn_log_q, self.num_negatives)[self.ids].float()
+        positive = torch.arange(self.ids.numel(), device=self.ids.device) < self.num_positives
+        return torch.where(positive, torch.zeros_like(drawn), drawn)
 
 
 def sampling_requested(sample_rate: Optional[float], num_samples: Optional[int]) -> bool:
@@ -163,8 +200,8 @@ class CandidateSampler:
         lookup[ids] = torch.arange(size, device=device)
         remapped = torch.where(valid, lookup[flat.clamp(min=0)], torch.full_like(flat, IGNORED)).view_as(targets)
         num_positives = positive.sum()
-        n = (size - num_positives).clamp(min=1).float()
-        return Candidates(ids=ids, targets=remapped, num_positives=num_positives, log_q=log_q[ids] + torch.log(n))
+        return Candidates(ids=ids, targets=remapped, num_positives=num_positives,
+                          drawn_log_q=log_q.masked_fill(positive, -math.inf), num_negatives=size - num_positives)
 
     def _sample_exact(self, targets: Tensor, generator: Optional[torch.Generator]) -> Candidates:
         device = targets.device
@@ -183,8 +220,8 @@ class CandidateSampler:
         lookup = torch.full((self.num_classes,), IGNORED, dtype=torch.long, device=device)
         lookup[positives] = torch.arange(positives.numel(), device=device)
         remapped = torch.where(valid, lookup[flat.clamp(min=0)], torch.full_like(flat, IGNORED)).view_as(targets)
-        log_q = (self.log_q_full.to(device)[ids] + math.log(max(n, 1))).float()
-        return Candidates(ids=ids, targets=remapped, num_positives=positives.numel(), log_q=log_q)
+        return Candidates(ids=ids, targets=remapped, num_positives=positives.numel(),
+                          drawn_log_q=weights.log() if n > 0 else None, num_negatives=n)
 
 
 def candidate_logits(
@@ -196,19 +233,18 @@ def candidate_logits(
 ) -> Tensor:
     """Logits over V' (``(..., C)``) through ``output_layer(features, ids=candidates.ids)``.
 
-    ``logq_correction`` subtracts ``candidates.log_q``; ``remove_accidental_hits`` pushes the negatives that
-    equal a row's own target (only possible with ``exclude_positives=False``) to ``ACCIDENTAL_HIT_LOGIT``
-    (in fp32: a finite value, so that sums over the row stay finite, whose probability underflows to 0).
+    ``logq_correction`` subtracts :meth:`Candidates.log_expected_counts`; ``remove_accidental_hits`` pushes the
+    negatives that equal a positive (only possible with ``exclude_positives=False``: a row's own target, or another
+    row's, whose class V' holds already) to ``ACCIDENTAL_HIT_LOGIT`` in every row (in fp32: a finite value, so that
+    sums over the row stay finite, whose probability underflows to 0).
     """
     logits = output_layer(features, ids=candidates.ids)
     if logq_correction:
-        logits = logits - candidates.log_q.to(logits.dtype)
+        logits = logits - candidates.log_expected_counts().to(logits.dtype)
     if remove_accidental_hits and candidates.ids.numel() > candidates.num_positives:
-        tgt = candidates.targets
-        true_ids = torch.where(tgt >= 0, candidates.ids[tgt.clamp(min=0)], torch.full_like(tgt, -1))
-        negatives = candidates.ids[candidates.num_positives:]
-        hits = negatives.view(*([1] * tgt.dim()), -1) == true_ids.unsqueeze(-1)
+        positives = candidates.ids[:candidates.num_positives]
+        hits = torch.isin(candidates.ids, positives)
+        hits[:candidates.num_positives] = False
         if hits.any():
-            pad = hits.new_zeros(*hits.shape[:-1], candidates.num_positives)
-            logits = logits.float().masked_fill(torch.cat([pad, hits], -1), ACCIDENTAL_HIT_LOGIT)
+            logits = logits.float().masked_fill(hits, ACCIDENTAL_HIT_LOGIT)
     return logits

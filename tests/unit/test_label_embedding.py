@@ -219,7 +219,7 @@ def test_sampled_terms_with_v_prime_equal_to_v_are_the_full_ones(model_and_batch
         ids = torch.randperm(len(task.tgt_dict), generator=torch.Generator().manual_seed(3))
         lookup = torch.empty_like(ids)
         lookup[ids] = torch.arange(ids.numel())
-        everything = Candidates(ids=ids, targets=lookup[y], num_positives=ids.numel(), log_q=None)
+        everything = Candidates(ids=ids, targets=lookup[y], num_positives=ids.numel())
         sampled, n = terms(crit, model, sample, candidates=everything)
     assert n == len(task.tgt_dict)
     for key in full:

@@ -7,12 +7,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
+from scipy.optimize import brentq
 from scipy.stats import chisquare
 
 from fairseq_joint.errors import InputError, OptionError
 from fairseq_joint.modules.chunked_softmax import chunked_cross_entropy
 from fairseq_joint.modules.output_layers import OUTPUT_LAYER_CHOICES, OutputLayer, OutputLayerSpec
-from fairseq_joint.modules.sampling import ACCIDENTAL_HIT_LOGIT, CandidateSampler, candidate_logits
+from fairseq_joint.modules.sampling import ACCIDENTAL_HIT_LOGIT, CandidateSampler, candidate_logits, log_inclusion
 
 V, PAD = 200, 1
 
@@ -107,6 +108,8 @@ def test_fixed_size_draws_follow_the_sampler_without_replacement(sampler):
 
 
 def test_logq_corrected_loss_matches_hand_computation():
+    """The logQ correction subtracts log π(v), π(v) = 1 - (1 - q'(v))^t with t solving Σ π = n over q' (q without the
+    positives, renormalised), from each negative's logit and nothing from the positives', which V' always holds."""
     layer, _ = layer_for("joint")
     counts = torch.arange(1, V + 1).double()
     s = CandidateSampler(V, "unigram", num_samples=5, counts=counts, alpha=1.0)
@@ -115,27 +118,65 @@ def test_logq_corrected_loss_matches_hand_computation():
     targets = torch.tensor([10, 150])
     c = s.sample(targets)
     logits = candidate_logits(layer, h, c, logq_correction=True)
-    q = counts / counts.sum()
+    q = counts.clone()
+    q[[10, 150]] = 0
+    q /= q.sum()
+    t = brentq(lambda t: float((1 - (1 - q) ** t).sum()) - 5, 5, 1e9)
     full = layer(h)
     for row in range(2):
-        z = torch.stack([full[row, i] - math.log(5 * q[i]) for i in c.ids.tolist()])
+        z = torch.stack([full[row, i] - (0 if i in (10, 150) else math.log(1 - (1 - q[i]) ** t))
+                         for i in c.ids.tolist()])
         torch.testing.assert_close(logits[row], z)
         hand = -(z[c.targets[row]] - torch.logsumexp(z, 0))
         torch.testing.assert_close(F.cross_entropy(logits[row:row + 1], c.targets[row:row + 1]), hand)
 
 
+@pytest.mark.parametrize("fixed", [False, True])
+def test_the_expected_counts_are_the_draws_inclusion_probabilities(fixed):
+    """exp of the logQ correction is each negative's probability of being in V' (measured over 4000 draws without
+    replacement, by both draws: Gumbel-top-k and torch.multinomial): n·q(v), the count of draws with replacement,
+    overstated a frequent id's; the positives' is 1."""
+    v = 12
+    counts = torch.tensor([0, 0, 40, 30, 20, 12, 8, 5, 3, 2, 1, 1], dtype=torch.float64)
+    s = CandidateSampler(v, "unigram", counts=counts, never_sample=[0, 1],
+                         **(dict(sample_rate=5 / v) if fixed else dict(num_samples=4)))
+    target = torch.tensor([3])
+    g = torch.Generator().manual_seed(5)
+    seen = torch.zeros(v, dtype=torch.float64)
+    for _ in range(4000):
+        seen[s.sample(target, generator=g).ids[1:]] += 1
+    c = s.sample(target, generator=g)
+    expected = torch.zeros(v, dtype=torch.float64)
+    expected[c.ids] = c.log_expected_counts().double().exp()
+    assert expected[3] == 1  # the positive, always in V'
+    assert math.isclose(float(log_inclusion(c.drawn_log_q, c.num_negatives).exp().sum()), 4, rel_tol=1e-5)  # Σ π = n
+    drawn = torch.tensor([i for i in range(2, v) if i != 3])
+    assert set(c.ids[1:].tolist()) <= set(drawn.tolist())
+    q = counts.clone()
+    q[3] = 0
+    q /= q.sum()
+    for i in c.ids[1:].tolist():
+        assert abs(expected[i] - seen[i] / 4000) < 0.04, (i, expected[i], seen[i] / 4000)
+    top = int(c.ids[1:][q[c.ids[1:]].argmax()])  # the most frequent negative drawn
+    assert abs(4 * q[top] - seen[top] / 4000) > 0.1  # what n·q(v) said of it
+
+
 def test_accidental_hits_are_removed():
+    """A negative equal to a positive (a row's own target, or another row's, whose class V' holds as a positive
+    column: it would count twice in that row's softmax) is masked in every row."""
     s = CandidateSampler(6, "uniform", num_samples=5, exclude_positives=False)
     layer6, _ = layer_for("tied", v=6)
     c = s.sample(torch.tensor([2, 4]))
-    # 5 distinct negatives out of 6 ids: at least one of them is a target (an accidental hit)
-    assert len(c.ids) == 7 and len(set(c.ids[2:].tolist())) == 5 and set(c.ids[2:].tolist()) & {2, 4}
+    # 5 distinct negatives out of 6 ids: both targets among them
+    assert len(c.ids) == 7 and len(set(c.ids[2:].tolist())) == 5 and set(c.ids[2:].tolist()) >= {2, 4}
     logits = candidate_logits(layer6, torch.randn(2, 8, dtype=torch.float64), c, remove_accidental_hits=True)
     negatives = c.ids[c.num_positives:]
-    for row, true_id in enumerate([2, 4]):
+    for row in range(2):
         masked = (logits[row, c.num_positives:] == ACCIDENTAL_HIT_LOGIT)
-        assert torch.equal(masked, negatives == true_id)
+        assert torch.equal(masked, (negatives == 2) | (negatives == 4))
         assert (logits[row, : c.num_positives] != ACCIDENTAL_HIT_LOGIT).all()
+        kept = c.ids[logits[row] != ACCIDENTAL_HIT_LOGIT]
+        assert sorted(kept.tolist()) == sorted(set(c.ids.tolist()))  # every class once
 
 
 @pytest.mark.parametrize("kind", OUTPUT_LAYER_CHOICES)
