@@ -298,6 +298,9 @@ class GileClassifierConfig(FairseqDataclass):
                   is not None),
                  ("--cooccurrence-init initializes the linear head's hidden->output weight W; --head {m.head} has "
                   "none: use --head linear or --cooccurrence-init none", m.cooccurrence_init != "none" and not linear),
+                 ("--cooccurrence-init dedicates hidden units to sets of two or more labels a text carries together; "
+                  "--classification-mode multiclass gives each text one label: drop --cooccurrence-init",
+                  m.cooccurrence_init != "none" and gile_task and cfg.task.classification_mode == "multiclass"),
                  ("--similarity-init starts the head at the label-text similarity, but --head linear has no label "
                   "vectors: use a joint head (--head gile, bil_n16, ...)", m.similarity_init and linear),
                  ("--seen-label-bias adds a bias per training label, which --head linear has already: drop "
@@ -513,8 +516,9 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
             patterns = label_patterns(rows)
             for h in heads:
                 used = cooccurrence_init_(h.weight, patterns, str(cfg.cooccurrence_init))
-            logger.info(f"Kurata init ({cfg.cooccurrence_init}): {used} of {cfg.encoder_dim} hidden units dedicated "
-                        f"to the most frequent of {len(patterns)} label co-occurrence patterns")
+            log = logger.info if patterns else logger.warning  # (no text of two labels or more: W stays random)
+            log(f"Kurata init ({cfg.cooccurrence_init}): {used} of {cfg.encoder_dim} hidden units dedicated to the most "
+                f"frequent of {len(patterns)} label co-occurrence patterns (sets of two or more labels)")
         model = cls(cfg, embed, encoder, head, list(inputs.languages), inputs.label_language)
         if label_bias is not None:
             model.label_bias = label_bias

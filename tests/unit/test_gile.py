@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from fairseq.data import Dictionary
 from sklearn.metrics import f1_score, label_ranking_average_precision_score, label_ranking_loss
 
 from fairseq_joint import metrics
@@ -273,9 +274,10 @@ def test_chance_level_is_near_theory():
 
 # ---------------------------------------------------------------------------------------------- Kurata init
 def test_kurata_dedicated_units_hold_c_on_exactly_their_pattern():
-    rows = [[0, 3]] * 3 + [[1, 3, 4]] * 2 + [[2]] + [[0, 3]] + [[5, 1]]
+    rows = [[0, 3]] * 3 + [[1, 3, 4]] * 2 + [[2]] * 9 + [[0, 3]] + [[5, 1]] + [[]] * 5 + [[2, 5]]
     patterns = label_patterns(rows)
-    assert patterns[0] == ((0, 3), 4) and patterns[1] == ((1, 3, 4), 2)
+    # sets of two labels or more only (Sec. 4.1): the frequent single label and the empty set hold no co-occurrence
+    assert patterns == [((0, 3), 4), ((1, 3, 4), 2), ((1, 5), 1), ((2, 5), 1)]
     L, H = 6, 5
     ub = normalized_init_bound(H, L)
     assert ub == pytest.approx(0.738549, abs=1e-6)  # sqrt(6) / sqrt(5 + 6) = 2.449490 / 3.316625
@@ -288,11 +290,29 @@ def test_kurata_dedicated_units_hold_c_on_exactly_their_pattern():
         expected0[[0, 3]] = c0
         assert torch.allclose(w[:, 0], expected0)
         assert set(w[:, 1].nonzero().flatten().tolist()) == {1, 3, 4}
-        assert set(w[:, 2].nonzero().flatten().tolist()) == {2}
+        assert set(w[:, 2].nonzero().flatten().tolist()) == {1, 5}
         assert torch.equal(w[:, 3:], before[:, 3:])  # units without a pattern stay random
     w = torch.randn(L, 2)  # more patterns (4) than hidden units (2): the 2 most frequent get one
     assert cooccurrence_init_(w, patterns, "ub") == 2
     assert set(w[:, 0].nonzero().flatten().tolist()) == {0, 3} and set(w[:, 1].nonzero().flatten().tolist()) == {1, 3, 4}
+
+
+def test_kurata_init_of_a_linear_head_dedicates_units_to_the_label_sets_of_its_training_texts():
+    """The model's W (|Y| x dh) gets a unit per set of two or more labels of its training rows, most frequent
+    first; the rest of W stays as the linear head starts it."""
+    dictionary = Dictionary()
+    for word in ("a", "b", "c"):
+        dictionary.add_symbol(word)
+    rows = [[0], [0], [0], [1, 2], [0, 2], [1, 2], [2], []]
+    weights = {}
+    for init in ("ub", "none"):
+        cfg = GileClassifierConfig(encoder="wan", head="linear", embed_dim=4, encoder_dim=6, cooccurrence_init=init)
+        torch.manual_seed(0)
+        weights[init] = GileClassifier.build(cfg, GileModelInputs(dictionary, ("x", "y", "z"), rows, False)).head.weight
+    ub = normalized_init_bound(6, 3)
+    torch.testing.assert_close(weights["ub"][:, 0], torch.tensor([0.0, ub, ub]))
+    torch.testing.assert_close(weights["ub"][:, 1], torch.tensor([ub, 0.0, ub]))
+    assert torch.equal(weights["ub"][:, 2:], weights["none"][:, 2:])
 
 
 # ---------------------------------------------------------------------------------------------- encoders / files

@@ -590,6 +590,8 @@ SAMPLED, LABEL_EMBEDDING = ["--criterion", "sampled_cross_entropy"], ["--criteri
     ([*GILE, "--joint-dim", "²"], "^--joint-dim must be a positive integer or auto, got '²'"),
     ([*GILE, "--joint-dim", str(2 ** 64)], f"^--joint-dim must be a positive integer or auto, got '{2 ** 64}'"),
     ([*GILE, "--cooccurrence-init", "ub"], "^--cooccurrence-init initializes the linear head's"),
+    ([*GILE, "--head", "linear", "--cooccurrence-init", "ub", "--classification-mode", "multiclass"],
+     "^--cooccurrence-init dedicates hidden units to sets of two or more labels .* multiclass gives each text one"),
     ([*GILE, "--head", "linear", "--similarity-init"], "--head linear has no label vectors"),
     ([*GILE, "--head", "linear", "--seen-label-bias"], "which --head linear has already"),
     # options the chosen head or encoder does not read (ignored before without a word)
