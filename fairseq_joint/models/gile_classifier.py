@@ -25,14 +25,15 @@ TF-IDF vectors (fitted on the training texts at preprocessing, ``DATA/lexical.js
 ``fairseq-joint-distill-encoder``; with ``hybrid``, one lexical model fitted on every language's training texts, which
 each language's directory holds), the joint space is shared and the classification unit per language (Sec. 3.3).
 
-``--joint-dim auto`` sets d_j by Eq. 19, ``d_j = dh·|Y| / (dh + d)``, the capacity of the linear head.
+``--joint-dim auto`` sets d_j by Eq. 19, ``d_j = dh·|Y| / (dh + d)``, the capacity of the linear head; with
+``--languages`` (M of them, a linear head of |Y| rows each) its multilingual form, ``d_j = dh·M·|Y| / (dh + d)``.
 Only ``linear`` has label-set-size dependent parameters, so only it cannot score labels unseen in training.
 """
 
 import logging
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -184,7 +185,8 @@ def pretrained_sentence_encoder(cfg, data: Union[str, Sequence[str]] = "") -> Op
 
 
 def equal_capacity_joint_dim(hidden_dim: int, embed_dim: int, num_labels: int) -> int:
-    """Eq. 19: ``d_j ≈ dh·|Y| / (dh + d)`` (at least 1)."""
+    """Eq. 19: ``d_j ≈ dh·|Y| / (dh + d)`` (at least 1); its multilingual form ``dh·Σ_i |k(i)| / (dh + d)`` with
+    ``num_labels`` the labels of every language's classification unit together."""
     return max(1, round(hidden_dim * num_labels / (hidden_dim + embed_dim)))
 
 
@@ -443,10 +445,18 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
 
     @classmethod
     def build_language_heads(cls, cfg, inputs: GileModelInputs) -> nn.ModuleDict:
-        """A head per language, the joint space (U, b_u, V, b_v) the first language's for all (Sec. 3.3)."""
+        """A head per language, the joint space (U, b_u, V, b_v) the first language's for all (Sec. 3.3); d_j of
+        ``--joint-dim auto`` by Eq. 19's multilingual form (|Y| labels in each of M classification units)."""
         languages = inputs.languages
         dim = inputs.sentence_encoder.output_dim if inputs.sentence_encoder is not None else None
-        heads = nn.ModuleDict({lang: cls.build_head(cfg, len(inputs.train_labels), dim, dim) for lang in languages})
+        heads = nn.ModuleDict({lang: cls.build_head(cfg, len(inputs.train_labels), dim, dim, len(languages))
+                               for lang in languages})
+        return cls.share_joint_space(heads)
+
+    @staticmethod
+    def share_joint_space(heads: nn.ModuleDict) -> nn.ModuleDict:
+        """``heads`` (one per language) with the first one's joint space (U, b_u, V, b_v) for all (Sec. 3.3)."""
+        languages = list(heads)
         for lang in languages[1:]:
             for name in SHARED_HEAD_PARAMETERS:
                 if getattr(heads[languages[0]], name) is not None:
@@ -559,12 +569,12 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
 
     @staticmethod
     def build_head(cfg: GileClassifierConfig, num_labels: int, embed_dim: Optional[int] = None,
-                   encoder_dim: Optional[int] = None) -> OutputLayer:
+                   encoder_dim: Optional[int] = None, num_languages: int = 1) -> OutputLayer:
         """The head over d-dimensional label vectors (``embed_dim``) and dh-dimensional texts (``encoder_dim``; both
         the sentence encoder's dimension for ``--encoder pretrained``/``hybrid``, by default ``cfg``'s
-        ``--embed-dim``/``--encoder-dim``); ``--joint-dim auto`` is Eq. 19, or ``4 d`` for ``--head gile
-        --similarity-init`` over a sentence encoder (the cosine start's four blocks of d,
-        :meth:`OutputLayer.cosine_init_`)."""
+        ``--embed-dim``/``--encoder-dim``); ``--joint-dim auto`` is Eq. 19 (of ``num_languages`` classification
+        units of ``num_labels``: its multilingual form), or ``4 d`` for ``--head gile --similarity-init`` over a
+        sentence encoder (the cosine start's four blocks of d, :meth:`OutputLayer.cosine_init_`)."""
         embed_dim, encoder_dim = embed_dim or cfg.embed_dim, encoder_dim or cfg.encoder_dim
         joint_dim = None
         if cfg.head in NEEDS_JOINT_DIM:
@@ -573,7 +583,7 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
             elif cfg.similarity_init and cfg.head == "gile" and cfg.encoder in SENTENCE_ENCODERS:
                 joint_dim = 4 * embed_dim
             else:
-                joint_dim = equal_capacity_joint_dim(encoder_dim, embed_dim, num_labels)
+                joint_dim = equal_capacity_joint_dim(encoder_dim, embed_dim, num_labels * num_languages)
         class_dim = None if cfg.head == "linear" else embed_dim
         spec = OutputLayerSpec(**HEADS[str(cfg.head)], joint_dim=joint_dim, activation=str(cfg.joint_activation),
                                dropout=cfg.joint_dropout, init="identity" if cfg.similarity_init else "fairseq")
@@ -604,7 +614,27 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
                     "is not the encoder directory the checkpoint was fine-tuned from (its files differ)"
                     if encoder.finetune else "holds other weights than the frozen encoder the checkpoint was trained "
                     "with") + ": give that encoder's directory")
+        self.keep_saved_joint_dim(state_dict)
         return super().load_state_dict(self.check_data(state_dict), strict=strict, model_cfg=model_cfg, args=args)
+
+    def keep_saved_joint_dim(self, state_dict) -> None:
+        """A multilingual checkpoint of ``--joint-dim auto`` saved when it took Eq. 19's monolingual form (d_j of one
+        classification unit's labels) keeps its d_j: the heads are built again at the saved size."""
+        if not self.languages or str(self.cfg.joint_dim) != "auto" or self.head_name not in NEEDS_JOINT_DIM:
+            return
+        first = self.head[self.languages[0]]
+        saved = state_dict.get(f"head.{self.languages[0]}.class_weight")
+        if saved is None or saved.shape[1:] != first.class_weight.shape[1:] or saved.shape[0] == first.joint_dim:
+            return
+        old_rule = equal_capacity_joint_dim(first.input_dim, first.class_dim, first.num_classes)
+        if saved.shape[0] != old_rule:
+            return  # another model: the load refuses it
+        spec = replace(first.spec, joint_dim=old_rule)
+        logger.info(f"the checkpoint's d_j is {old_rule}, --joint-dim auto of one classification unit's labels (Eq. 19 "
+                    f"as fairseq-joint took it before its multilingual form, {first.joint_dim}): the model keeps it")
+        self.head = self.share_joint_space(nn.ModuleDict({
+            lang: OutputLayer(spec, num_classes=head.num_classes, input_dim=head.input_dim, class_dim=head.class_dim)
+            for lang, head in self.head.items()}).to(first.class_weight))
 
     @property
     def scores_unseen_labels(self) -> bool:

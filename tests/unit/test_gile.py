@@ -315,6 +315,27 @@ def test_kurata_init_of_a_linear_head_dedicates_units_to_the_label_sets_of_its_t
     assert torch.equal(weights["ub"][:, 2:], weights["none"][:, 2:])
 
 
+
+def test_joint_dim_auto_of_a_multilingual_model_is_eq_19s_multilingual_form():
+    """d_j = dh·Σ_i |k(i)| / (dh + d) over M languages' classification units (GILE Sec. 4.2.1), not one unit's
+    labels; a checkpoint saved under the one-unit form keeps its d_j (its heads built again at the saved size)."""
+    dictionary = Dictionary()
+    for word in ("a", "b", "c"):
+        dictionary.add_symbol(word)
+    inputs = GileModelInputs(dictionary, ("x", "y", "z"), [[0], [1], [2]], True, languages=("en", "pl"),
+                             label_language="en", dictionaries={"en": dictionary, "pl": dictionary})
+    models = {}
+    for joint_dim in ("auto", "2"):  # 6·2·3 / (6 + 4) = 3.6; one unit's: 6·3 / 10 = 1.8
+        torch.manual_seed(0)
+        models[joint_dim] = GileClassifier.build(GileClassifierConfig(encoder="wan", head="gile", embed_dim=4,
+                                                                      encoder_dim=6, joint_dim=joint_dim), inputs)
+    new, old = models["auto"], models["2"]
+    assert new.head["en"].joint_dim == 4 and new.head["en"].class_weight is new.head["pl"].class_weight
+    new.load_state_dict(old.state_dict())
+    assert new.head["en"].joint_dim == 2 and new.head["en"].class_weight is new.head["pl"].class_weight
+    saved = old.state_dict()
+    assert all(torch.equal(value, saved[key]) for key, value in new.state_dict().items() if torch.is_tensor(value))
+
 # ---------------------------------------------------------------------------------------------- encoders / files
 def test_han_splits_sentences_and_wan_ignores_padding():
     enc = HierarchicalAttentionEncoder(4, 4, 4, sentence_end_ids=[9])
