@@ -17,7 +17,7 @@ tied       E h + b                          NMT Eq. 4        E / identity       
 bilinear   E W h + b                        NMT Eq. 6        E / W h
 label      σ(E W) h + b                     NMT Eq. 7a       σ(E W) / identity
 context    E σ(W h) + b                     NMT Eq. 7b       E / σ(W h)
-joint      σ(E U + b_u) σ(V h + b_v) + b    NMT Eqs. 12-15   σ(E Uᵀ + b_u) / σ(V h + b_v)
+joint      σ(E Uᵀ + b_u) σ(V h + b_v) + b   NMT Eqs. 12-15   σ(E Uᵀ + b_u) / σ(V h + b_v)
 =========  ===============================  ===============  ==========================================
 
 GILE (2019, Eq. 14) is ``joint`` with a joint-space scale vector w (``context_scale``) and one scalar bias
