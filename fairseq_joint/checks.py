@@ -102,8 +102,9 @@ FAIRSEQ_RANGES: Dict[str, Range] = {
                                            "warmup_updates", "save_interval_updates",
                                            "validate_interval_updates", "num_workers", "max_len_b",
                                            "min_len", "no_repeat_ngram_size")},
-    #: what fairseq's numpy seeding accepts (np.random.seed)
-    "seed": Range(0, 2 ** 32 - 1, integer=True),
+    #: fairseq seeds numpy with seed + epoch at each epoch (np.random.seed takes below 2^32: a seed near 2^32 - 1
+    #: failed in a ValueError when an epoch began): room for 2^31 epochs
+    "seed": Range(0, 2 ** 31 - 1, integer=True),
     "temperature": POSITIVE,  # fairseq's sampling divides by it (an assertion refused 0)
 }
 #: fairseq's options whose value is a Python literal of numbers (fairseq evaluates it), with their range

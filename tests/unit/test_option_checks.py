@@ -482,8 +482,9 @@ def test_fairseq_options_are_checked_finite_and_in_range(monkeypatch):
     for item, shown in (("True", "True"), ("'x'", "'x'"), ("None", "None")):  # every item of the literal is a number
         with pytest.raises(errors.OptionError, match=rf"^--adam-betas must be a finite number in \[0, 1\), got {shown}"):
             parsed("--optimizer", "adam", "--adam-betas", f"(0.9, {item})")
-    with pytest.raises(errors.OptionError, match="^--seed must be an integer in \\[0, 4294967295\\]"):
-        parsed("--seed", str(2 ** 40))  # numpy's seeding
+    for seed in (2 ** 40, 2 ** 32 - 1):  # numpy's seeding, of seed + epoch at each epoch
+        with pytest.raises(errors.OptionError, match="^--seed must be an integer in \\[0, 2147483647\\]"):
+            parsed("--seed", str(seed))
     with pytest.raises(errors.OptionError, match="^--nbest 3 is above --beam 2: raise --beam to 3 or lower --nbest$"):
         options.parse_args_and_arch(options.get_generation_parser(), ["data", "--nbest", "3", "--beam", "2"])
     # options fairseq-generate failed on in a traceback (fairseq-interactive with one sentence a batch takes them)
