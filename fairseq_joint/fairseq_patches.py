@@ -130,11 +130,14 @@ resume             ``tasks.FairseqTask.get_batch_iterator``      reusable iterat
 resume_changes     ``trainer.Trainer.load_checkpoint``           fairseq-train resuming a checkpoint: one log line with
                                                                  the options that differ from the checkpoint's; a run
                                                                  already at --max-update is refused, not trained on;
-                                                                 a criterion of buffers only gets the state the
-                                                                 checkpoint saved (``resume.load_checkpoint``)
+                                                                 a criterion of buffers only, and a model's state
+                                                                 beside its weights, get what the checkpoint saved
+                                                                 (``resume.load_checkpoint``)
 frozen_criterion   ``trainer.Trainer.state_dict``                a criterion that holds buffers and no parameters
                                                                  (``--label-embedding-from``'s frozen embedding, Eq. 17)
-                                                                 is saved in the checkpoint as one with parameters is
+                                                                 is saved in the checkpoint as one with parameters is;
+                                                                 so is what a model holds beside its weights (GILE's
+                                                                 ``--finetune-label-refresh`` label vectors)
                                                                  (``resume.trainer_state``)
 =================  ============================================  =====================================================
 

@@ -29,6 +29,7 @@ from fairseq import utils
 
 from fairseq_joint import errors
 from fairseq_joint.errors import CheckpointError, OptionError
+from fairseq_joint.models.output_layer_model import ResumeStateMixin
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +108,9 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
         raise OptionError(problem)
     if frozen is not None:
         restore_frozen_criterion(criterion, frozen, filename)
+    model = trainer.get_model()
+    if isinstance(model, ResumeStateMixin):  # what else the run held (every process reads the checkpoint's)
+        model.load_resume_state(extra_state.get(MODEL_RESUME_STATE) if resuming else None)
     if budget and updates >= budget:
         raise OptionError(
             f"--save-dir {trainer.cfg.checkpoint.save_dir} holds a run already at update {updates} ({filename}) and "
@@ -116,15 +120,25 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
     return extra_state
 
 
+#: the key of the checkpoint's ``extra_state`` that holds a model's :meth:`~fairseq_joint.models.output_layer_model.
+#: ResumeStateMixin.resume_state`
+MODEL_RESUME_STATE = "fairseq_joint_model_state"
+
+
 def trainer_state(original, trainer):
     """fairseq's ``Trainer.state_dict`` (the ``frozen_criterion`` patch), with the state of a criterion that holds
     buffers and no parameters (``--label-embedding-from``'s frozen embedding, Eq. 17), which fairseq saves only for a
     criterion with parameters: such a run's resume and fairseq-validate read the embedding again from its source,
-    whatever that file held by then."""
+    whatever that file held by then; and what a model holds for a resume besides its weights
+    (:class:`~fairseq_joint.models.output_layer_model.ResumeStateMixin`: GILE's ``--finetune-label-refresh`` label
+    vectors, which a resume encoded again with the encoder of its update)."""
     state = original(trainer)
     criterion = trainer.get_criterion()
     if state["criterion"] is None and not utils.has_parameters(criterion):
         state["criterion"] = criterion.state_dict() or None
+    model = trainer.get_model()
+    if isinstance(model, ResumeStateMixin):
+        state["extra_state"][MODEL_RESUME_STATE] = model.resume_state()
     return state
 
 

@@ -44,7 +44,7 @@ from fairseq.models import BaseFairseqModel, register_model, register_model_arch
 
 from fairseq_joint.data.gile_files import LEXICAL_FILE, label_counts
 from fairseq_joint.errors import CheckpointError, InputError, OptionError
-from fairseq_joint.models.output_layer_model import DataFingerprintMixin, UpdateCountMixin
+from fairseq_joint.models.output_layer_model import DataFingerprintMixin, ResumeStateMixin, UpdateCountMixin
 from fairseq_joint.modules.cooccurrence_init import COOCCURRENCE_INIT_CHOICES, cooccurrence_init_, label_patterns
 from fairseq_joint.modules.lexical_encoder import HybridTextEncoder, LexicalModel, check_signature
 from fairseq_joint.modules.output_layers import ACTIVATION_CHOICES, OutputLayer, OutputLayerSpec
@@ -360,7 +360,7 @@ def encoder_layers(cfg) -> Tuple[str, ...]:
 
 
 @register_model("gile_classifier", dataclass=GileClassifierConfig)
-class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
+class GileClassifier(UpdateCountMixin, DataFingerprintMixin, ResumeStateMixin, BaseFairseqModel):
     """Document encoder + head; ``forward`` gives h, :meth:`label_scores` the logits over a label set."""
 
     data_names = (
@@ -738,6 +738,22 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, BaseFairseqModel):
         self.evaluation_label_vectors.clear()
         self.label_vector_cache.clear()
         return super()._apply(fn, *args, **kwargs)
+
+    def resume_state(self) -> Optional[dict]:
+        """``--finetune-label-refresh``: the training labels' vectors encoded since the last refresh, by training row
+        (a resume encoding them again with the encoder of the resumed update ended elsewhere than the run that never
+        stopped)."""
+        if not self.label_vector_cache:
+            return None
+        rows = sorted(self.label_vector_cache)
+        return {"label_vector_rows": torch.tensor(rows),
+                "label_vectors": torch.stack([self.label_vector_cache[row] for row in rows]).cpu()}
+
+    def load_resume_state(self, state: Optional[dict]) -> None:
+        self.label_vector_cache.clear()
+        if state:
+            vectors = state["label_vectors"].to(next(self.head.parameters()))
+            self.label_vector_cache.update(zip(state["label_vector_rows"].tolist(), vectors))
 
     def set_num_updates(self, num_updates):
         """fairseq's update count; every ``--finetune-label-refresh`` updates the cached label vectors are dropped (the

@@ -220,6 +220,20 @@ class UpdateCountMixin:
         self.num_updates = num_updates
 
 
+class ResumeStateMixin:
+    """A model that holds, besides its parameters and buffers, what a resume needs to go on as the run that never
+    stopped (GILE's ``--finetune-label-refresh`` label vectors): saved in the checkpoint's ``extra_state`` and given
+    back on a resume by ``fairseq_joint.resume``."""
+
+    def resume_state(self) -> Optional[dict]:
+        """The tensors a resume needs (on the CPU), None when there are none now."""
+        raise NotImplementedError
+
+    def load_resume_state(self, state: Optional[dict]) -> None:
+        """Take back what :meth:`resume_state` gave when the checkpoint was saved (None: nothing)."""
+        raise NotImplementedError
+
+
 #: what a translation model's fingerprint of its --source-lang and --target-lang is named
 LANGUAGE_PAIR = "language pair (--source-lang, --target-lang)"
 

@@ -8,7 +8,7 @@ import re
 import shutil
 
 import pytest
-from conftest import GILE_TRAIN, SAMPLE, build_sentence_encoder, cli, valid_line
+from conftest import GILE_TRAIN, SAMPLE, assert_same_tensors, build_sentence_encoder, cli, state, valid_line
 
 FAST = ["--optimizer", "adam", "--lr", "2e-3", "--batch-size", "32", "--no-progress-bar", "--log-interval", "1",
         "--seed", "1", "--num-workers", "0", "--no-epoch-checkpoints", "--criterion", "multilabel_classification"]
@@ -160,6 +160,22 @@ def test_finetune_encoder_trains_and_saves_it(data, tmp_path, sentence_encoder):
     assert out.returncode != 0 and out.stderr.strip().splitlines() == [
         f"error: --pretrained-encoder {other} is not the encoder directory the checkpoint was fine-tuned from (its "
         "files differ): give that encoder's directory"]
+
+
+def test_a_resume_with_finetune_label_refresh_ends_as_the_run_never_stopped(data, tmp_path, sentence_encoder):
+    """--finetune-label-refresh N keeps the label vectors encoded since the last refresh: a resume between two
+    refreshes encoded them again with the encoder of its update (a run of other parameters); the checkpoint holds
+    them, so the resumed run ends bit for bit as the one never stopped."""
+    flags = ["--head", "gile", "--joint-dim", "8", "--finetune-encoder", "--finetune-label-refresh", "4",
+             "--label-sample-rate", "0.5", "--max-update", "6", "--save-interval-updates", "3",
+             "--disable-validation"]
+    train(data, tmp_path / "full", sentence_encoder, *flags)
+    (tmp_path / "resumed").mkdir()
+    shutil.copyfile(tmp_path / "full" / "checkpoint_1_3.pt", tmp_path / "resumed" / "checkpoint_last.pt")
+    train(data, tmp_path / "resumed", sentence_encoder, *flags)
+    final, resumed = (state(tmp_path / run / "checkpoint_last.pt") for run in ("full", "resumed"))
+    assert final["optimizer_history"][-1]["num_updates"] == resumed["optimizer_history"][-1]["num_updates"] == 6
+    assert_same_tensors(final["model"], resumed["model"], "resumed between two refreshes")
 
 
 def test_bad_encoder_input(data, tmp_path, sentence_encoder):
