@@ -147,8 +147,8 @@ def check_fairseq_options(args: argparse.Namespace, given: Sequence[str] = (), k
     checkpoint's model (``--output-layer tied`` was ignored)."""
     typed = {arg.split("=", 1)[0] for arg in given}
     for name, value, allowed in sorted(fairseq_option_problems(args), key=lambda p: flag(p[0]) not in typed):
-        check_number(keyword(name, value) if keywords else flag(name), value, allowed)
-    check_nbest(getattr(args, "nbest", None), getattr(args, "beam", None), getattr(args, "sampling", False))
+        check_number(keyword(name, getattr(args, name)) if keywords else flag(name), value, allowed)  # as given
+    check_nbest(getattr(args, "nbest", None), getattr(args, "beam", None), getattr(args, "sampling", False), keywords)
     groups, generate = getattr(args, "diverse_beam_groups", None), errors.program() == "fairseq-generate"
     if generate:  # a split of binarized data: batches
         check_diverse_beam_groups(groups, f"--diverse-beam-groups {groups}",

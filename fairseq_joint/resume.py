@@ -110,7 +110,13 @@ def load_checkpoint(original, trainer, filename, *args, **kwargs):
         restore_frozen_criterion(criterion, frozen, filename)
     model = trainer.get_model()
     if isinstance(model, ResumeStateMixin):  # what else the run held (every process reads the checkpoint's)
-        model.load_resume_state(extra_state.get(MODEL_RESUME_STATE) if resuming else None)
+        held = extra_state.get(MODEL_RESUME_STATE) if resuming else None
+        model.load_resume_state(held)
+        if held and trainer.data_parallel_world_size > 1 and trainer.is_data_parallel_master:
+            logger.warning(f"{filename} holds what the first process's model held beside its weights (GILE's "
+                           "--finetune-label-refresh label vectors since the last refresh, which each process encodes "
+                           f"for its own batches): all {trainer.data_parallel_world_size} processes resume with it, "
+                           "so the run ends near the one never stopped, not bit for bit")
     if budget and updates >= budget:
         raise OptionError(
             f"--save-dir {trainer.cfg.checkpoint.save_dir} holds a run already at update {updates} ({filename}) and "

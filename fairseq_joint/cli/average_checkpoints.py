@@ -23,6 +23,7 @@ from typing import Dict, List, Optional, Sequence
 import torch
 
 from fairseq_joint.cli.common import console_script, fail, parser, positive_int
+from fairseq_joint.resume import MODEL_RESUME_STATE
 from fairseq_joint.text_files import check_exists, check_new_output
 
 PROG = "fairseq-joint-average-checkpoints"
@@ -102,6 +103,9 @@ def average_checkpoints(paths: Sequence[str]) -> Dict[str, object]:
         if sums[part]:
             last[part] = {k: v.div_(counts[part]).to(holder[part][k].dtype) if _averaged(v) else v
                           for k, v in sums[part].items()}
+    # what the last run held beside its weights for a resume (GILE's --finetune-label-refresh label vectors) is of its
+    # own weights, not of the average's
+    (last.get("extra_state") or {}).pop(MODEL_RESUME_STATE, None)
     return last
 
 

@@ -246,7 +246,8 @@ class GileClassifierConfig(FairseqDataclass):
                                   "gile (Eq. 14), gile_label_only (Eq. 6a), gile_input_only (Eq. 6b)"}
     )
     joint_dim: str = field(
-        default="auto", metadata={"help": "d_j of bil_yh15/gile: an integer, or auto for Eq. 19 (linear-head capacity)"}
+        default="auto", metadata={"help": "d_j of bil_yh15/gile: an integer, or auto for Eq. 19 (linear-head capacity; "
+                                  "with --languages, of every language's classification unit)"}
     )
     joint_activation: ChoiceEnum(ACTIVATION_CHOICES) = field(
         default="relu", metadata={"help": "σ of the label/input projections (Eqs. 7-8)"}
@@ -527,8 +528,8 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, ResumeStateMixin, B
             for h in heads:
                 used = cooccurrence_init_(h.weight, patterns, str(cfg.cooccurrence_init))
             log = logger.info if patterns else logger.warning  # (no text of two labels or more: W stays random)
-            log(f"Kurata init ({cfg.cooccurrence_init}): {used} of {cfg.encoder_dim} hidden units dedicated to the most "
-                f"frequent of {len(patterns)} label co-occurrence patterns (sets of two or more labels)")
+            log(f"Kurata init ({cfg.cooccurrence_init}): {used} of {cfg.encoder_dim} hidden units dedicated to the "
+                f"most frequent of {len(patterns)} label co-occurrence patterns (sets of two or more labels)")
         model = cls(cfg, embed, encoder, head, list(inputs.languages), inputs.label_language)
         if label_bias is not None:
             model.label_bias = label_bias
@@ -614,8 +615,9 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, ResumeStateMixin, B
                     "is not the encoder directory the checkpoint was fine-tuned from (its files differ)"
                     if encoder.finetune else "holds other weights than the frozen encoder the checkpoint was trained "
                     "with") + ": give that encoder's directory")
+        state_dict = self.check_data(state_dict)
         self.keep_saved_joint_dim(state_dict)
-        return super().load_state_dict(self.check_data(state_dict), strict=strict, model_cfg=model_cfg, args=args)
+        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
 
     def keep_saved_joint_dim(self, state_dict) -> None:
         """A multilingual checkpoint of ``--joint-dim auto`` saved when it took Eq. 19's monolingual form (d_j of one
@@ -629,9 +631,13 @@ class GileClassifier(UpdateCountMixin, DataFingerprintMixin, ResumeStateMixin, B
         old_rule = equal_capacity_joint_dim(first.input_dim, first.class_dim, first.num_classes)
         if saved.shape[0] != old_rule:
             return  # another model: the load refuses it
+        said = (f"the checkpoint's d_j is {old_rule}, what --joint-dim auto gave of one classification unit's labels "
+                f"(Eq. 19 as fairseq-joint took it before its multilingual form, {first.joint_dim} here)")
+        if torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
+            # the heads built again would be outside the data-parallel wrapper fairseq built around the model
+            raise CheckpointError(f"{said}: train on from it with --joint-dim {old_rule}")
+        logger.info(f"{said}: the model keeps it")
         spec = replace(first.spec, joint_dim=old_rule)
-        logger.info(f"the checkpoint's d_j is {old_rule}, --joint-dim auto of one classification unit's labels (Eq. 19 "
-                    f"as fairseq-joint took it before its multilingual form, {first.joint_dim}): the model keeps it")
         self.head = self.share_joint_space(nn.ModuleDict({
             lang: OutputLayer(spec, num_classes=head.num_classes, input_dim=head.input_dim, class_dim=head.class_dim)
             for lang, head in self.head.items()}).to(first.class_weight))

@@ -19,8 +19,9 @@ The logQ correction (Jean et al. 2015; TensorFlow's ``subtract_log_q``) subtract
 log of its expected count in V' (:meth:`Candidates.log_expected_counts`): 0 for a positive, which V' always holds,
 and for a negative its probability of being drawn, π(v) = 1 − (1 − q(v))^t with t the number of draws with
 replacement that yield n distinct ids on average (Σ π = n; TensorFlow's estimate for its unique samplers), q being
-the distribution the negatives were drawn from (positives excluded by default). Then logsumexp over V' estimates
-the full softmax's normaliser without bias: each negative stands for 1/π(v) classes. (n·q(v), the count of draws
+the distribution the negatives were drawn from (positives excluded by default). Then the sum of exp over V' is an
+(approximately: π is estimated) unbiased estimate of the full softmax's normaliser: each negative stands for 1/π(v)
+classes. (n·q(v), the count of draws
 *with* replacement, overstates a frequent id's share: q = 0.29 of 4 draws is 1.15, π = 0.89.) Draws use torch's
 global RNG unless a generator is given: fairseq seeds it per update (``seed + num_updates``), so the same
 ``--seed`` gives the same candidates, across a resume too.
@@ -41,7 +42,8 @@ IGNORED = -100
 ACCIDENTAL_HIT_LOGIT = -1e9
 
 
-#: bisection steps of :func:`log_inclusion` over log t in [log n, log n + 64]: t to a relative 64 / 2^32
+#: bisection steps of :func:`log_inclusion` over log t in [log n, log n + 64]: t to a relative 64 / 2^32 (t up to
+#: n·e^64, what fp32 holds: a q so skewed that n distinct ids need more draws, 1e-30 beside 1, is beyond it)
 INCLUSION_STEPS = 32
 
 
@@ -52,7 +54,9 @@ def log_inclusion(log_q: Tensor, n: Union[int, Tensor]) -> Tensor:
     Σ π(v) = n, by a bisection of fixed length (no host synchronisation)."""
     q = torch.softmax(log_q, 0)
     log_miss = torch.log1p(-q)  # log(1 - q(v)), one draw missing v
-    count = torch.as_tensor(n, dtype=q.dtype, device=q.device).clamp(min=1)
+    # (a count given as an int is filled on the device: a tensor made from it would be a copy from the host)
+    count = (n.to(q.dtype) if torch.is_tensor(n) else torch.full((), float(n), dtype=q.dtype, device=q.device)).clamp(
+        min=1)
     low = count.log()
     high = low + 64.0
     for _ in range(INCLUSION_STEPS):

@@ -164,7 +164,8 @@ def test_cuda_sampling_and_chunked_softmax_never_wait_for_the_host():
 
     def one_update():
         cands = sampler.sample(t)
-        loss = F.cross_entropy(candidate_logits(layer, h, cands), cands.targets, reduction="sum")
+        # (with the logQ correction: the inclusion probabilities' bisection runs on the device too)
+        loss = F.cross_entropy(candidate_logits(layer, h, cands, logq_correction=True), cands.targets, reduction="sum")
         loss.backward()
         for path in ("tokens", "vocabulary"):
             chunked_cross_entropy(layer, h, t, 50, path=path)[0].backward()

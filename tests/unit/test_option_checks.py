@@ -268,7 +268,11 @@ def test_an_override_out_of_range_names_the_keyword_it_was_given_as():
     for overrides, said in (({"lenpen": NAN}, "^lenpen=nan: must be a finite number, got nan: give a value in that "
                                               "range$"),
                             ({"max_len_b": -1}, "^max_len_b=-1: must be an integer >= 0, got -1"),
-                            ({"generation": {"lenpen": INF}}, "^lenpen=inf: must be a finite number, got inf")):
+                            ({"generation": {"lenpen": INF}}, "^lenpen=inf: must be a finite number, got inf"),
+                            # an item of a list or a literal: the value as given, then the item
+                            ({"update_freq": [0]}, r"^update_freq=\[0\]: must be positive .* got 0"),
+                            ({"adam_betas": "(0.9, 1.5)"}, r"^adam_betas='\(0.9, 1.5\)': must be a finite number in "
+                                                           r"\[0, 1\), got 1.5")):
         with pytest.raises(errors.OptionError, match=said):
             checks.check_overrides(cfg, overrides)
     checks.check_overrides(cfg, {"lenpen": 1.5, "generation": {"max_len_b": 4}})
