@@ -21,10 +21,9 @@ and for a negative its probability of being drawn, π(v) = 1 − (1 − q(v))^t 
 replacement that yield n distinct ids on average (Σ π = n; TensorFlow's estimate for its unique samplers), q being
 the distribution the negatives were drawn from (positives excluded by default). Then the sum of exp over V' is an
 (approximately: π is estimated) unbiased estimate of the full softmax's normaliser: each negative stands for 1/π(v)
-classes. (n·q(v), the count of draws
-*with* replacement, overstates a frequent id's share: q = 0.29 of 4 draws is 1.15, π = 0.89.) Draws use torch's
-global RNG unless a generator is given: fairseq seeds it per update (``seed + num_updates``), so the same
-``--seed`` gives the same candidates, across a resume too.
+classes. (n·q(v), the count of draws *with* replacement, overstates a frequent id's share: q = 0.29 of 4 draws is
+1.15, π = 0.89.) Draws use torch's global RNG unless a generator is given: fairseq seeds it per update
+(``seed + num_updates``), so the same ``--seed`` gives the same candidates, across a resume too.
 """
 
 import math
@@ -55,8 +54,8 @@ def log_inclusion(log_q: Tensor, n: Union[int, Tensor]) -> Tensor:
     q = torch.softmax(log_q, 0)
     log_miss = torch.log1p(-q)  # log(1 - q(v)), one draw missing v
     # (a count given as an int is filled on the device: a tensor made from it would be a copy from the host)
-    count = (n.to(q.dtype) if torch.is_tensor(n) else torch.full((), float(n), dtype=q.dtype, device=q.device)).clamp(
-        min=1)
+    count = n.to(q.dtype) if torch.is_tensor(n) else torch.full((), float(n), dtype=q.dtype, device=q.device)
+    count = count.clamp(min=1)
     low = count.log()
     high = low + 64.0
     for _ in range(INCLUSION_STEPS):
