@@ -66,7 +66,7 @@ def test_a_resume_into_another_head_names_the_option_not_the_layers_fields(tmp_p
 
     for finetune, said in ((None, "holds another model than this run builds (--head"), (path, "output layer differs")):
         trainer = types.SimpleNamespace(cfg=OmegaConf.merge(cfg, {"checkpoint": {"finetune_from_model": finetune}}),
-                                        get_criterion=torch.nn.Module)
+                                        get_criterion=torch.nn.Module, get_model=torch.nn.Module)
         with pytest.raises(Exception) as raised:  # noqa: PT011  (fairseq's own Exception, the refusal in its chain)
             load_checkpoint(fails, trainer, path)
         assert said in str(refusal(raised.value))
@@ -112,6 +112,7 @@ def test_fairseq_s_load_checkpoint_refuses_another_world_size_but_not_to_fine_tu
                                                "finetune_from_model": finetune}})
         trainer = types.SimpleNamespace(cfg=cfg, get_num_updates=lambda: 7, is_data_parallel_master=True,
                                         data_parallel_world_size=1, get_criterion=torch.nn.Module,
+                                        get_model=torch.nn.Module,
                                         task=types.SimpleNamespace(load_state_dict=lambda state: None))
         if finetune:
             assert load_checkpoint(lambda trainer, filename: middle, trainer, path) is middle
@@ -133,6 +134,7 @@ def test_a_checkpoint_without_optimizer_state_is_not_resumed_at_update_0(tmp_pat
                                                "reset_optimizer": reset, "finetune_from_model": None}})
         return types.SimpleNamespace(cfg=cfg, get_num_updates=lambda: 0, is_data_parallel_master=True,
                                      data_parallel_world_size=1, get_criterion=torch.nn.Module,
+                                     get_model=torch.nn.Module,
                                      task=types.SimpleNamespace(load_state_dict=lambda state: None))
 
     extra = {"train_iterator": {"epoch": 3, "iterations_in_epoch": 0}}
@@ -160,6 +162,7 @@ def test_the_task_state_is_restored_on_a_resume_only(tmp_path, finetune, resets,
                             "checkpoint": checkpoint})
     trainer = types.SimpleNamespace(cfg=cfg, get_num_updates=lambda: 0, is_data_parallel_master=True,
                                     data_parallel_world_size=1, get_criterion=torch.nn.Module,
+                                    get_model=torch.nn.Module,
                                     task=types.SimpleNamespace(load_state_dict=loaded.append))
     load_checkpoint(lambda trainer, filename: {"train_iterator": {"epoch": 2}}, trainer, path)
     assert loaded == ([{"gamma": 2.3}] if restored else [])
