@@ -97,6 +97,21 @@ def precision(args) -> contextlib.AbstractContextManager:
     return torch.autocast(device_type=torch.device(args.device).type, dtype=DTYPES[args.dtype])
 
 
+def runs_lstm(device: str, dtype: str) -> bool:
+    """Whether an LSTM (Table 4's joint_lstm_wmt17) runs under ``dtype``'s autocast on ``device``: oneDNN has no
+    16-bit LSTM on a CPU without AVX512-BF16 (an AVX2 AMD EPYC failed in "could not create a primitive descriptor for
+    the LSTM forward propagation primitive")."""
+    if dtype == "fp32" or torch.device(device).type != "cpu":
+        return True
+    lstm = torch.nn.LSTM(4, 4)
+    try:
+        with torch.autocast(device_type="cpu", dtype=DTYPES[dtype]):
+            lstm(torch.zeros(2, 1, 4))
+    except RuntimeError:
+        return False
+    return True
+
+
 def synchronize(device: torch.device) -> None:
     """Wait for the device's queued work (CUDA runs asynchronously: a step's time ends when its kernels have)."""
     if device.type == "cuda":
@@ -589,6 +604,10 @@ def check(args) -> Optional[str]:
         return f"--parts: name each part once, got {' '.join(args.parts)}"
     if not math.isfinite(args.time_budget_s):
         return f"--time-budget-s must be a finite number of seconds, got {args.time_budget_s}"
+    if "table4" in args.parts and not runs_lstm(args.device, args.dtype):
+        return (f"--dtype {args.dtype} on {device_name(torch.device(args.device))}: this CPU's oneDNN has no "
+                f"{args.dtype} LSTM, which part table4 (joint_lstm_wmt17) runs: give --dtype fp32, or --parts without "
+                "table4")
     return None
 
 
