@@ -315,7 +315,6 @@ def test_kurata_init_of_a_linear_head_dedicates_units_to_the_label_sets_of_its_t
     assert torch.equal(weights["ub"][:, 2:], weights["none"][:, 2:])
 
 
-
 def test_joint_dim_auto_of_a_multilingual_model_is_eq_19s_multilingual_form():
     """d_j = dh·Σ_i |k(i)| / (dh + d) over M languages' classification units (GILE Sec. 4.2.1), not one unit's
     labels; a checkpoint saved under the one-unit form keeps its d_j (its heads built again at the saved size)."""
@@ -335,6 +334,7 @@ def test_joint_dim_auto_of_a_multilingual_model_is_eq_19s_multilingual_form():
     assert new.head["en"].joint_dim == 2 and new.head["en"].class_weight is new.head["pl"].class_weight
     saved = old.state_dict()
     assert all(torch.equal(value, saved[key]) for key, value in new.state_dict().items() if torch.is_tensor(value))
+
 
 # ---------------------------------------------------------------------------------------------- encoders / files
 def test_han_splits_sentences_and_wan_ignores_padding():
