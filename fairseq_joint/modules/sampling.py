@@ -28,7 +28,7 @@ classes. (n·q(v), the count of draws *with* replacement, overstates a frequent 
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Sequence, Union
+from typing import Callable, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -70,7 +70,9 @@ class Candidates:
     ids: Tensor  # (C,) class ids of V': all positives first, then negatives
     targets: Tensor  # input targets remapped to positions in ids (same shape); ignored positions -> -100
     num_positives: Union[int, Tensor]  # an int, or a 0-d tensor on the device when V' was drawn without a host sync
-    drawn_log_q: Optional[Tensor] = None  # (|V|,) log q the negatives were drawn from (-inf: never), None: none drawn
+    #: () -> (|V|,) log q the negatives were drawn from (-inf: never), made only for the logQ correction; None: none
+    #: drawn
+    drawn_log_q: Optional[Callable[[], Tensor]] = None
     num_negatives: Union[int, Tensor] = 0  # n, as num_positives
 
     def log_expected_counts(self) -> Tensor:
@@ -78,7 +80,7 @@ class Candidates:
         positives, log π(v) (:func:`log_inclusion`) for the negatives."""
         if self.drawn_log_q is None:
             return torch.zeros(self.ids.shape, device=self.ids.device)
-        drawn = log_inclusion(self.drawn_log_q, self.num_negatives)[self.ids].float()
+        drawn = log_inclusion(self.drawn_log_q(), self.num_negatives)[self.ids].float()
         positive = torch.arange(self.ids.numel(), device=self.ids.device) < self.num_positives
         return torch.where(positive, torch.zeros_like(drawn), drawn)
 
@@ -204,7 +206,8 @@ class CandidateSampler:
         remapped = torch.where(valid, lookup[flat.clamp(min=0)], torch.full_like(flat, IGNORED)).view_as(targets)
         num_positives = positive.sum()
         return Candidates(ids=ids, targets=remapped, num_positives=num_positives,
-                          drawn_log_q=log_q.masked_fill(positive, -math.inf), num_negatives=size - num_positives)
+                          drawn_log_q=lambda: log_q.masked_fill(positive, -math.inf),
+                          num_negatives=size - num_positives)
 
     def _sample_exact(self, targets: Tensor, generator: Optional[torch.Generator]) -> Candidates:
         device = targets.device
@@ -224,7 +227,7 @@ class CandidateSampler:
         lookup[positives] = torch.arange(positives.numel(), device=device)
         remapped = torch.where(valid, lookup[flat.clamp(min=0)], torch.full_like(flat, IGNORED)).view_as(targets)
         return Candidates(ids=ids, targets=remapped, num_positives=positives.numel(),
-                          drawn_log_q=weights.log() if n > 0 else None, num_negatives=n)
+                          drawn_log_q=weights.log if n > 0 else None, num_negatives=n)
 
 
 def candidate_logits(
